@@ -1,0 +1,141 @@
+"""Protocols that plugin objects implement (the shapes behind the hooks).
+
+These are structural (``typing.Protocol``): a plugin need not inherit from
+them, only provide the attributes and methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+# ---------------------------------------------------------------------------
+# Environments
+# ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A batch of ``num_envs`` environments stepping together on one device.
+
+    Observations are ``uint8`` tensors of shape ``[num_envs, *obs_shape]``
+    (for pixel envs ``obs_shape == (K, H, W)``, shade indices 0..3). Every
+    tensor returned lives on ``device``. Environments reset themselves:
+    when an env finishes (``done | trunc``) the observation returned for it is
+    already the first one of its next episode and ``info["reset_mask"]`` is
+    True for it. ``info`` may carry more keys (tensors or plain numbers).
+    """
+
+    num_envs: int
+    num_actions: int
+    obs_shape: tuple[int, ...]
+    device: torch.device
+
+    def reset(self) -> torch.Tensor:
+        """Reset all envs; return observations ``uint8 [N, *obs_shape]``."""
+        ...
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Advance every env one step.
+
+        ``actions``: int64 ``[N]`` in ``[0, num_actions)``.
+        Returns ``(obs uint8 [N,*obs_shape], reward float32 [N],
+        done bool [N], trunc bool [N], info)``. ``done`` marks a terminal
+        state (no bootstrap); ``trunc`` a time limit (bootstrap from the
+        value of the truncated state, whose observation is
+        ``info["final_obs"]`` when provided).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release device memory and any worker processes."""
+        ...
+
+
+# ---------------------------------------------------------------------------
+# Runs, trainers, observers
+# ---------------------------------------------------------------------------
+
+
+class RunInfo(Protocol):
+    """What every plugin object may know about the run it belongs to."""
+
+    run_id: str
+    run_dir: Path
+    device: torch.device
+    seed: int
+    config: Any  # the resolved gbx.config.RunConfig
+
+
+class RunContext(RunInfo, Protocol):
+    """Services the core run loop offers a trainer.
+
+    The trainer owns its loop (collect, update, evaluate, checkpoint) and
+    talks to the outside world only through this object, so observers,
+    artifact writers and resume logic stay in the core.
+    """
+
+    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Env:
+        """Build the configured env with ``num_envs`` copies."""
+        ...
+
+    def record(self, metrics: Mapping[str, Any]) -> None:
+        """Emit one metrics record (host numbers, read once per update)."""
+        ...
+
+    def record_eval(self, metrics: Mapping[str, Any]) -> None:
+        """Emit one evaluation summary."""
+        ...
+
+    def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
+        """Persist the trainer state atomically; return the checkpoint path."""
+        ...
+
+    def should_stop(self) -> bool:
+        """True once a stop was requested (signal, step budget)."""
+        ...
+
+
+class Trainer(Protocol):
+    """A training algorithm instance bound to one run."""
+
+    def __init__(self, config: Any, ctx: RunContext) -> None: ...
+
+    def train(self) -> None:
+        """Train until the configured budget or ``ctx.should_stop()``."""
+        ...
+
+    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+        """Run evaluation episodes on fresh envs; return a summary."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly (model, optimiser, counters, RNG)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+    def act(self, obs: torch.Tensor, *, greedy: bool = True) -> torch.Tensor:
+        """Actions int64 ``[N]`` for observations (used by ``gbx gif``/``eval``)."""
+        ...
+
+
+class Observer(Protocol):
+    """Receives run events. Every method is optional; missing ones are skipped."""
+
+    def on_run_start(self, meta: Mapping[str, Any]) -> None: ...
+
+    def on_record(self, record: Mapping[str, Any]) -> None: ...
+
+    def on_eval(self, record: Mapping[str, Any]) -> None: ...
+
+    def on_checkpoint(self, path: Path, step: int) -> None: ...
+
+    def on_failure(self, error: Mapping[str, Any]) -> None: ...
+
+    def on_run_end(self, summary: Mapping[str, Any]) -> None: ...

@@ -1,0 +1,145 @@
+"""Evaluate a policy on a batch of evaluation envs, with a random-policy baseline.
+
+Each env of the batch contributes exactly its first episode of a round, so
+short episodes are not over-represented (which happens when one keeps
+collecting finished episodes until a count is reached). Episode bookkeeping
+(returns, lengths, outcome) stays on the device; the host only reads one
+"all finished?" flag every ``check_every`` steps and the results once.
+
+Success means the episode ended in ``done`` (the goal) rather than in
+``trunc`` (the time limit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gbx.api import Env
+
+Policy = Callable[[torch.Tensor], torch.Tensor]
+
+# Hard cap on steps of one round, so an env that never ends cannot hang a run.
+DEFAULT_MAX_ROUND_STEPS = 100_000
+
+
+def random_policy(num_actions: int, generator: torch.Generator | None) -> Policy:
+    """Uniform random actions (on the observations' device)."""
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        return torch.randint(
+            num_actions, (obs.shape[0],), device=obs.device, generator=generator
+        )
+
+    return act
+
+
+def run_episodes(
+    env: Env,
+    policy: Policy,
+    episodes: int,
+    *,
+    check_every: int = 16,
+    max_round_steps: int = DEFAULT_MAX_ROUND_STEPS,
+) -> dict[str, list[float]]:
+    """Play ``episodes`` episodes (one per env per round); return per-episode lists.
+
+    Keys: ``return``, ``length``, ``success`` (1.0/0.0), ``finished`` (0.0 when
+    a round hit ``max_round_steps`` before the env's episode ended).
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    n = env.num_envs
+    device = torch.device(env.device)
+    rounds = math.ceil(episodes / n)
+    results = torch.zeros(4, rounds * n, dtype=torch.float32, device=device)
+    ep_return = torch.zeros(n, dtype=torch.float32, device=device)
+    ep_length = torch.zeros(n, dtype=torch.float32, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    for r in range(rounds):
+        obs = env.reset()
+        ep_return.zero_()
+        ep_length.zero_()
+        finished.zero_()
+        out = results[:, r * n : (r + 1) * n]
+        with torch.no_grad():
+            for step in range(1, max_round_steps + 1):
+                actions = policy(obs)
+                obs, reward, done, trunc, _info = env.step(actions)
+                live = ~finished
+                live_f = live.to(torch.float32)
+                ep_return.add_(reward.to(torch.float32) * live_f)
+                ep_length.add_(live_f)
+                ending = live & (done | trunc)
+                # Record outcomes of episodes ending now; later episodes of the env are ignored.
+                out[0] = torch.where(ending, ep_return, out[0])
+                out[1] = torch.where(ending, ep_length, out[1])
+                out[2] = torch.where(ending, done.to(torch.float32), out[2])
+                out[3] = torch.where(ending, 1.0, out[3])
+                finished |= ending
+                if step % check_every == 0 and bool(finished.all()):
+                    break
+        # Unfinished episodes (hit the cap) report what they had so far, as failures.
+        out[0] = torch.where(finished, out[0], ep_return)
+        out[1] = torch.where(finished, out[1], ep_length)
+    host = results[:, :episodes].tolist()  # the one read of the results
+    return {"return": host[0], "length": host[1], "success": host[2], "finished": host[3]}
+
+
+def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str, Any]:
+    """success_rate, median_steps_to_goal (None without successes), mean_return, ..."""
+    returns = per_episode["return"]
+    lengths = per_episode["length"]
+    success = per_episode["success"]
+    count = len(returns)
+    to_goal = sorted(l for l, s in zip(lengths, success, strict=True) if s > 0.5)
+    median: float | None
+    if not to_goal:
+        median = None
+    elif len(to_goal) % 2:
+        median = to_goal[len(to_goal) // 2]
+    else:
+        median = 0.5 * (to_goal[len(to_goal) // 2 - 1] + to_goal[len(to_goal) // 2])
+    return {
+        f"{prefix}success_rate": sum(success) / count,
+        f"{prefix}median_steps_to_goal": median,
+        f"{prefix}mean_return": sum(returns) / count,
+        f"{prefix}mean_length": sum(lengths) / count,
+    }
+
+
+def evaluate_policy(
+    env: Env,
+    policy: Policy,
+    episodes: int,
+    *,
+    greedy: bool,
+    baseline: bool = True,
+    seed: int = 0,
+    check_every: int = 16,
+    max_round_steps: int = DEFAULT_MAX_ROUND_STEPS,
+) -> dict[str, Any]:
+    """Evaluate ``policy`` on ``env``; add the random-policy baseline as ``random_*`` keys."""
+    summary: dict[str, Any] = {"episodes": episodes, "greedy": greedy}
+    summary.update(
+        summarize(
+            run_episodes(
+                env, policy, episodes, check_every=check_every, max_round_steps=max_round_steps
+            )
+        )
+    )
+    if baseline:
+        generator = torch.Generator(device=torch.device(env.device))
+        generator.manual_seed(seed)
+        random_episodes = run_episodes(
+            env,
+            random_policy(env.num_actions, generator),
+            episodes,
+            check_every=check_every,
+            max_round_steps=max_round_steps,
+        )
+        summary.update(summarize(random_episodes, prefix="random_"))
+    return summary

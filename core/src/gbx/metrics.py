@@ -1,0 +1,305 @@
+"""Training metrics computed on the device, shared by every algorithm.
+
+The functions here are pure: tensors in, tensors out, on the tensors' own
+device, with no host transfer. :class:`MetricsAccumulator` gathers a logging
+window (a rollout or several updates) into preallocated device buffers and
+reads them back to the host exactly once per emitted record, so a trainer on
+CUDA never stalls the GPU to log.
+
+Record keys produced by :meth:`MetricsAccumulator.summary` follow the
+``train_log.jsonl`` schema (see ``docs/observability.md``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+DEFAULT_QUANTILES: tuple[float, float, float] = (0.1, 0.5, 0.9)
+
+
+def rate(mask: torch.Tensor) -> torch.Tensor:
+    """Fraction of True entries of a boolean (or 0/1) tensor, as a 0-d float32 tensor."""
+    if mask.numel() == 0:
+        return torch.zeros((), dtype=torch.float32, device=mask.device)
+    return mask.to(torch.float32).mean()
+
+
+def percentiles(
+    values: torch.Tensor, quantiles: Sequence[float] = DEFAULT_QUANTILES
+) -> torch.Tensor:
+    """Quantiles of all entries of ``values`` (linear interpolation), float32 ``[len(q)]``.
+
+    Same definition as ``torch.quantile``'s default, but computed by sorting
+    and indexing at positions known on the host (from the shape), because
+    ``torch.quantile`` validates ``q`` on the device and so syncs on CUDA.
+    ``values`` must not be empty: the caller knows how many samples it has
+    without asking the device, so it can skip the call instead.
+    """
+    n = values.numel()
+    if n == 0:
+        raise ValueError("percentiles() got an empty tensor; skip the call when there are no samples")
+    ordered = torch.sort(values.reshape(-1).to(torch.float32)).values
+    picked = []
+    for q in quantiles:
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile {q} is outside [0, 1]")
+        pos = q * (n - 1)
+        lo = int(pos)
+        hi = min(lo + 1, n - 1)
+        frac = pos - lo
+        picked.append(ordered[lo] * (1.0 - frac) + ordered[hi] * frac)
+    return torch.stack(picked)
+
+
+def histogram(indices: torch.Tensor, num_bins: int) -> torch.Tensor:
+    """Counts of each integer in ``[0, num_bins)`` as int64 ``[num_bins]``.
+
+    Uses ``scatter_add_`` rather than ``torch.bincount`` because bincount's
+    output length depends on the data, which forces a device-to-host sync on
+    CUDA. Indices outside the range are an error (a device assert on CUDA).
+    """
+    flat = indices.reshape(-1).to(torch.int64)
+    counts = torch.zeros(num_bins, dtype=torch.int64, device=flat.device)
+    return counts.scatter_add_(0, flat, torch.ones_like(flat))
+
+
+def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of categorical distributions given by ``logits [..., A]``; shape ``[...]``."""
+    log_p = torch.log_softmax(logits.to(torch.float32), dim=-1)
+    return -(log_p.exp() * log_p).sum(dim=-1)
+
+
+def mean_std(values: torch.Tensor) -> torch.Tensor:
+    """Population mean and standard deviation of all entries, float32 ``[2]``."""
+    flat = values.reshape(-1).to(torch.float32)
+    mean = flat.mean()
+    std = (flat - mean).square().mean().sqrt()
+    return torch.stack([mean, std])
+
+
+# Slots of the packed device sum vector. Keeping every running sum in one
+# float64 vector makes the per-record read-back a single transfer; float64
+# keeps counts exact up to 2**53.
+_ENV_STEPS = 0
+_REWARD = 1
+_DONE = 2
+_TRUNC = 3
+_RESET = 4
+_EPISODES = 5
+_SUCCESS = 6
+_RETURN = 7
+_LENGTH = 8
+_ENTROPY = 9
+_ENTROPY_N = 10
+_VALUE = 11
+_VALUE_SQ = 12
+_VALUE_N = 13
+_NUM_FIXED = 14
+
+
+class MetricsAccumulator:
+    """Aggregates per-step and per-update statistics of a logging window on the device.
+
+    Every ``add_*`` call only launches device work on preallocated buffers;
+    the number of samples seen is tracked on the host from tensor shapes, so
+    nothing waits for the device. :meth:`summary` reads everything back in one
+    transfer, returns a record dict and starts a new window.
+
+    Per-env running episode return and length persist across windows, so an
+    episode spanning two records is counted once, when it ends.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        num_actions: int,
+        device: torch.device | str,
+        *,
+        dist_capacity: int = 65536,
+        max_extras: int = 32,
+    ) -> None:
+        if num_envs <= 0 or num_actions <= 0:
+            raise ValueError("MetricsAccumulator needs num_envs > 0 and num_actions > 0")
+        self.num_envs = num_envs
+        self.num_actions = num_actions
+        self.device = torch.device(device)
+        self._extra_base = _NUM_FIXED + num_actions
+        self._max_extras = max_extras
+        size = self._extra_base + 2 * max_extras  # each extra: sum and count
+        self._sums = torch.zeros(size, dtype=torch.float64, device=self.device)
+        self._ep_return = torch.zeros(num_envs, dtype=torch.float32, device=self.device)
+        self._ep_length = torch.zeros(num_envs, dtype=torch.float32, device=self.device)
+        self._dist = torch.zeros(dist_capacity, dtype=torch.float32, device=self.device)
+        self._dist_capacity = dist_capacity
+        self._zero = torch.zeros((), dtype=torch.float32, device=self.device)
+        self._extra_slots: dict[str, int] = {}
+        self._dist_cursor = 0  # host-side ring position: known from shapes, no sync
+        self._dist_count = 0
+        self._window_steps = 0
+        self._window_start = time.perf_counter()
+
+    # -- adding (device work only) -------------------------------------------------
+
+    def add_step(
+        self,
+        reward: torch.Tensor,
+        done: torch.Tensor,
+        trunc: torch.Tensor,
+        *,
+        reset_mask: torch.Tensor | None = None,
+        success: torch.Tensor | None = None,
+        actions: torch.Tensor | None = None,
+        dist: torch.Tensor | None = None,
+    ) -> None:
+        """Account one env step of the whole batch (all tensors ``[num_envs]``).
+
+        ``reset_mask`` defaults to ``done | trunc``; ``success`` flags envs whose
+        episode ended in success at this step; ``dist`` is a per-env distance
+        to the goal, sampled for the window's percentiles.
+        """
+        done = done.to(torch.bool)
+        trunc = trunc.to(torch.bool)
+        ended = done | trunc
+        if reset_mask is None:
+            reset_mask = ended
+        ended_f = ended.to(torch.float32)
+        self._ep_return.add_(reward.to(torch.float32))
+        self._ep_length.add_(1.0)
+        if success is not None:
+            success_sum = (success.to(torch.bool) & ended).sum().to(torch.float32)
+        else:
+            success_sum = self._zero
+        step_stats = torch.stack(
+            [
+                reward.to(torch.float32).sum(),
+                done.sum().to(torch.float32),
+                trunc.sum().to(torch.float32),
+                reset_mask.sum().to(torch.float32),
+                ended_f.sum(),
+                success_sum,
+                (self._ep_return * ended_f).sum(),
+                (self._ep_length * ended_f).sum(),
+            ]
+        )
+        self._sums[_REWARD : _LENGTH + 1].add_(step_stats.to(torch.float64))
+        self._sums[_ENV_STEPS] += float(reward.numel())
+        keep = 1.0 - ended_f
+        self._ep_return.mul_(keep)
+        self._ep_length.mul_(keep)
+        if actions is not None:
+            self.add_actions(actions)
+        if dist is not None:
+            self._add_dist(dist)
+        self._window_steps += reward.numel()
+
+    def add_actions(self, actions: torch.Tensor) -> None:
+        """Count actions (int ``[...]`` in ``[0, num_actions)``) into the action histogram."""
+        hist = self._sums[_NUM_FIXED : _NUM_FIXED + self.num_actions]
+        flat = actions.reshape(-1).to(torch.int64)
+        hist.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.float64))
+
+    def add_policy(
+        self, *, entropy: torch.Tensor | None = None, value: torch.Tensor | None = None
+    ) -> None:
+        """Account per-sample policy entropy and value estimates (any shape)."""
+        if entropy is not None:
+            self._sums[_ENTROPY] += entropy.to(torch.float64).sum()
+            self._sums[_ENTROPY_N] += float(entropy.numel())
+        if value is not None:
+            v = value.to(torch.float64)
+            self._sums[_VALUE] += v.sum()
+            self._sums[_VALUE_SQ] += v.square().sum()
+            self._sums[_VALUE_N] += float(value.numel())
+
+    def add_scalars(self, **scalars: torch.Tensor | float) -> None:
+        """Average algorithm-specific scalars (losses, KL, ...) over the window."""
+        for name, value in scalars.items():
+            slot = self._extra_slots.get(name)
+            if slot is None:
+                if len(self._extra_slots) >= self._max_extras:
+                    raise ValueError(
+                        f"more than {self._max_extras} extra scalars; raise max_extras"
+                    )
+                slot = self._extra_base + 2 * len(self._extra_slots)
+                self._extra_slots[name] = slot
+            if isinstance(value, torch.Tensor):
+                self._sums[slot] += value.detach().to(torch.float64).mean()
+            else:
+                self._sums[slot] += float(value)
+            self._sums[slot + 1] += 1.0
+
+    def _add_dist(self, dist: torch.Tensor) -> None:
+        flat = dist.reshape(-1).to(torch.float32)
+        n = flat.numel()
+        if n >= self._dist_capacity:  # keep the newest samples only
+            flat = flat[n - self._dist_capacity :]
+            n = self._dist_capacity
+        first = min(n, self._dist_capacity - self._dist_cursor)
+        self._dist[self._dist_cursor : self._dist_cursor + first].copy_(flat[:first])
+        if first < n:
+            self._dist[: n - first].copy_(flat[first:])
+        self._dist_cursor = (self._dist_cursor + n) % self._dist_capacity
+        self._dist_count = min(self._dist_count + n, self._dist_capacity)
+
+    # -- reading (one host sync) -----------------------------------------------------
+
+    def summary(self) -> dict[str, float | int | list[int]]:
+        """Return the window's record fields and start a new window.
+
+        Reads the device exactly once. Keys whose inputs were never added in
+        this window are left out rather than reported as zero or NaN.
+        """
+        parts = [self._sums]
+        has_dist = self._dist_count > 0
+        if has_dist:
+            parts.append(percentiles(self._dist[: self._dist_count]).to(torch.float64))
+        host = torch.cat(parts).tolist()  # the single device-to-host transfer
+        elapsed = max(time.perf_counter() - self._window_start, 1e-9)
+        record = self._record_from(host, has_dist, elapsed)
+        self.reset_window()
+        return record
+
+    def _record_from(
+        self, host: list[float], has_dist: bool, elapsed: float
+    ) -> dict[str, float | int | list[int]]:
+        steps = host[_ENV_STEPS]
+        out: dict[str, float | int | list[int]] = {"sps": self._window_steps / elapsed}
+        if steps > 0:
+            out["reward_mean"] = host[_REWARD] / steps
+            out["done_rate"] = host[_DONE] / steps
+            out["trunc_rate"] = host[_TRUNC] / steps
+            out["reset_rate"] = host[_RESET] / steps
+        episodes = int(host[_EPISODES])
+        out["episodes"] = episodes
+        if episodes > 0:
+            out["success_rate"] = host[_SUCCESS] / episodes
+            out["episode_return_mean"] = host[_RETURN] / episodes
+            out["episode_length_mean"] = host[_LENGTH] / episodes
+        if host[_ENTROPY_N] > 0:
+            out["entropy_mean"] = host[_ENTROPY] / host[_ENTROPY_N]
+        if host[_VALUE_N] > 0:
+            mean = host[_VALUE] / host[_VALUE_N]
+            var = max(host[_VALUE_SQ] / host[_VALUE_N] - mean * mean, 0.0)
+            out["value_mean"] = mean
+            out["value_std"] = var**0.5
+        hist = [int(c) for c in host[_NUM_FIXED : _NUM_FIXED + self.num_actions]]
+        if any(hist):
+            out["action_hist"] = hist
+        for name, slot in self._extra_slots.items():
+            if host[slot + 1] > 0:
+                out[name] = host[slot] / host[slot + 1]
+        if has_dist:
+            tail = len(host) - 3
+            out["dist_p10"], out["dist_p50"], out["dist_p90"] = host[tail : tail + 3]
+        return out
+
+    def reset_window(self) -> None:
+        """Clear the window's sums (running per-env episode state is kept)."""
+        self._sums.zero_()
+        self._dist_cursor = 0
+        self._dist_count = 0
+        self._window_steps = 0
+        self._window_start = time.perf_counter()

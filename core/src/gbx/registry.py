@@ -1,0 +1,228 @@
+"""What the installed plugins provide, and who provided it.
+
+The plugin manager calls each plugin's ``register_*`` hook with a registrar
+bound to that plugin (a :class:`Provider`). Registrars check their arguments,
+refuse a name that another plugin already took (naming both distributions)
+and store a small spec object in the :class:`Registry`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from gbx.errors import DuplicateRegistrationError, PluginError
+
+if TYPE_CHECKING:
+    import click
+
+ARTIFACT_KINDS = ("meta", "checkpoint", "failure", "media")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
+
+
+@attrs.frozen
+class Provider:
+    """The plugin (and the distribution it ships in) that registered something."""
+
+    plugin: str
+    distribution: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.distribution} (plugin {self.plugin!r})"
+
+
+@attrs.frozen
+class EnvSpec:
+    name: str
+    factory: Callable[..., Any]
+    config_cls: type
+    description: str
+    provider: Provider
+
+
+@attrs.frozen
+class AlgorithmSpec:
+    name: str
+    trainer_cls: Callable[..., Any]
+    config_cls: type
+    description: str
+    provider: Provider
+
+
+@attrs.frozen
+class ModelSpec:
+    name: str
+    builder: Callable[..., Any]
+    description: str
+    provider: Provider
+
+
+@attrs.frozen
+class ObserverSpec:
+    name: str
+    factory: Callable[..., Any]
+    description: str
+    provider: Provider
+
+
+@attrs.frozen
+class WriterSpec:
+    kind: str
+    writer: Callable[..., Any]
+    description: str
+    provider: Provider
+
+
+@attrs.frozen
+class BenchmarkSpec:
+    name: str
+    command: click.Command
+    provider: Provider
+
+
+@attrs.frozen
+class CommandSpec:
+    name: str
+    provider: Provider
+
+
+@attrs.define
+class Registry:
+    """Everything registered by the loaded plugins, keyed by name."""
+
+    envs: dict[str, EnvSpec] = attrs.field(factory=dict)
+    algorithms: dict[str, AlgorithmSpec] = attrs.field(factory=dict)
+    models: dict[str, ModelSpec] = attrs.field(factory=dict)
+    observers: dict[str, ObserverSpec] = attrs.field(factory=dict)
+    writers: list[WriterSpec] = attrs.field(factory=list)
+    benchmarks: dict[str, BenchmarkSpec] = attrs.field(factory=dict)
+    commands: dict[str, CommandSpec] = attrs.field(factory=dict)
+
+    def writers_for(self, kind: str) -> list[WriterSpec]:
+        """Writers serving one artifact kind, in registration order."""
+        return [w for w in self.writers if w.kind == kind]
+
+    def provided_by(self, plugin: str) -> dict[str, list[str]]:
+        """Names each kind of object that ``plugin`` registered."""
+        return {
+            "algorithms": _names_of(self.algorithms, plugin),
+            "envs": _names_of(self.envs, plugin),
+            "observers": _names_of(self.observers, plugin),
+            "writers": sorted({w.kind for w in self.writers if w.provider.plugin == plugin}),
+            "models": _names_of(self.models, plugin),
+            "commands": _names_of(self.commands, plugin),
+            "benchmarks": _names_of(self.benchmarks, plugin),
+        }
+
+
+def _names_of(table: dict[str, Any], plugin: str) -> list[str]:
+    return sorted(name for name, spec in table.items() if spec.provider.plugin == plugin)
+
+
+def _check_name(kind: str, name: object, provider: Provider) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise PluginError(
+            f"{provider} registered {kind} name {name!r}: names must be lowercase "
+            "letters, digits, '_', '-' or '.'"
+        )
+    return name
+
+
+def _check_unique(kind: str, table: dict[str, Any], name: str, provider: Provider) -> None:
+    if name in table:
+        first: Provider = table[name].provider
+        raise DuplicateRegistrationError(
+            f"{kind} {name!r} is registered twice: by {first} and by {provider}; "
+            f"uninstall one of {first.distribution!r} and {provider.distribution!r}"
+        )
+
+
+def _check_config_cls(kind: str, name: str, config_cls: object, provider: Provider) -> type:
+    if not (isinstance(config_cls, type) and attrs.has(config_cls)):
+        raise PluginError(
+            f"{provider} registered {kind} {name!r} with config class {config_cls!r}; "
+            "it must be an attrs class (use @attrs.frozen)"
+        )
+    return config_cls
+
+
+class _Registrar:
+    """Base of the registrars: remembers the registry and the calling plugin."""
+
+    def __init__(self, registry: Registry, provider: Provider) -> None:
+        self.registry = registry
+        self.provider = provider
+
+
+class EnvRegistrar(_Registrar):
+    """``register(name, factory, config_cls, description=...)`` for one plugin."""
+
+    def __call__(
+        self, name: str, factory: Callable[..., Any], config_cls: type, *, description: str = ""
+    ) -> None:
+        name = _check_name("env", name, self.provider)
+        _check_unique("env", self.registry.envs, name, self.provider)
+        config_cls = _check_config_cls("env", name, config_cls, self.provider)
+        self.registry.envs[name] = EnvSpec(name, factory, config_cls, description, self.provider)
+
+
+class AlgorithmRegistrar(_Registrar):
+    """``register(name, trainer_cls, config_cls, description=...)`` for one plugin."""
+
+    def __call__(
+        self,
+        name: str,
+        trainer_cls: Callable[..., Any],
+        config_cls: type,
+        *,
+        description: str = "",
+    ) -> None:
+        name = _check_name("algorithm", name, self.provider)
+        _check_unique("algorithm", self.registry.algorithms, name, self.provider)
+        config_cls = _check_config_cls("algorithm", name, config_cls, self.provider)
+        self.registry.algorithms[name] = AlgorithmSpec(
+            name, trainer_cls, config_cls, description, self.provider
+        )
+
+
+class ModelRegistrar(_Registrar):
+    """``register(name, builder, description=...)`` for one plugin."""
+
+    def __call__(self, name: str, builder: Callable[..., Any], *, description: str = "") -> None:
+        name = _check_name("model", name, self.provider)
+        _check_unique("model", self.registry.models, name, self.provider)
+        self.registry.models[name] = ModelSpec(name, builder, description, self.provider)
+
+
+class ObserverRegistrar(_Registrar):
+    """``register(name, factory, description=...)`` for one plugin."""
+
+    def __call__(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
+        name = _check_name("observer", name, self.provider)
+        _check_unique("observer", self.registry.observers, name, self.provider)
+        self.registry.observers[name] = ObserverSpec(name, factory, description, self.provider)
+
+
+class WriterRegistrar(_Registrar):
+    """``register(kind, writer, description=...)``; several writers may serve one kind."""
+
+    def __call__(self, kind: str, writer: Callable[..., Any], *, description: str = "") -> None:
+        if kind not in ARTIFACT_KINDS:
+            raise PluginError(
+                f"{self.provider} registered an artifact writer of kind {kind!r}; "
+                f"kinds are {', '.join(ARTIFACT_KINDS)}"
+            )
+        self.registry.writers.append(WriterSpec(kind, writer, description, self.provider))
+
+
+class BenchmarkRegistrar(_Registrar):
+    """``register(name, command)`` with a ``click.Command`` for ``gbx bench NAME``."""
+
+    def __call__(self, name: str, command: click.Command) -> None:
+        name = _check_name("benchmark", name, self.provider)
+        _check_unique("benchmark", self.registry.benchmarks, name, self.provider)
+        self.registry.benchmarks[name] = BenchmarkSpec(name, command, self.provider)

@@ -1,0 +1,202 @@
+"""Tests of gbx.metrics on small synthetic tensors with hand-checked values."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from gbx.metrics import (
+    MetricsAccumulator,
+    categorical_entropy,
+    histogram,
+    mean_std,
+    percentiles,
+    rate,
+)
+
+
+def test_rate_counts_true_fraction() -> None:
+    assert rate(torch.tensor([True, False, False, True])).item() == pytest.approx(0.5)
+    assert rate(torch.tensor([], dtype=torch.bool)).item() == 0.0
+
+
+def test_percentiles_match_linear_interpolation() -> None:
+    values = torch.arange(11, dtype=torch.float32)  # 0..10: p10=1, p50=5, p90=9
+    assert percentiles(values).tolist() == pytest.approx([1.0, 5.0, 9.0])
+    # 4 samples: positions 0.3, 1.5, 2.7 between sorted [1, 2, 4, 8]
+    shuffled = torch.tensor([8.0, 1.0, 4.0, 2.0])
+    assert percentiles(shuffled).tolist() == pytest.approx([1.3, 3.0, 6.8])
+    ref = torch.quantile(shuffled, torch.tensor([0.1, 0.5, 0.9]))
+    assert percentiles(shuffled).tolist() == pytest.approx(ref.tolist())
+    assert percentiles(torch.tensor([3.0])).tolist() == [3.0, 3.0, 3.0]
+    with pytest.raises(ValueError, match="empty"):
+        percentiles(torch.tensor([]))
+
+
+def test_histogram_has_fixed_length() -> None:
+    counts = histogram(torch.tensor([[0, 2], [2, 2]]), num_bins=5)
+    assert counts.tolist() == [1, 0, 3, 0, 0]
+    assert counts.dtype == torch.int64
+
+
+def test_categorical_entropy() -> None:
+    uniform = torch.zeros(2, 4)
+    assert categorical_entropy(uniform).tolist() == pytest.approx([math.log(4)] * 2)
+    certain = torch.tensor([[0.0, -1e9, -1e9]])
+    assert categorical_entropy(certain).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_mean_std() -> None:
+    assert mean_std(torch.tensor([1.0, 3.0, 5.0, 7.0])).tolist() == pytest.approx(
+        [4.0, math.sqrt(5.0)]
+    )
+
+
+def _two_step_window(acc: MetricsAccumulator) -> None:
+    # 4 envs, 2 steps. Step 1: env 1 done (success), env 2 truncated.
+    acc.add_step(
+        torch.tensor([1.0, 2.0, 0.0, 0.0]),
+        torch.tensor([False, True, False, False]),
+        torch.tensor([False, False, True, False]),
+        success=torch.tensor([False, True, False, False]),
+        actions=torch.tensor([0, 1, 1, 2]),
+        dist=torch.tensor([4.0, 0.0, 3.0, 2.0]),
+    )
+    # Step 2: env 0 done without success.
+    acc.add_step(
+        torch.tensor([1.0, 0.0, 0.0, 0.0]),
+        torch.tensor([True, False, False, False]),
+        torch.tensor([False, False, False, False]),
+        success=torch.tensor([False, False, False, False]),
+        actions=torch.tensor([2, 2, 2, 2]),
+        dist=torch.tensor([1.0, 5.0, 6.0, 7.0]),
+    )
+    acc.add_policy(entropy=torch.tensor([0.5, 1.5]), value=torch.tensor([1.0, 3.0]))
+    acc.add_scalars(policy_loss=torch.tensor(0.25), kl=0.5)
+    acc.add_scalars(policy_loss=torch.tensor(0.75), kl=1.5)
+
+
+def test_accumulator_summary_hand_checked() -> None:
+    acc = MetricsAccumulator(num_envs=4, num_actions=3, device="cpu")
+    _two_step_window(acc)
+    rec = acc.summary()
+    assert rec["reward_mean"] == pytest.approx(4.0 / 8)
+    assert rec["done_rate"] == pytest.approx(2 / 8)
+    assert rec["trunc_rate"] == pytest.approx(1 / 8)
+    assert rec["reset_rate"] == pytest.approx(3 / 8)
+    assert rec["episodes"] == 3
+    assert rec["success_rate"] == pytest.approx(1 / 3)
+    # returns of ended episodes: env1 = 2 (len 1), env2 = 0 (len 1), env0 = 1+1 (len 2)
+    assert rec["episode_return_mean"] == pytest.approx(4.0 / 3)
+    assert rec["episode_length_mean"] == pytest.approx(4.0 / 3)
+    assert rec["action_hist"] == [1, 2, 5]
+    assert rec["entropy_mean"] == pytest.approx(1.0)
+    assert rec["value_mean"] == pytest.approx(2.0)
+    assert rec["value_std"] == pytest.approx(1.0)
+    assert rec["policy_loss"] == pytest.approx(0.5)
+    assert rec["kl"] == pytest.approx(1.0)
+    expected = torch.quantile(
+        torch.tensor([4.0, 0.0, 3.0, 2.0, 1.0, 5.0, 6.0, 7.0]), torch.tensor([0.1, 0.5, 0.9])
+    ).tolist()
+    assert [rec["dist_p10"], rec["dist_p50"], rec["dist_p90"]] == pytest.approx(expected)
+    assert rec["sps"] > 0
+
+
+def test_accumulator_window_resets_but_episodes_carry_over() -> None:
+    acc = MetricsAccumulator(num_envs=2, num_actions=2, device="cpu")
+    acc.add_step(torch.tensor([1.0, 1.0]), torch.tensor([False, False]), torch.tensor([False, False]))
+    first = acc.summary()
+    assert first["episodes"] == 0
+    assert "success_rate" not in first and "dist_p50" not in first and "entropy_mean" not in first
+    acc.add_step(torch.tensor([2.0, 0.0]), torch.tensor([True, False]), torch.tensor([False, False]))
+    second = acc.summary()
+    assert second["reward_mean"] == pytest.approx(1.0)
+    assert second["episodes"] == 1
+    assert second["episode_return_mean"] == pytest.approx(3.0)  # 1 + 2 across two windows
+    assert second["episode_length_mean"] == pytest.approx(2.0)
+
+
+def test_dist_ring_buffer_keeps_newest_samples() -> None:
+    acc = MetricsAccumulator(num_envs=4, num_actions=1, device="cpu", dist_capacity=6)
+    zeros = torch.zeros(4)
+    no = torch.zeros(4, dtype=torch.bool)
+    acc.add_step(zeros, no, no, dist=torch.tensor([100.0, 100.0, 100.0, 100.0]))
+    acc.add_step(zeros, no, no, dist=torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    rec = acc.summary()  # buffer holds the newest 6: 100, 100, 1, 2, 3, 4
+    expected = torch.quantile(
+        torch.tensor([100.0, 100.0, 1.0, 2.0, 3.0, 4.0]), torch.tensor([0.1, 0.5, 0.9])
+    ).tolist()
+    assert [rec["dist_p10"], rec["dist_p50"], rec["dist_p90"]] == pytest.approx(expected)
+
+
+_HOST_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
+
+
+@contextlib.contextmanager
+def _count_host_reads() -> Iterator[list[str]]:
+    """Count every Tensor method that copies device data to the host.
+
+    On the CPU there is no real sync to detect, so the accumulator is checked
+    structurally: any of these calls would be a device-to-host sync on CUDA.
+    """
+    calls: list[str] = []
+    originals = {name: getattr(torch.Tensor, name) for name in _HOST_READS}
+
+    def wrap(name: str):  # type: ignore[no-untyped-def]
+        original = originals[name]
+
+        def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(name)
+            return original(self, *args, **kwargs)
+
+        return counted
+
+    try:
+        for name in _HOST_READS:
+            setattr(torch.Tensor, name, wrap(name))
+        yield calls
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+def test_add_reads_nothing_back_and_summary_reads_once() -> None:
+    acc = MetricsAccumulator(num_envs=4, num_actions=3, device="cpu")
+    _two_step_window(acc)  # first use allocates extra slots; measure a warm window
+    acc.summary()
+    with _count_host_reads() as calls:
+        _two_step_window(acc)
+    assert calls == []
+    with _count_host_reads() as calls:
+        acc.summary()
+    assert calls == ["tolist"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_add_does_not_sync_on_cuda() -> None:
+    acc = MetricsAccumulator(num_envs=4, num_actions=3, device="cuda")
+    _two_step_window(acc)
+    acc.summary()
+    batch = [
+        torch.rand(256, device="cuda"),
+        torch.rand(256, device="cuda") < 0.1,
+        torch.rand(256, device="cuda") < 0.05,
+    ]
+    actions = torch.randint(0, 3, (256,), device="cuda")
+    acc = MetricsAccumulator(num_envs=256, num_actions=3, device="cuda")
+    acc.add_scalars(loss=torch.tensor(1.0, device="cuda"))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            acc.add_step(*batch, success=batch[1], actions=actions, dist=batch[0])
+            acc.add_policy(entropy=batch[0], value=batch[0])
+            acc.add_scalars(loss=batch[0].mean())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    rec = acc.summary()
+    assert sum(rec["action_hist"]) == 3 * 256  # type: ignore[arg-type]

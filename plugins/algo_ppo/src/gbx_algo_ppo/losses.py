@@ -1,0 +1,201 @@
+"""PPO's pure math: returns, advantages, losses and diagnostics.
+
+Every function here is a pure function of tensors on one device; none reads
+back to the host, so they can sit inside the training hot path.
+
+Time layout: tensors are ``[T, N]`` (rollout step, env). At step ``t`` the
+agent saw ``obs[t]`` (value ``values[t]``), acted, received ``rewards[t]``
+and the flags ``dones[t]`` (terminal: nothing follows) and ``truncs[t]``
+(time limit: the episode was cut, its future is estimated by the value of
+the truncated state ``trunc_values[t]``, i.e. the value of ``final_obs``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from gbx.metrics import categorical_entropy
+
+__all__ = [
+    "PolicyLoss",
+    "RunningMeanStd",
+    "categorical_entropy",
+    "categorical_logprob",
+    "clipped_surrogate",
+    "compute_gae",
+    "explained_variance",
+    "normalize_advantages",
+    "sample_categorical",
+    "scale_rewards",
+    "value_loss",
+]
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    truncs: torch.Tensor,
+    next_value: torch.Tensor,
+    trunc_values: torch.Tensor,
+    *,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimates and value targets, ``[T, N]`` each.
+
+    ``next_value`` ``[N]`` is the value of the observation after the last
+    step. Where ``dones[t]`` the step has no successor; where ``truncs[t]``
+    (and not done) it bootstraps from ``trunc_values[t]``. In both cases the
+    advantage recursion stops at the episode boundary, since ``obs[t+1]``
+    already belongs to the next episode (auto-reset).
+    """
+    steps = rewards.shape[0]
+    dones_f = dones.to(rewards.dtype)
+    truncs = truncs.bool()
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)], dim=0)
+    # The truncated state's value replaces the successor's (which is the next episode's start).
+    bootstrap = torch.where(truncs, trunc_values, next_values)
+    deltas = rewards + gamma * bootstrap * (1.0 - dones_f) - values
+    carry = gamma * gae_lambda * (~(dones.bool() | truncs)).to(rewards.dtype)
+    advantages = torch.empty_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in range(steps - 1, -1, -1):
+        last = deltas[t] + carry[t] * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+class PolicyLoss(NamedTuple):
+    loss: torch.Tensor
+    approx_kl: torch.Tensor
+    clipfrac: torch.Tensor
+
+
+def clipped_surrogate(
+    new_logprob: torch.Tensor,
+    old_logprob: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    clip: float,
+) -> PolicyLoss:
+    """PPO's clipped policy loss (to minimise), with its KL and clip-fraction diagnostics.
+
+    ``approx_kl`` is the low-variance estimator ``E[(r - 1) - log r]`` of
+    KL(old || new); ``clipfrac`` the share of samples whose ratio left
+    ``[1 - clip, 1 + clip]``.
+    """
+    log_ratio = new_logprob - old_logprob
+    ratio = log_ratio.exp()
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
+    loss = -torch.minimum(unclipped, clipped).mean()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
+    return PolicyLoss(loss, approx_kl, clipfrac)
+
+
+def value_loss(
+    new_values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    *,
+    clip: float | None = None,
+) -> torch.Tensor:
+    """Half mean squared error to the returns; with ``clip``, the pessimistic clipped variant."""
+    error = (new_values - returns).square()
+    if clip is None:
+        return 0.5 * error.mean()
+    clipped_values = old_values + (new_values - old_values).clamp(-clip, clip)
+    clipped_error = (clipped_values - returns).square()
+    return 0.5 * torch.maximum(error, clipped_error).mean()
+
+
+def categorical_logprob(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Log-probability of integer ``actions`` ``[...]`` under ``logits`` ``[..., A]``."""
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Sample actions by the Gumbel-max trick: no host sync, works under graph capture."""
+    u = torch.rand(logits.shape, device=logits.device, generator=generator)
+    gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)))
+    return (logits.detach() + gumbel).argmax(-1)
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``1 - Var[target - predicted] / Var[target]``; NaN when the target has no variance."""
+    var_target = target.float().var(unbiased=False)
+    var_residual = (target.float() - predicted.float()).var(unbiased=False)
+    nan = torch.full_like(var_target, float("nan"))
+    return torch.where(var_target > 0, 1.0 - var_residual / var_target.clamp_min(1e-30), nan)
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    return (advantages - advantages.mean()) / (advantages.std(unbiased=False) + eps)
+
+
+class RunningMeanStd:
+    """Running mean/variance of a scalar stream, kept on the device (parallel merge)."""
+
+    def __init__(self, device: torch.device | str, eps: float = 1e-4) -> None:
+        self.mean = torch.zeros((), dtype=torch.float64, device=device)
+        self.var = torch.ones((), dtype=torch.float64, device=device)
+        self.count = torch.full((), eps, dtype=torch.float64, device=device)
+
+    def update(self, x: torch.Tensor) -> None:
+        x = x.detach().double().flatten()
+        batch_mean = x.mean()
+        batch_var = x.var(unbiased=False)
+        n = float(x.numel())
+        delta = batch_mean - self.mean
+        total = self.count + n
+        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
+        self.mean = self.mean + delta * n / total
+        self.var = m2 / total
+        self.count = total
+
+    @property
+    def std(self) -> torch.Tensor:
+        return self.var.sqrt()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count.clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        device = self.mean.device
+        self.mean = state["mean"].to(device, torch.float64)
+        self.var = state["var"].to(device, torch.float64)
+        self.count = state["count"].to(device, torch.float64)
+
+
+def scale_rewards(
+    rewards: torch.Tensor,
+    dones: torch.Tensor,
+    truncs: torch.Tensor,
+    discounted: torch.Tensor,
+    stats: RunningMeanStd,
+    *,
+    gamma: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Divide ``rewards [T, N]`` by the running std of the discounted return.
+
+    ``discounted`` ``[N]`` is the per-env running discounted return carried
+    between rollouts; it restarts at episode ends. Returns the scaled rewards
+    and the updated carry. Rewards are only scaled (not centred), so the sign
+    of the sparse goal reward is kept.
+    """
+    running = discounted
+    history = torch.empty_like(rewards)
+    ended = (dones | truncs).to(rewards.dtype)
+    for t in range(rewards.shape[0]):
+        running = running * gamma + rewards[t]
+        history[t] = running
+        running = running * (1.0 - ended[t])
+    stats.update(history)
+    scale = (stats.std + 1e-8).to(rewards.dtype)
+    return rewards / scale, running
