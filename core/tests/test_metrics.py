@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-
 from gbx.metrics import (
     MetricsAccumulator,
     categorical_entropy,
@@ -118,6 +117,21 @@ def test_accumulator_window_resets_but_episodes_carry_over() -> None:
     assert second["episodes"] == 1
     assert second["episode_return_mean"] == pytest.approx(3.0)  # 1 + 2 across two windows
     assert second["episode_length_mean"] == pytest.approx(2.0)
+
+
+def test_state_dict_carries_running_episodes_across_a_restart() -> None:
+    acc = MetricsAccumulator(num_envs=2, num_actions=2, device="cpu")
+    no = torch.tensor([False, False])
+    acc.add_step(torch.tensor([1.0, 5.0]), no, no)
+    state = acc.state_dict()
+    resumed = MetricsAccumulator(num_envs=2, num_actions=2, device="cpu")
+    resumed.load_state_dict(state)
+    resumed.add_step(torch.tensor([2.0, 0.0]), torch.tensor([True, False]), no)
+    rec = resumed.summary()
+    assert rec["episode_return_mean"] == pytest.approx(3.0)
+    assert rec["episode_length_mean"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="same num_envs"):
+        MetricsAccumulator(num_envs=3, num_actions=2, device="cpu").load_state_dict(state)
 
 
 def test_dist_ring_buffer_keeps_newest_samples() -> None:

@@ -13,7 +13,7 @@ Record keys produced by :meth:`MetricsAccumulator.summary` follow the
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -295,6 +295,23 @@ class MetricsAccumulator:
             tail = len(host) - 3
             out["dist_p10"], out["dist_p50"], out["dist_p90"] = host[tail : tail + 3]
         return out
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Per-env running episode sums, so an episode spanning a checkpoint is counted once.
+
+        The window itself is not saved: a resumed run starts a fresh window.
+        """
+        return {"ep_return": self._ep_return.clone(), "ep_length": self._ep_length.clone()}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        for key, target in (("ep_return", self._ep_return), ("ep_length", self._ep_length)):
+            value = state[key]
+            if tuple(value.shape) != tuple(target.shape):
+                raise ValueError(
+                    f"accumulator state {key!r} has shape {tuple(value.shape)}, expected "
+                    f"{tuple(target.shape)}; resume with the same num_envs"
+                )
+            target.copy_(value)
 
     def reset_window(self) -> None:
         """Clear the window's sums (running per-env episode state is kept)."""

@@ -103,11 +103,20 @@ class PluginHost:
 
     def add_commands(self, cli: Any) -> None:
         """Let every plugin add top-level subcommands; record who added what."""
+        owners = {name: "gbx-core" for name in cli.commands}
         for impl in self.pm.hook.register_commands.get_hookimpls():
-            before = set(cli.commands)
+            before = dict(cli.commands)
             _call_impl(impl, {"cli": cli})
             provider = self.plugin(impl.plugin_name).provider
-            for name in sorted(set(cli.commands) - before):
+            for name, command in cli.commands.items():
+                if name in before and before[name] is command:
+                    continue
+                if name in before:
+                    raise DuplicateRegistrationError(
+                        f"command {name!r} is defined by {owners[name]} and again by {provider}; "
+                        f"uninstall one of them"
+                    )
+                owners[name] = str(provider)
                 self.registry.commands[name] = CommandSpec(name, provider)
 
 

@@ -11,7 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from gbx_gameboy.layout import (
-    BGP, IO_OFF, LCDC, OAM_OFF, OBP0, OBP1, SCX, SCY, VRAM_OFF, WX, WY,
+    BGP,
+    IO_OFF,
+    LCDC,
+    OAM_OFF,
+    OBP0,
+    OBP1,
+    SCX,
+    SCY,
+    VRAM_OFF,
+    WX,
+    WY,
 )
 
 

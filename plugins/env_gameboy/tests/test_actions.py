@@ -12,7 +12,7 @@ def test_default_codec_is_seven_buttons_without_noop() -> None:
     c = make_codec("default")
     assert c.num_actions == 7 and c.buttons == ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
     masks = c.encode(torch.arange(7))
-    assert masks.dtype == torch.uint8
+    assert masks.dtype == torch.int32
     # A=bit4 B=bit5 START=bit7 UP=bit2 DOWN=bit3 LEFT=bit1 RIGHT=bit0
     assert masks.tolist() == [16, 32, 128, 4, 8, 2, 1]
     assert make_codec("buttons7").buttons == c.buttons
@@ -26,7 +26,7 @@ def test_optional_codecs_add_noop_and_select() -> None:
 
 def test_encode_into_reuses_buffer() -> None:
     c = make_codec("buttons9")
-    out = torch.empty(4, dtype=torch.uint8)
+    out = torch.empty(4, dtype=torch.int32)
     ptr = out.data_ptr()
     c.encode_into(torch.tensor([0, 8, 2, 6]), out)
     assert out.tolist() == [16, 64, 128, 1] and out.data_ptr() == ptr

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import warp as wp
 
 from gbx_gameboy.layout import (
-    BGP, IO_OFF, LCDC, MEM_BYTES, OAM_OFF, OBP0, OBP1, SCX, SCY, VRAM_OFF, WX, WY,
+    BGP,
+    IO_OFF,
+    LCDC,
+    MEM_BYTES,
+    OAM_OFF,
+    OBP0,
+    OBP1,
+    SCX,
+    SCY,
+    VRAM_OFF,
+    WX,
+    WY,
 )
 from gbx_gameboy.render import render_frames, render_line
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
 from render_reference import render_frame as reference_frame
 
 wp.config.quiet = True
@@ -155,7 +170,7 @@ def _render_with_line_io(
 ):
     """Like the machine: IO registers may change between lines."""
     env = wp.tid()
-    win = int(0)
+    win = wp.int32(0)
     for ly in range(144):
         for r in range(0x40, 0x4C):
             mem[IO_OFF + r, env] = line_io[env, ly, r]

@@ -25,7 +25,7 @@ class SizePreset:
 
 # XS..XL from the paper's model-size table; "tiny" exists for CPU tests and gates.
 SIZES: dict[str, SizePreset] = {
-    "tiny": SizePreset(deter=32, units=32, depth=4, layers=1, stoch=4, classes=4),
+    "tiny": SizePreset(deter=32, units=32, depth=4, layers=1, stoch=8, classes=8),
     "XS": SizePreset(deter=256, units=256, depth=24, layers=1),
     "S": SizePreset(deter=512, units=512, depth=32, layers=2),
     "M": SizePreset(deter=1024, units=640, depth=48, layers=3),

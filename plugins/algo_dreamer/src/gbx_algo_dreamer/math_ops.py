@@ -148,12 +148,21 @@ class ReturnNorm:
         self.high.copy_(state["high"])
 
 
+def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None = None
+                       ) -> torch.Tensor:
+    """Indices ``[...]`` sampled from ``logits [..., C]`` by the Gumbel-max trick.
+
+    Unlike ``torch.multinomial`` it never raises a device assert on NaN input, so a
+    non-finite model reaches the guard instead of killing the CUDA context.
+    """
+    u = torch.rand(logits.shape, device=logits.device, generator=generator)
+    gumbel = -torch.log(-torch.log(u.clamp(1e-20, 1.0 - 1e-7)))
+    return (logits.detach() + gumbel).argmax(-1)
+
+
 def straight_through_sample(logits: torch.Tensor, generator: torch.Generator | None = None
                             ) -> torch.Tensor:
     """One-hot sample of categoricals ``[..., C]`` with straight-through gradients."""
     probs = torch.softmax(logits, -1)
-    flat = probs.reshape(-1, probs.shape[-1]).detach()
-    idx = torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
-    onehot = F.one_hot(idx, probs.shape[-1]).to(probs.dtype)
+    onehot = F.one_hot(sample_categorical(logits, generator), probs.shape[-1]).to(probs.dtype)
     return onehot + probs - probs.detach()
-

@@ -3,7 +3,8 @@
 The machine takes one button byte per env (bit set = pressed):
 bit0 RIGHT, bit1 LEFT, bit2 UP, bit3 DOWN, bit4 A, bit5 B, bit6 SELECT, bit7 START.
 A codec is a fixed, named list of button combinations; ``encode`` turns an
-``int64 [N]`` action tensor into ``uint8 [N]`` masks with one device gather.
+``int64 [N]`` action tensor into ``int32 [N]`` masks (the dtype the machine
+reads) with one device gather.
 """
 
 from __future__ import annotations
@@ -42,18 +43,18 @@ class ActionCodec:
 
     name: str
     buttons: tuple[str, ...]
-    table: torch.Tensor  # uint8 [num_actions]
+    table: torch.Tensor  # int32 [num_actions]
 
     @property
     def num_actions(self) -> int:
         return len(self.buttons)
 
     def encode(self, actions: torch.Tensor) -> torch.Tensor:
-        """``int64 [N]`` action indices -> ``uint8 [N]`` button masks (on the table's device)."""
+        """``int64 [N]`` action indices -> ``int32 [N]`` button masks (on the table's device)."""
         return self.table[actions]
 
     def encode_into(self, actions: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """Like :meth:`encode` but writing into a preallocated ``uint8 [N]`` tensor."""
+        """Like :meth:`encode` but writing into a preallocated ``int32 [N]`` tensor."""
         return torch.index_select(self.table, 0, actions, out=out)
 
 
@@ -62,7 +63,7 @@ def make_codec(name: str, device: torch.device | str = "cpu") -> ActionCodec:
     if name not in CODECS:
         raise ValueError(f"unknown action codec {name!r}; choose one of {', '.join(CODECS)}")
     buttons = CODECS[name]
-    table = torch.tensor([BUTTON_BITS[b] for b in buttons], dtype=torch.uint8, device=device)
+    table = torch.tensor([BUTTON_BITS[b] for b in buttons], dtype=torch.int32, device=device)
     return ActionCodec(name=name, buttons=buttons, table=table)
 
 

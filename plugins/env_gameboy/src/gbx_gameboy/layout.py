@@ -41,3 +41,64 @@ P1, SB, SC, DIV, TIMA, TMA, TAC, IF = 0x00, 0x01, 0x02, 0x04, 0x05, 0x06, 0x07, 
 LCDC, STAT, SCY, SCX, LY, LYC, DMA, BGP, OBP0, OBP1, WY, WX = (
     0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B,
 )
+NR52 = 0x26
+BOOT_OFF_REG = 0x50  # FF50: writing non-zero unmaps the boot ROM
+IE_HRAM_INDEX = 0x7F  # IE (0xFFFF) inside the HRAM block
+
+# ---------------------------------------------------------------------------
+# Per-env scalar state: ``st`` is an ``int32`` array shaped ``(ST_COUNT, num_envs)``.
+# CPU registers first, in the order the kernel keeps them in a local vector
+# (B, C, D, E, H, L, F, A: the SM83 operand encoding r[z] with (HL) at 6 replaced by F).
+R_B, R_C, R_D, R_E, R_H, R_L, R_F, R_A = 0, 1, 2, 3, 4, 5, 6, 7
+R_SP = 8
+R_PC = 9
+S_IME = 10  # interrupt master enable
+S_HALTED = 11  # 0 running, 1 HALT, 2 STOP
+S_EI_DELAY = 12  # EI takes effect after the next instruction
+S_LOCKED = 13  # 1 after an illegal opcode; the env no longer runs
+S_HALT_BUG = 14  # next opcode fetch does not increment PC
+S_BANK0 = 15  # effective ROM bank mapped at 0000-3FFF
+S_BANKX = 16  # effective ROM bank mapped at 4000-7FFF
+S_RAMOFF = 17  # byte offset of the mapped cart RAM bank, -1 when RAM is disabled
+S_MBC_R1 = 18  # raw MBC registers (meaning depends on the MBC, see memory.py)
+S_MBC_R2 = 19
+S_MBC_MODE = 20
+S_RAMG = 21
+S_DIV_OFF = 22  # 16-bit divider = (t + S_DIV_OFF) & 0xFFFF
+S_TIMA_PEND = 23  # 1 while TIMA overflowed and waits for its TMA reload
+S_PPU_MODE = 24
+S_STAT_LINE = 25  # level of the STAT interrupt line (rising edge raises IF bit 1)
+S_WIN_LINE = 26  # window line counter for the renderer
+S_MODE3_LEN = 27
+S_BUTTONS = 28  # pressed-button bitmask, bit0=RIGHT .. bit7=START
+S_SER_LEN = 29  # serial bytes captured so far (ring buffer write position)
+S_LFRAMES = 30  # frames completed in the current launch
+S_RTC_SEL = 31  # MBC3: 0x08..0x0C when an RTC register is mapped at A000, else 0
+S_RTC_LATCH = 32  # MBC3: last value written to 6000-7FFF
+S_RTC_S, S_RTC_M, S_RTC_H, S_RTC_DL, S_RTC_DH = 33, 34, 35, 36, 37  # latched RTC
+# Event times, int32 cycles relative to the start of the current launch (rebased on exit).
+T_TSYNC = 38  # timer computed up to this cycle
+T_RELOAD = 39  # cycle of the pending TIMA reload
+T_TIMER_NEXT = 40  # next TIMA reload (interrupt) cycle
+T_PPU_NEXT = 41  # next PPU mode/line transition
+T_SERIAL_END = 42  # serial transfer completion
+T_DMA_END = 43  # OAM DMA busy until this cycle
+T_DMA_START = 44
+ST_COUNT = 45
+
+NEVER = 0x3FFFFFFF  # "no event" time; never rebased
+
+# ``tm`` is an ``int64`` array shaped ``(TM_COUNT, num_envs)``: long-running counters.
+TM_CLOCK = 0  # T-cycles since power-on
+TM_FRAMES = 1  # frames since power-on (VBlank entries, or 70224-cycle periods with LCD off)
+TM_INSTRS = 2  # instructions executed
+TM_RTC_OFF = 3  # MBC3 RTC: seconds*4194304 offset added to TM_CLOCK
+TM_COUNT = 4
+
+CYCLES_PER_FRAME = 70224
+CYCLES_PER_LINE = 456
+CPU_HZ = 4194304
+
+# Button bits of the per-env mask (S_BUTTONS and step_frames' argument).
+BTN_RIGHT, BTN_LEFT, BTN_UP, BTN_DOWN = 0x01, 0x02, 0x04, 0x08
+BTN_A, BTN_B, BTN_SELECT, BTN_START = 0x10, 0x20, 0x40, 0x80

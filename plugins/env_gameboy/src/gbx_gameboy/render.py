@@ -64,7 +64,9 @@ def _rd(mem: wp.array2d(dtype=wp.uint8), off: int, env: int) -> int:
 
 
 @wp.func
-def _tile_pixel(mem: wp.array2d(dtype=wp.uint8), env: int, tile_addr: int, row: int, col: int) -> int:
+def _tile_pixel(
+    mem: wp.array2d(dtype=wp.uint8), env: int, tile_addr: int, row: int, col: int
+) -> int:
     """Colour index 0..3 of pixel (row, col) of the tile at VRAM offset ``tile_addr``."""
     lo = _rd(mem, _VRAM + tile_addr + row * 2, env)
     hi = _rd(mem, _VRAM + tile_addr + row * 2 + 1, env)
@@ -110,7 +112,7 @@ def render_line(
 
     bg_on = lcdc & 0x01
     obj_on = (lcdc >> 1) & 1
-    obj_h = 8
+    obj_h = wp.int32(8)
     if (lcdc & 0x04) != 0:
         obj_h = 16
     unsigned_tiles = (lcdc >> 4) & 1
@@ -130,7 +132,7 @@ def render_line(
     obp1 = _rd(mem, _OBP1, env)
 
     # LCDC bit 0 off hides the window too (DMG).
-    win_active = 0
+    win_active = wp.int32(0)
     if bg_on != 0 and (lcdc & 0x20) != 0 and ly >= wy and wx <= 166:
         win_active = 1
     win_x0 = wx - 7
@@ -139,7 +141,7 @@ def render_line(
     # whatever their X. Then order them by drawing priority: lower X first,
     # equal X keeps OAM order (insertion sort is stable).
     objs = _vec10i()
-    nobj = int(0)
+    nobj = wp.int32(0)  # a variable, not a constant: it changes inside loops
     if obj_on != 0:
         for i in range(40):
             if nobj < _MAXOBJ:
@@ -157,13 +159,15 @@ def render_line(
             objs[b + 1] = cur
 
     for x in range(_W):
-        bg_col = int(0)
+        bg_col = wp.int32(0)
         if bg_on != 0:
             if win_active != 0 and x >= win_x0:
                 bg_col = _map_pixel(mem, env, win_map, unsigned_tiles, x - win_x0, win_line)
             else:
-                bg_col = _map_pixel(mem, env, bg_map, unsigned_tiles, (x + scx) & 255, (ly + scy) & 255)
-        shade = int(0)
+                bx = (x + scx) & 255
+                by = (ly + scy) & 255
+                bg_col = _map_pixel(mem, env, bg_map, unsigned_tiles, bx, by)
+        shade = wp.int32(0)
         if bg_on != 0:
             shade = _palette(bgp, bg_col)
 
@@ -203,7 +207,7 @@ def render_line(
 def render_frames_kernel(mem: wp.array2d(dtype=wp.uint8), fb: wp.array3d(dtype=wp.uint8)):
     """Draw all 144 lines of one env from its current state (one thread per env)."""
     env = wp.tid()
-    win_line = int(0)
+    win_line = wp.int32(0)
     for ly in range(_H):
         win_line = render_line(mem, env, ly, win_line, fb)
 

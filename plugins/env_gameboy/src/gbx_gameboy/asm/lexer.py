@@ -24,12 +24,21 @@ _IDENT_START = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_."
 _IDENT_CHARS = _IDENT_START + "0123456789#"
 
 
-def _ends_value(tokens: list[Token]) -> bool:
-    """True when the previous token closes an operand, so ``%``/``$`` there are operators."""
+def _percent_is_modulo(tokens: list[Token], text: str, i: int) -> bool:
+    """Whether ``%`` at ``text[i]`` is the modulo operator rather than a binary number.
+
+    After a number or a closing bracket it is modulo.  After a name it is modulo unless
+    written like a prefix, ``name %101`` (space before, digits right after): that form is
+    how keywords such as ``EQU``, ``db`` or ``and`` take a binary operand.
+    """
     if not tokens:
         return False
     last = tokens[-1]
-    return last.kind in ("num", "id", "str") or last.value in (")", "]")
+    if last.kind in ("num", "str") or last.value in (")", "]"):
+        return True
+    if last.kind == "id":
+        return not (i > 0 and text[i - 1] in " \t")
+    return False
 
 
 def _read_quoted(text: str, start: int, quote: str) -> tuple[str, int]:
@@ -91,7 +100,9 @@ def tokenize(text: str) -> list[Token]:
         elif ch == "0" and i + 1 < n and text[i + 1] in "bB" and i + 2 < n and text[i + 2] in "01":
             value, i = _read_number(text, i, "01", 2, 2)
             tokens.append(Token("num", value))
-        elif ch == "%" and not _ends_value(tokens) and i + 1 < n and text[i + 1] in "01":
+        elif ch == "%" and i + 1 < n and text[i + 1] in "01" and not _percent_is_modulo(
+            tokens, text, i
+        ):
             value, i = _read_number(text, i, "01", 2, 1)
             tokens.append(Token("num", value))
         elif ch.isdigit():

@@ -1,0 +1,179 @@
+"""The ``gbx`` command line: run, eval, bench, plugins, config, plus plugin commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gbx import __version__
+from gbx.errors import GbxError
+
+
+class GbxGroup(click.Group):
+    """A click group that turns :class:`GbxError` into one line and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GbxError as exc:
+            click.echo(f"gbx: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+def _host(ctx: click.Context) -> Any:
+    return ctx.find_root().obj
+
+
+def _run_flags(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _config_options(f: Any) -> Any:
+    options = [
+        click.option("--algo", help="algorithm name (run.algo)"),
+        click.option("--env", help="environment name (run.env)"),
+        click.option("--observer", "observers", help="observers, comma separated (run.observers)"),
+        click.option("--device", help="auto | cpu | cuda | cuda:INDEX (run.device)"),
+        click.option("--seed", type=int, help="random seed (run.seed)"),
+        click.option("--steps", type=int, help="total environment steps (run.steps)"),
+        click.option("--run-dir", help="run directory (run.run_dir)"),
+        click.option("--tag", help="label appended to the run directory name (run.tag)"),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                     help="TOML or JSON file with run/env/algo sections"),
+        click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+                     help="override one value, e.g. --set algo.lr=3e-4 (repeatable)"),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _build(host: Any, config_file: str | None, overrides: tuple[str, ...],
+           base: dict[str, Any] | None = None, **flags: Any) -> Any:
+    from gbx.config import build_config, read_config_file
+
+    data = dict(base or {})
+    if config_file:
+        data = read_config_file(config_file)
+    return build_config(host.registry, base=data, flags=_run_flags(**flags), overrides=overrides)
+
+
+def build_cli(host: Any) -> click.Group:
+    """The CLI for a loaded plugin host (plugins add their commands here)."""
+
+    @click.group(cls=GbxGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="gbx")
+    @click.pass_context
+    def cli(ctx: click.Context) -> None:
+        """gbx: GPU-native reinforcement learning on the Game Boy."""
+        ctx.obj = host
+
+    @cli.command()
+    @_config_options
+    @click.option("--resume", type=click.Path(file_okay=False, exists=True),
+                  help="continue the run in this directory from its latest checkpoint")
+    @click.option("--debug", is_flag=True, default=None,
+                  help="check every env output against the env contract (run.debug)")
+    @click.pass_context
+    def run(ctx: click.Context, config_file: str | None, overrides: tuple[str, ...],
+            resume: str | None, **flags: Any) -> None:
+        """Train an algorithm on an environment."""
+        from gbx.config import read_config_file
+        from gbx.runner import execute
+
+        base = None
+        if resume:
+            if config_file:
+                raise GbxError("--resume reloads DIR/config.json; drop --config")
+            base = read_config_file(Path(resume) / "config.json")
+            flags.pop("run_dir", None)
+        config = _build(_host(ctx), config_file, overrides, base=base, **flags)
+
+        def announce(r: Any) -> None:
+            verb = "resuming" if resume else "starting"
+            click.echo(f"gbx: {verb} run {r.run_id} in {r.run_dir} on {r.device}", err=True)
+
+        summary = execute(config, _host(ctx), resume_dir=Path(resume) if resume else None,
+                          argv=["gbx", *sys.argv[1:]], on_prepared=announce)
+        click.echo(f"gbx: run {summary['status']} at step {summary['step']} "
+                   f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
+
+    @cli.command(name="eval")
+    @click.option("--checkpoint", required=True, type=click.Path(exists=True),
+                  help="checkpoint file, checkpoints/ folder or run directory")
+    @click.option("--episodes", type=click.IntRange(min=1), default=10, show_default=True)
+    @click.option("--greedy/--sample", default=True, show_default=True,
+                  help="take the most likely action, or sample from the policy")
+    @click.option("--device", help="override the device stored in the checkpoint")
+    @click.pass_context
+    def eval_cmd(ctx: click.Context, checkpoint: str, episodes: int, greedy: bool,
+                 device: str | None) -> None:
+        """Evaluate a checkpoint; print a JSON summary."""
+        from gbx.runner import evaluate_checkpoint
+
+        try:
+            summary = evaluate_checkpoint(Path(checkpoint), _host(ctx), episodes=episodes,
+                                          greedy=greedy, device=device)
+        except (FileNotFoundError, ValueError) as exc:
+            raise GbxError(str(exc)) from exc
+        click.echo(json.dumps(summary, default=str))
+
+    @cli.group(cls=GbxGroup)
+    def bench() -> None:
+        """Benchmarks registered by plugins (each prints JSON records)."""
+
+    for spec in sorted(host.registry.benchmarks.values(), key=lambda s: s.name):
+        bench.add_command(spec.command, spec.name)
+
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+    @click.pass_context
+    def plugins(ctx: click.Context, as_json: bool) -> None:
+        """List installed plugins and what each provides."""
+        from gbx.plugin_report import print_table, report
+
+        data = report(_host(ctx))
+        if as_json:
+            click.echo(json.dumps(data, indent=2))
+        else:
+            print_table(data)
+
+    @cli.command(name="config")
+    @_config_options
+    @click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default="toml",
+                  show_default=True)
+    @click.option("--explain", is_flag=True, help="list every field with its default and help")
+    @click.pass_context
+    def config_cmd(ctx: click.Context, config_file: str | None, overrides: tuple[str, ...],
+                   fmt: str, explain: bool, **flags: Any) -> None:
+        """Print the resolved configuration (a starting point for --config files)."""
+        from gbx.config import dumps_json, dumps_toml, field_docs
+
+        config = _build(_host(ctx), config_file, overrides, **flags)
+        if explain:
+            for section in ("run", "env", "algo"):
+                obj = getattr(config, section)
+                for name, tp, default, help_text in field_docs(type(obj)):
+                    click.echo(f"{section}.{name} ({tp}, default {default!r}): {help_text}")
+            return
+        click.echo(dumps_json(config) if fmt == "json" else dumps_toml(config), nl=False)
+
+    host.add_commands(cli)
+    return cli
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: load plugins, build the CLI, run it."""
+    from gbx.plugins import get_host
+
+    try:
+        host = get_host()
+        cli = build_cli(host)
+    except GbxError as exc:
+        click.echo(f"gbx: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    cli.main(args=argv, prog_name="gbx")

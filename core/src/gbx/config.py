@@ -1,0 +1,386 @@
+"""Run configuration: attrs classes, a strict cattrs converter, files and overrides.
+
+A resolved :class:`Config` has three sections:
+
+* ``run``  -- :class:`RunConfig` (algorithm, env, observers, device, seed, ...);
+* ``env``  -- the config class the selected env registered;
+* ``algo`` -- the config class the selected algorithm registered.
+
+Sources are merged in this order, later ones winning: class defaults,
+``--config FILE`` (TOML or JSON with the same sections), the dedicated CLI
+flags (``--algo``, ``--seed`` ...) and ``--set section.key=value`` overrides.
+Every problem is reported as one :class:`gbx.errors.ConfigError` naming the
+dotted path, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import cattrs
+import tomli_w
+
+from gbx.config_errors import ConfigTypeError, describe, type_name
+from gbx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gbx.registry import Registry
+
+SECTIONS = ("run", "env", "algo")
+_NAME_RE = r"^[a-z0-9][a-z0-9_.\-]*$"
+_DEVICE_RE = r"^(auto|cpu|cuda(:[0-9]+)?)$"
+_TAG_RE = r"^[A-Za-z0-9_.\-]*$"
+
+
+def option(default: Any, help: str, validator: Any = None) -> Any:
+    """An attrs field with a default and its ``help`` text (shown by ``gbx config``)."""
+    return attrs.field(default=default, validator=validator, metadata={"help": help})
+
+
+def _names_tuple(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return tuple(value)
+
+
+@attrs.frozen
+class RunConfig:
+    """The ``run`` section: what to run, where, and for how long."""
+
+    algo: str = option("ppo", "algorithm name (see `gbx plugins`)", attrs.validators.matches_re(_NAME_RE))
+    env: str = option("toy", "environment name (see `gbx plugins`)", attrs.validators.matches_re(_NAME_RE))
+    observers: tuple[str, ...] = option(
+        (), "observer names; empty means `console` if installed, else `print`"
+    )
+    device: str = option(
+        "auto", "auto | cpu | cuda | cuda:INDEX (auto picks CUDA when available)",
+        attrs.validators.matches_re(_DEVICE_RE),
+    )
+    seed: int = option(0, "random seed of envs, models and sampling", attrs.validators.ge(0))
+    steps: int = option(100_000, "total environment steps to train for", attrs.validators.ge(1))
+    run_dir: str | None = option(
+        None, "run directory; default runs/<timestamp>__<algo>__<env>__<tag>/"
+    )
+    tag: str = option("", "free label appended to the run directory name", attrs.validators.matches_re(_TAG_RE))
+    resume: str | None = option(None, "run directory this run was resumed from")
+    debug: bool = option(False, "check every env step output at the boundary (slow)")
+
+
+@attrs.frozen
+class Config:
+    """A resolved configuration: the run section plus the env and algorithm sections."""
+
+    run: RunConfig
+    env: Any
+    algo: Any
+
+
+# ---------------------------------------------------------------------------
+# Converter: strict scalars (no silent 3.7 -> 3 or "no" -> True)
+# ---------------------------------------------------------------------------
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if isinstance(value, bool):
+        raise ConfigTypeError(value, "int")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ConfigTypeError(value, "int")
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ConfigTypeError(value, "float")
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ConfigTypeError(value, "bool (true or false)")
+
+
+def _strict_str(value: Any, _: type) -> str:
+    if isinstance(value, str):
+        return value
+    raise ConfigTypeError(value, "str")
+
+
+def _path(value: Any, _: type) -> Path:
+    if isinstance(value, str | os.PathLike):
+        return Path(value)
+    raise ConfigTypeError(value, "path")
+
+
+def _is_str_tuple(tp: Any) -> bool:
+    return typing.get_origin(tp) is tuple and typing.get_args(tp) == (str, Ellipsis)
+
+
+def make_converter() -> cattrs.Converter:
+    """The converter used for every config section (plugins' included)."""
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(Path, _path)
+    conv.register_unstructure_hook(Path, str)
+
+    def names(value: Any, _: type) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return _names_tuple(value)
+        if isinstance(value, list | tuple):
+            return tuple(_strict_str(v, str) for v in value)
+        raise ConfigTypeError(value, "list of names or 'a,b'")
+
+    conv.register_structure_hook_func(_is_str_tuple, names)
+    return conv
+
+
+converter = make_converter()
+
+
+def structure_section(data: Any, cls: type, path: str) -> Any:
+    """Build ``cls`` from a plain mapping, or raise one :class:`ConfigError`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path} = {data!r}: expected a table of {cls.__name__} fields")
+    try:
+        return converter.structure(dict(data), cls)
+    except Exception as exc:  # cattrs groups / attrs validator errors
+        raise ConfigError(_one_line(describe(exc, path, data))) from exc
+
+
+def _one_line(problems: list[str]) -> str:
+    if not problems:
+        return "invalid configuration"
+    if len(problems) == 1:
+        return f"invalid config: {problems[0]}"
+    return f"invalid config ({len(problems)} problems): " + "; ".join(problems)
+
+
+# ---------------------------------------------------------------------------
+# Plain data <-> Config
+# ---------------------------------------------------------------------------
+
+
+def to_dict(config: Config) -> dict[str, Any]:
+    """Plain, JSON-ready nested dict with the three sections."""
+    return {
+        "run": converter.unstructure(config.run),
+        "env": converter.unstructure(config.env),
+        "algo": converter.unstructure(config.algo),
+    }
+
+
+def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
+    """Resolve a plain dict (e.g. a run's config.json) against the installed plugins."""
+    from gbx.resolve import require_algorithm, require_env
+
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config = {data!r}: expected a table with sections {SECTIONS}")
+    unknown = sorted(set(data) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(
+            f"invalid config: unknown section {unknown[0]!r} (sections: {', '.join(SECTIONS)})"
+        )
+    run = structure_section(data.get("run"), RunConfig, "run")
+    env_spec = require_env(registry, run.env)
+    algo_spec = require_algorithm(registry, run.algo)
+    problems: list[str] = []
+    sections: dict[str, Any] = {}
+    for name, cls in (("env", env_spec.config_cls), ("algo", algo_spec.config_cls)):
+        try:
+            sections[name] = structure_section(data.get(name), cls, name)
+        except ConfigError as exc:
+            problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
+    if problems:
+        raise ConfigError(_one_line(problems))
+    return Config(run=run, env=sections["env"], algo=sections["algo"])
+
+
+def dumps_json(config: Config) -> str:
+    return json.dumps(to_dict(config), indent=2, sort_keys=False) + "\n"
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def dumps_toml(config: Config) -> str:
+    """TOML text; unset optional fields (None) are omitted since TOML has no null."""
+    return tomli_w.dumps(_drop_none(to_dict(config)))
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Load a ``.toml`` or ``.json`` config file into a plain dict."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {p} is not valid {p.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p}: expected a table with sections {SECTIONS}")
+    return data
+
+
+def write_json_atomic(path: Path, text: str) -> Path:
+    """Write text to ``path`` through a temporary file in the same directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ---------------------------------------------------------------------------
+# Overrides: --set section.key=value
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Override:
+    """One ``--set path=value``: the dotted path, the parsed value and the raw text."""
+
+    path: tuple[str, ...]
+    value: Any
+    raw: str
+
+
+def parse_value(text: str) -> Any:
+    """A TOML literal (``3e-4``, ``true``, ``[1, 2]``, ``"s"``), else JSON, else the string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_override(text: str) -> Override:
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. algo.lr=3e-4")
+    path = tuple(key.split("."))
+    if len(path) < 2 or path[0] not in SECTIONS or not all(path):
+        raise ConfigError(
+            f"--set {text!r}: the key must start with a section ({', '.join(SECTIONS)}), "
+            "e.g. algo.lr=3e-4 or run.seed=1"
+        )
+    return Override(path, parse_value(raw.strip()), raw.strip())
+
+
+def _field_type(cls: type | None, path: Iterable[str]) -> Any:
+    """The annotated type at a dotted path inside an attrs class (None if unknown)."""
+    tp: Any = cls
+    for key in path:
+        if not (isinstance(tp, type) and attrs.has(tp)):
+            return None
+        fields = attrs.fields_dict(attrs.resolve_types(tp))
+        if key not in fields:
+            return None
+        tp = fields[key].type
+    return tp
+
+
+def _wants_text(tp: Any) -> bool:
+    if tp is str or _is_str_tuple(tp):
+        return True
+    args = typing.get_args(tp)
+    return bool(args) and str in args and all(a in (str, type(None)) for a in args)
+
+
+def apply_overrides(
+    data: dict[str, Any], overrides: Iterable[Override], classes: Mapping[str, type | None]
+) -> dict[str, Any]:
+    """Set each override into a copy of ``data``.
+
+    For a text field the raw text is kept (``run.tag=123`` stays ``"123"``),
+    unless it was written as a quoted string.
+    """
+    out = json.loads(json.dumps(data))  # deep copy of plain data
+    for ov in overrides:
+        value = ov.value
+        tp = _field_type(classes.get(ov.path[0]), ov.path[1:])
+        if tp is not None and _wants_text(tp) and not isinstance(value, str | list):
+            value = ov.raw
+        node = out
+        for key in ov.path[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {'.'.join(ov.path)}: {key} is not a table")
+            node = child
+        node[ov.path[-1]] = value
+    return out
+
+
+def build_config(
+    registry: Registry,
+    *,
+    base: Mapping[str, Any] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    overrides: Iterable[str] = (),
+) -> Config:
+    """Merge ``base`` (file contents), run ``flags`` and ``--set`` texts; resolve."""
+    from gbx.resolve import default_observers
+
+    data: dict[str, Any] = json.loads(json.dumps(dict(base or {})))
+    run = data.setdefault("run", {})
+    if not isinstance(run, dict):
+        raise ConfigError(f"run = {run!r}: expected a table of RunConfig fields")
+    for key, value in (flags or {}).items():
+        if value is not None:
+            run[key] = value
+    parsed = [parse_override(o) for o in overrides]
+    # Overrides of run.algo / run.env decide which classes the other sections use.
+    data = apply_overrides(data, [o for o in parsed if o.path[0] == "run"], {"run": RunConfig})
+    defaults = attrs.fields(RunConfig)
+    algo_name = data["run"].get("algo", defaults.algo.default)
+    env_name = data["run"].get("env", defaults.env.default)
+    classes = {
+        "env": getattr(registry.envs.get(env_name), "config_cls", None),
+        "algo": getattr(registry.algorithms.get(algo_name), "config_cls", None),
+    }
+    data = apply_overrides(data, [o for o in parsed if o.path[0] != "run"], classes)
+    if not data["run"].get("observers"):
+        data["run"]["observers"] = list(default_observers(registry))
+    return from_dict(data, registry)
+
+
+def field_docs(cls: type) -> list[tuple[str, str, Any, str]]:
+    """``(name, type, default, help)`` for every field of a config class."""
+    out = []
+    for f in attrs.fields(attrs.resolve_types(cls)):
+        default = f.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = default.factory()  # type: ignore[union-attr]
+        out.append((f.name, type_name(f.type), default, str(f.metadata.get("help", ""))))
+    return out

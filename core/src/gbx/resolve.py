@@ -1,0 +1,98 @@
+"""Looking up plugins by name, with errors that say what to install.
+
+A name that no installed plugin provides is a one-line error listing what is
+installed and, for first-party names, which distribution provides it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from gbx.errors import DeviceError, PluginNotInstalledError
+from gbx.registry import AlgorithmSpec, EnvSpec, ObserverSpec, Registry
+
+# First-party names -> the distribution that provides them (and its source folder).
+FIRST_PARTY: dict[str, dict[str, str]] = {
+    "algorithm": {"ppo": "gbx-algo-ppo", "a2c": "gbx-algo-a2c", "dreamer_v3": "gbx-algo-dreamer"},
+    "env": {"gameboy": "gbx-env-gameboy", "gameboy-goal": "gbx-env-gameboy"},
+    "observer": {
+        name: "gbx-observers" for name in ("jsonl", "console", "plot", "gif", "tensorboard")
+    },
+}
+_FIRST_PARTY_PATTERNS: dict[str, list[tuple[re.Pattern[str], str]]] = {
+    "env": [(re.compile(r"^gbx-quest-\d+$"), "gbx-env-gameboy")],
+}
+_SOURCE_DIRS = {
+    "gbx-algo-ppo": "plugins/algo_ppo",
+    "gbx-algo-a2c": "plugins/algo_a2c",
+    "gbx-algo-dreamer": "plugins/algo_dreamer",
+    "gbx-env-gameboy": "plugins/env_gameboy",
+    "gbx-observers": "plugins/observers",
+}
+
+
+def distribution_for(kind: str, name: str) -> str | None:
+    """The first-party distribution that provides ``name``, if any."""
+    if name in FIRST_PARTY.get(kind, {}):
+        return FIRST_PARTY[kind][name]
+    for pattern, dist in _FIRST_PARTY_PATTERNS.get(kind, []):
+        if pattern.match(name):
+            return dist
+    return None
+
+
+def not_installed(kind: str, name: str, installed: list[str]) -> PluginNotInstalledError:
+    have = ", ".join(sorted(installed)) or "none"
+    dist = distribution_for(kind, name)
+    if dist is not None:
+        hint = f"it is provided by {dist} (pip install -e {_SOURCE_DIRS.get(dist, dist)})"
+    else:
+        hint = "no first-party distribution provides it; install the plugin that does"
+    return PluginNotInstalledError(
+        f"{kind} {name!r} is not installed (installed {kind}s: {have}); {hint}"
+    )
+
+
+def require_env(registry: Registry, name: str) -> EnvSpec:
+    if name not in registry.envs:
+        raise not_installed("env", name, list(registry.envs))
+    return registry.envs[name]
+
+
+def require_algorithm(registry: Registry, name: str) -> AlgorithmSpec:
+    if name not in registry.algorithms:
+        raise not_installed("algorithm", name, list(registry.algorithms))
+    return registry.algorithms[name]
+
+
+def require_observer(registry: Registry, name: str) -> ObserverSpec:
+    if name not in registry.observers:
+        raise not_installed("observer", name, list(registry.observers))
+    return registry.observers[name]
+
+
+def default_observers(registry: Registry) -> tuple[str, ...]:
+    """``console`` when the observers plugin is installed, else the built-in ``print``."""
+    return ("console",) if "console" in registry.observers else ("print",)
+
+
+def resolve_device(spec: str) -> torch.device:
+    """``auto`` -> CUDA when available else CPU; ``cuda[:i]`` must exist."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(spec)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(
+                f"device {spec!r} requested but CUDA is not available on this machine "
+                "(torch was built without CUDA or no GPU is visible); use --device cpu or auto"
+            )
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise DeviceError(
+                f"device {spec!r} requested but only {count} CUDA device(s) exist "
+                f"(cuda:0..cuda:{count - 1})"
+            )
+    return device

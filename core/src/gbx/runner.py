@@ -1,0 +1,382 @@
+"""The run loop: builds everything from a resolved config and implements RunContext.
+
+The trainer owns its training loop; :class:`Run` gives it envs, a place to
+send metrics and checkpoints, and a stop flag. Everything else (observers,
+artifact writers, resume, failure bundles, signals) happens here.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as _dt
+import platform
+import shlex
+import signal
+import subprocess
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from gbx import __version__
+from gbx.artifacts import latest_checkpoint, load_checkpoint
+from gbx.config import Config, RunConfig, to_dict
+from gbx.envcheck import CheckedEnv
+from gbx.errors import GbxError, RunFailedError
+from gbx.plugins import PluginHost
+from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
+
+OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_failure",
+                   "on_run_end")
+_KEEP_RECORDS = 50  # records kept in memory for failure bundles
+
+
+def new_run_id() -> str:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def default_run_dir(run: RunConfig, run_id: str, root: Path = Path("runs")) -> Path:
+    """``runs/<timestamp>__<algo>__<env>__<tag>/`` (tag part omitted when empty)."""
+    parts = [run_id, run.algo, run.env] + ([run.tag] if run.tag else [])
+    return root / "__".join(parts)
+
+
+def git_state(cwd: Path | None = None) -> dict[str, Any] | None:
+    """Commit and dirty flag of the git checkout around ``cwd`` (None outside git)."""
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": dirty}
+
+
+def versions() -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "gbx": __version__,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+    try:
+        import warp
+
+        out["warp"] = warp.config.version
+    except Exception:  # warp is optional for the core
+        out["warp"] = None
+    return out
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _host_value(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    return value
+
+
+class Run:
+    """One run: implements :class:`gbx.api.RunContext` for the trainer."""
+
+    def __init__(
+        self,
+        config: Config,
+        host: PluginHost,
+        *,
+        run_dir: Path,
+        run_id: str,
+        device: torch.device,
+        resume: Mapping[str, Any] | None = None,
+        argv: list[str] | None = None,
+    ) -> None:
+        self.config = config
+        self.host = host
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.device = device
+        self.seed = config.run.seed
+        self.resume_info = dict(resume) if resume else None
+        self.argv = argv
+        self.observers: list[Any] = []
+        self.env_meta: dict[str, Any] = {}
+        self.last_step = int(resume["step"]) if resume else 0
+        self._stop_reason: str | None = None
+        self._seq = 0
+        self._started = False
+        self._t0 = time.monotonic()
+        self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEEP_RECORDS)
+
+    # -- RunContext ----------------------------------------------------------
+
+    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+        spec = require_env(self.host.registry, self.config.run.env)
+        env = spec.factory(self.config.env, num_envs, self.device, self.seed + seed_offset)
+        meta = getattr(env, "meta", None)
+        if callable(meta) and not self.env_meta:
+            self.env_meta = dict(meta())
+        return CheckedEnv(env) if self.config.run.debug else env
+
+    def record(self, metrics: Mapping[str, Any]) -> None:
+        rec = self._stamp(metrics, "train")
+        if isinstance(rec.get("step"), int | float):
+            self.last_step = max(self.last_step, int(rec["step"]))
+        self._emit("on_record", rec)
+
+    def record_eval(self, metrics: Mapping[str, Any]) -> None:
+        self._emit("on_eval", self._stamp(metrics, "eval"))
+
+    def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
+        payload = {
+            "format": 1,
+            "step": int(step),
+            "run_id": self.run_id,
+            "config": to_dict(self.config),
+            "state": dict(state),
+        }
+        paths = self.write_artifact("checkpoint", payload)
+        if not paths:
+            raise GbxError("no 'checkpoint' artifact writer is registered")
+        self.last_step = max(self.last_step, int(step))
+        self._emit("on_checkpoint", paths[0], int(step))
+        return paths[0]
+
+    def should_stop(self) -> bool:
+        if self._stop_reason is None and self.last_step >= self.config.run.steps:
+            self._stop_reason = "steps"
+        return self._stop_reason is not None
+
+    # -- extras --------------------------------------------------------------
+
+    def request_stop(self, reason: str = "signal") -> None:
+        """Ask the trainer to stop at its next ``should_stop()`` check."""
+        self._stop_reason = self._stop_reason or reason
+
+    def write_artifact(self, kind: str, payload: Mapping[str, Any]) -> list[Path]:
+        """Hand ``payload`` to every writer of ``kind``; return the paths written."""
+        return [Path(w.writer(self.run_dir, payload)) for w in self.host.registry.writers_for(kind)]
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    # -- internals -----------------------------------------------------------
+
+    def _stamp(self, metrics: Mapping[str, Any], kind: str) -> dict[str, Any]:
+        self._seq += 1
+        rec = {k: _host_value(v) for k, v in metrics.items()}
+        rec.setdefault("step", self.last_step)
+        rec.update(
+            kind=kind,
+            run_id=self.run_id,
+            seq=self._seq,
+            wall_time_s=round(self.elapsed(), 4),
+            trace_id=f"{self.run_id}.{self._seq}",
+        )
+        self._records.append(rec)
+        self._ensure_started()
+        return rec
+
+    def _emit(self, event: str, *args: Any) -> None:
+        for obs in self.observers:
+            method = getattr(obs, event, None)
+            if method is not None:
+                method(*args)
+
+    def meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "git": git_state(),
+            "config": to_dict(self.config),
+            "versions": versions(),
+            "plugins": {p.distribution: p.version for p in self.host.plugins},
+            "device": str(self.device),
+            "device_name": device_name(self.device),
+            "seed": self.seed,
+            "argv": self.argv,
+            "env": self.env_meta,
+        }
+        if self.resume_info:
+            meta["resume"] = self.resume_info
+        return meta
+
+    def _ensure_started(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        meta = self.meta()
+        self.write_artifact("meta", {"meta": meta, "config": meta["config"]})
+        self._emit("on_run_start", meta)
+
+    def repro_command(self, bundle: Path) -> str:
+        """One command that reruns this configuration into a fresh directory."""
+        return (
+            f"gbx run --config {shlex.quote(str(bundle / 'config.json'))} "
+            f"--run-dir {shlex.quote(str(self.run_dir) + '__repro')}"
+        )
+
+    def fail(self, exc: BaseException) -> RunFailedError:
+        """Write the failure bundle, notify observers; return the error to raise."""
+        trace_id = str(getattr(exc, "trace_id", "") or f"{self.run_id}.fail.{uuid.uuid4().hex[:6]}")
+        message = f"{type(exc).__name__}: {exc}".strip()
+        error = {
+            "trace_id": trace_id,
+            "run_id": self.run_id,
+            "step": self.last_step,
+            "error": message,
+            "traceback": "".join(traceback.format_exception(exc)),
+            "config": to_dict(self.config),
+            "records": list(self._records),
+            "repro": self.repro_command(self.run_dir / "failures" / trace_id),
+        }
+        paths: list[Path] = []
+        try:
+            self._ensure_started()
+            paths = self.write_artifact("failure", error)
+        finally:
+            error["paths"] = [str(p) for p in paths]
+            self._emit("on_failure", error)
+        where = f" (bundle: {paths[0]})" if paths else ""
+        return RunFailedError(f"run failed [trace_id={trace_id}]: {message}{where}", trace_id)
+
+
+@contextmanager
+def stop_on_signals(run: Run) -> Iterator[None]:
+    """SIGINT/SIGTERM ask the trainer to stop; a second SIGINT interrupts at once."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and run._stop_reason == "signal":
+            raise KeyboardInterrupt
+        run.request_stop("signal")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def prepare(
+    config: Config,
+    host: PluginHost,
+    *,
+    resume_dir: Path | None = None,
+    argv: list[str] | None = None,
+) -> tuple[Run, Mapping[str, Any] | None]:
+    """Create the run directory and the :class:`Run`; load the checkpoint to resume."""
+    device = resolve_device(config.run.device)
+    checkpoint: Mapping[str, Any] | None = None
+    resume_info: dict[str, Any] | None = None
+    if resume_dir is not None:
+        run_dir = Path(resume_dir)
+        try:
+            ckpt_path = latest_checkpoint(run_dir)
+        except FileNotFoundError as exc:
+            raise GbxError(f"cannot resume {run_dir}: {exc}; start a new run instead") from exc
+        checkpoint = load_checkpoint(ckpt_path)
+        run_id = str(checkpoint.get("run_id") or run_dir.name)
+        resume_info = {"from": str(ckpt_path), "step": int(checkpoint["step"])}
+        config = attrs.evolve(
+            config, run=attrs.evolve(config.run, run_dir=str(run_dir), resume=str(run_dir))
+        )
+    else:
+        run_id = new_run_id()
+        run_dir = Path(config.run.run_dir) if config.run.run_dir else default_run_dir(
+            config.run, run_id
+        )
+        config = attrs.evolve(config, run=attrs.evolve(config.run, run_dir=str(run_dir)))
+    for sub in ("checkpoints", "media", "failures"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    run = Run(config, host, run_dir=run_dir, run_id=run_id, device=device,
+              resume=resume_info, argv=argv)
+    return run, checkpoint
+
+
+def execute(
+    config: Config,
+    host: PluginHost,
+    *,
+    resume_dir: Path | None = None,
+    argv: list[str] | None = None,
+    on_prepared: Callable[[Run], None] | None = None,
+) -> dict[str, Any]:
+    """Run training end to end; return the summary. Raises RunFailedError on a crash."""
+    run, checkpoint = prepare(config, host, resume_dir=resume_dir, argv=argv)
+    if on_prepared is not None:
+        on_prepared(run)
+    registry = host.registry
+    run.observers = [require_observer(registry, n).factory(run) for n in config.run.observers]
+    algo = require_algorithm(registry, config.run.algo)
+    status = "completed"
+    with stop_on_signals(run):
+        try:
+            torch.manual_seed(config.run.seed)
+            trainer = algo.trainer_cls(run.config.algo, run)
+            if checkpoint is not None:
+                trainer.load_state_dict(checkpoint["state"])
+            run._ensure_started()
+            trainer.train()
+        except KeyboardInterrupt:
+            status = "interrupted"
+        except GbxError:
+            raise
+        except Exception as exc:
+            raise run.fail(exc) from exc
+    if run._stop_reason == "signal":
+        status = "stopped"
+    summary = {
+        "run_id": run.run_id,
+        "run_dir": str(run.run_dir),
+        "status": status,
+        "step": run.last_step,
+        "wall_time_s": round(run.elapsed(), 3),
+    }
+    run._emit("on_run_end", summary)
+    return summary
+
+
+def evaluate_checkpoint(
+    path: Path, host: PluginHost, *, episodes: int, greedy: bool, device: str | None = None
+) -> dict[str, Any]:
+    """Rebuild the trainer stored in a checkpoint and run its ``evaluate``."""
+    from gbx.config import from_dict
+
+    ckpt_path = latest_checkpoint(Path(path))
+    payload = load_checkpoint(ckpt_path)
+    config = from_dict(payload["config"], host.registry)
+    if device is not None:
+        config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+    run_dir = ckpt_path.parent.parent
+    run = Run(config, host, run_dir=run_dir, run_id=str(payload.get("run_id", run_dir.name)),
+              device=resolve_device(config.run.device))
+    run._started = True  # evaluation writes no run metadata and has no observers
+    algo = require_algorithm(host.registry, config.run.algo)
+    trainer = algo.trainer_cls(config.algo, run)
+    trainer.load_state_dict(payload["state"])
+    summary = dict(trainer.evaluate(episodes, greedy=greedy))
+    summary.setdefault("checkpoint", str(ckpt_path))
+    summary.setdefault("step", int(payload["step"]))
+    return {k: _host_value(v) for k, v in summary.items()}
+

@@ -1,0 +1,188 @@
+"""``toy``: a tiny batched pixel env in pure torch, registered like any plugin.
+
+A player moves on a ``grid x grid`` board drawn into a Game Boy sized frame
+(shade indices 0..3). The player glows: a cell's shade is ``3 - d`` for its
+Manhattan distance ``d`` to the player (clamped at 0), so the frame changes
+smoothly as the player moves. The goal template is the frame with the player
+on the goal cell; the env scores the mean L1 pixel distance to it, exactly as
+the Game Boy goal envs do with their templates:
+
+* ``dist = mean(|frame - goal|) / 3`` in ``[0, 1]``;
+* ``reward = progress_scale * (dist_before - dist_after) + goal_bonus * done``;
+* ``done`` after ``consec`` consecutive steps with ``dist < tau``;
+* ``trunc`` after ``max_steps`` steps; both reset the env in place.
+
+Actions follow the Game Boy buttons: 0 A, 1 B, 2 START (no effect here),
+3 UP, 4 DOWN, 5 LEFT, 6 RIGHT. Every env steps at once; nothing loops over
+envs in Python and nothing leaves the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+
+from gbx import hookimpl
+from gbx.config import option
+
+ACTION_NAMES = ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
+# (row, col) move of each action; A, B and START do nothing on this board.
+_MOVES = ((0, 0), (0, 0), (0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))
+
+_between = attrs.validators.and_
+
+
+@attrs.frozen
+class ToyConfig:
+    """The ``env`` section of the toy env."""
+
+    grid: int = option(4, "board size (grid x grid cells)", _between(
+        attrs.validators.ge(2), attrs.validators.le(12)))
+    height: int = option(72, "frame height in pixels", attrs.validators.ge(8))
+    width: int = option(80, "frame width in pixels", attrs.validators.ge(8))
+    stack_k: int = option(1, "frames stacked per observation (K)", _between(
+        attrs.validators.ge(1), attrs.validators.le(8)))
+    max_steps: int = option(48, "steps before an episode is truncated", attrs.validators.ge(1))
+    tau: float = option(0.01, "distance under which the goal counts as reached", _between(
+        attrs.validators.gt(0.0), attrs.validators.le(1.0)))
+    consec: int = option(1, "consecutive steps under tau that end the episode",
+                         attrs.validators.ge(1))
+    goal_bonus: float = option(1.0, "reward added when an episode reaches the goal")
+    progress_scale: float = option(
+        4.0, "reward per unit of distance gained towards the goal template")
+    random_start: bool = option(True, "random start cell per episode (else the top-left cell)")
+
+
+class ToyEnv:
+    """Batched toy env; see the module docstring for the dynamics."""
+
+    def __init__(
+        self, config: ToyConfig, num_envs: int, device: torch.device | str, seed: int
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.config = config
+        self.num_envs = num_envs
+        self.num_actions = len(ACTION_NAMES)
+        self.device = torch.device(device)
+        self.obs_shape = (config.stack_k, config.height, config.width)
+        g = config.grid
+        dev = self.device
+        self._gen = torch.Generator(device=dev)
+        self._gen.manual_seed(int(seed))
+        # Flat index of the board cell each pixel shows (the frame is the board upscaled).
+        row_cell = (torch.arange(config.height, device=dev) * g) // config.height
+        col_cell = (torch.arange(config.width, device=dev) * g) // config.width
+        self._pixel_cell = (row_cell.view(-1, 1) * g + col_cell.view(1, -1)).flatten()
+        # Pixels per cell, so distances computed on cells equal the per-pixel mean.
+        counts = torch.bincount(self._pixel_cell, minlength=g * g).to(torch.float32)
+        self._cell_weight = counts / (3.0 * config.height * config.width)
+        cell = torch.arange(g * g, device=dev)
+        self._cell_rc = torch.stack((cell // g, cell % g), dim=1)  # [G*G, 2]
+        self._moves = torch.tensor(_MOVES, dtype=torch.int64, device=dev)
+        self._goal_cell = torch.tensor([[g - 1, g - 1]], dtype=torch.int64, device=dev)
+        self._goal_cells = self._cells(self._goal_cell)  # [1, G*G]
+        n = num_envs
+        self._pos = torch.zeros(n, 2, dtype=torch.int64, device=dev)
+        self._t = torch.zeros(n, dtype=torch.int64, device=dev)
+        self._consec = torch.zeros(n, dtype=torch.int64, device=dev)
+        self._dist = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._frames = torch.zeros(n, *self.obs_shape, dtype=torch.uint8, device=dev)
+
+    # -- pure helpers --------------------------------------------------------
+
+    def _cells(self, pos: torch.Tensor) -> torch.Tensor:
+        """Board shades ``uint8 [N, G*G]`` for player cells ``pos [N, 2]``."""
+        d = (self._cell_rc.unsqueeze(0) - pos.unsqueeze(1)).abs().sum(dim=2)
+        return (3 - d).clamp(min=0).to(torch.uint8)
+
+    def _frame(self, cells: torch.Tensor) -> torch.Tensor:
+        """Upscale boards ``[N, G*G]`` to frames ``uint8 [N, H, W]``."""
+        cfg = self.config
+        return cells.index_select(1, self._pixel_cell).view(-1, cfg.height, cfg.width)
+
+    def _distance(self, cells: torch.Tensor) -> torch.Tensor:
+        """Mean L1 distance (shades / 3) of each frame to the goal template."""
+        diff = (cells.to(torch.int16) - self._goal_cells.to(torch.int16)).abs()
+        return diff.to(torch.float32) @ self._cell_weight
+
+    def _start_cells(self) -> torch.Tensor:
+        g = self.config.grid
+        if not self.config.random_start:
+            return torch.zeros(self.num_envs, 2, dtype=torch.int64, device=self.device)
+        # Uniform over every cell except the goal (the last cell).
+        idx = torch.randint(0, g * g - 1, (self.num_envs,), generator=self._gen, device=self.device)
+        return torch.stack((idx // g, idx % g), dim=1)
+
+    # -- Env API -------------------------------------------------------------
+
+    def reset(self) -> torch.Tensor:
+        self._pos = self._start_cells()
+        self._t.zero_()
+        self._consec.zero_()
+        cells = self._cells(self._pos)
+        self._dist = self._distance(cells)
+        frame = self._frame(cells)
+        self._frames.copy_(frame.unsqueeze(1).expand_as(self._frames))
+        return self._frames.clone()
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        cfg = self.config
+        move = self._moves[actions.to(device=self.device, dtype=torch.int64)]
+        self._pos = (self._pos + move).clamp(0, cfg.grid - 1)
+        self._t += 1
+        cells = self._cells(self._pos)
+        dist = self._distance(cells)
+        under = dist < cfg.tau
+        self._consec = torch.where(under, self._consec + 1, torch.zeros_like(self._consec))
+        done = self._consec >= cfg.consec
+        trunc = (self._t >= cfg.max_steps) & ~done
+        reward = cfg.progress_scale * (self._dist - dist) + cfg.goal_bonus * done.to(torch.float32)
+
+        # Shift the frame stack, then start finished envs afresh (no host sync).
+        frame = self._frame(cells)
+        self._frames = torch.cat((self._frames[:, 1:], frame.unsqueeze(1)), dim=1)
+        final_obs = self._frames.clone()
+        reset = done | trunc
+        new_pos = self._start_cells()
+        self._pos = torch.where(reset.view(-1, 1), new_pos, self._pos)
+        self._t = torch.where(reset, torch.zeros_like(self._t), self._t)
+        self._consec = torch.where(reset, torch.zeros_like(self._consec), self._consec)
+        new_cells = self._cells(self._pos)
+        fresh = self._frame(new_cells).unsqueeze(1).expand_as(self._frames)
+        self._frames = torch.where(reset.view(-1, 1, 1, 1), fresh, self._frames)
+        self._dist = torch.where(reset, self._distance(new_cells), dist)
+        info = {"reset_mask": reset, "final_obs": final_obs, "dist": dist}
+        return self._frames.clone(), reward, done, trunc, info
+
+    def close(self) -> None:
+        self._frames = self._frames[:0]
+
+    def meta(self) -> dict[str, Any]:
+        """Facts about the env for the run metadata."""
+        return {
+            "env": "toy",
+            "action_names": list(ACTION_NAMES),
+            "frames_per_step": 1,
+            "goal_cell": [self.config.grid - 1, self.config.grid - 1],
+        }
+
+
+def make_toy_env(
+    config: ToyConfig, num_envs: int, device: torch.device | str, seed: int
+) -> ToyEnv:
+    return ToyEnv(config, num_envs, device, seed)
+
+
+@hookimpl
+def register_envs(register: Any) -> None:
+    register(
+        "toy",
+        make_toy_env,
+        ToyConfig,
+        description="pure-torch grid world drawn in Game Boy shades; learnable in seconds",
+    )

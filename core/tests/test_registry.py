@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import attrs
+import pytest
+from conftest import make_host
+from gbx_testplugins import (
+    FakeEntryPoint,
+    counter_plugin,
+    make_counter_plugin,
+    single_hook_plugin,
+)
+
+from gbx.errors import DuplicateRegistrationError, PluginError
+from gbx.registry import EnvRegistrar, Provider, Registry, WriterRegistrar
+from gbx.toy import ToyConfig, make_toy_env
+
+
+def test_registrar_records_the_providing_distribution() -> None:
+    registry = Registry()
+    provider = Provider("mine", "gbx-mine", "1.2.3")
+    EnvRegistrar(registry, provider)("grid", make_toy_env, ToyConfig, description="d")
+    spec = registry.envs["grid"]
+    assert spec.provider == provider
+    assert spec.config_cls is ToyConfig
+    assert registry.provided_by("mine")["envs"] == ["grid"]
+    assert registry.provided_by("other")["envs"] == []
+
+
+def test_same_env_name_from_two_plugins_names_both_distributions() -> None:
+    def toy_again(register):
+        register("toy", make_toy_env, ToyConfig)
+
+    with pytest.raises(DuplicateRegistrationError) as info:
+        make_host(FakeEntryPoint("clash", single_hook_plugin("register_envs", toy_again),
+                                 "gbx-clashing-env"))
+    message = str(info.value)
+    assert "'toy'" in message and "gbx-core" in message and "gbx-clashing-env" in message
+
+
+def test_same_algorithm_name_from_two_plugins_is_an_error() -> None:
+    with pytest.raises(DuplicateRegistrationError, match="gbx-a.*gbx-b"):
+        make_host(FakeEntryPoint("a", counter_plugin, "gbx-a"),
+                  FakeEntryPoint("b", make_counter_plugin(), "gbx-b"))
+
+
+@pytest.mark.parametrize("name", ["", "Bad Name", "UPPER", 3])
+def test_invalid_names_are_refused(name: object) -> None:
+    registry = Registry()
+    with pytest.raises(PluginError, match="names must be"):
+        EnvRegistrar(registry, Provider("p", "d", "1"))(name, make_toy_env, ToyConfig)  # type: ignore[arg-type]
+
+
+def test_config_class_must_be_attrs() -> None:
+    class Plain:
+        pass
+
+    with pytest.raises(PluginError, match="attrs class"):
+        EnvRegistrar(Registry(), Provider("p", "d", "1"))("x", make_toy_env, Plain)
+
+
+def test_writer_kind_is_checked_and_several_writers_share_a_kind() -> None:
+    registry = Registry()
+    register = WriterRegistrar(registry, Provider("p", "d", "1"))
+    register("media", lambda run_dir, payload: run_dir)
+    register("media", lambda run_dir, payload: run_dir)
+    assert len(registry.writers_for("media")) == 2
+    with pytest.raises(PluginError, match="kinds are"):
+        register("videos", lambda run_dir, payload: run_dir)
+
+
+def test_builtin_plugins_provide_toy_print_and_writers() -> None:
+    host = make_host()
+    reg = host.registry
+    assert reg.envs["toy"].provider.distribution == "gbx-core"
+    assert "print" in reg.observers
+    assert {w.kind for w in reg.writers} >= {"meta", "checkpoint", "failure"}
+    assert attrs.has(reg.envs["toy"].config_cls)

@@ -1,0 +1,162 @@
+"""`gbx run` end to end with the test algorithm on the toy env."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from gbx_testplugins import EVENTS
+
+from gbx.artifacts import latest_checkpoint, load_checkpoint
+from gbx.config import from_dict
+
+
+@pytest.fixture(autouse=True)
+def _clear_events():
+    EVENTS.clear()
+    yield
+    EVENTS.clear()
+
+
+def run_args(run_dir, *extra: str) -> list[str]:
+    return ["run", "--algo", "counter", "--env", "toy", "--device", "cpu", "--steps", "64",
+            "--run-dir", str(run_dir), "--observer", "recorder", *extra]
+
+
+def test_run_writes_resolved_config_meta_and_checkpoints(invoke, host, tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    result = invoke(*run_args(run_dir, "--seed", "3", "--set", "algo.lr=0.5"))
+    assert result.exit_code == 0, result.output
+    for sub in ("checkpoints", "media", "failures"):
+        assert (run_dir / sub).is_dir()
+    saved = json.loads((run_dir / "config.json").read_text())
+    cfg = from_dict(saved, host.registry)
+    assert cfg.algo.lr == 0.5 and cfg.run.seed == 3 and cfg.run.run_dir == str(run_dir)
+    assert from_dict(json.loads(json.dumps(saved)), host.registry) == cfg
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["seed"] == 3 and meta["config"] == saved
+    assert meta["versions"]["torch"] == torch.__version__
+    assert meta["env"]["action_names"][3] == "UP"
+    ckpt = latest_checkpoint(run_dir)
+    assert ckpt.name == "ckpt_000000000064.pt"
+    assert load_checkpoint(run_dir)["state"]["steps"] == 64
+
+
+def test_observers_get_events_in_order_with_stamped_records(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r", "--steps", "96"))
+    assert result.exit_code == 0, result.output
+    kinds = [k for k, _ in EVENTS]
+    assert kinds[0] == "start" and kinds[-1] == "end"
+    assert kinds.count("record") == 3 and kinds.count("checkpoint") == 3
+    records = [v for k, v in EVENTS if k == "record"]
+    assert [r["step"] for r in records] == [32, 64, 96]
+    first = records[0]
+    assert first["run_id"] == EVENTS[0][1]["run_id"]
+    assert isinstance(first["reward_sum"], float)  # 0-d tensors become host numbers
+    assert first["wall_time_s"] >= 0 and first["trace_id"] and first["kind"] == "train"
+    assert EVENTS[-1][1]["status"] == "completed" and EVENTS[-1][1]["step"] == 96
+
+
+def test_resume_continues_in_the_same_directory(invoke, tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    assert invoke(*run_args(run_dir)).exit_code == 0
+    EVENTS.clear()
+    result = invoke("run", "--resume", str(run_dir), "--steps", "128")
+    assert result.exit_code == 0, result.output
+    start = EVENTS[0][1]
+    assert start["resume"]["step"] == 64 and start["resume"]["from"].endswith(".pt")
+    steps = [v["step"] for k, v in EVENTS if k == "record"]
+    assert steps == [96, 128]  # continued from the checkpointed counter
+    assert latest_checkpoint(run_dir).name == "ckpt_000000000128.pt"
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["run"]["steps"] == 128 and saved["run"]["resume"] == str(run_dir)
+
+
+def test_trainer_exception_writes_failure_bundle_and_exits_1(invoke, tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    result = invoke(*run_args(run_dir, "--set", "algo.fail_at=64"))
+    assert result.exit_code == 1
+    line = result.stderr.strip().splitlines()[-1]
+    assert "trace_id=" in line and "boom at 64" in line
+    trace_id = line.split("trace_id=")[1].split("]")[0]
+    bundle = run_dir / "failures" / trace_id
+    assert "boom at 64" in (bundle / "error.txt").read_text()
+    assert json.loads((bundle / "config.json").read_text())["algo"]["fail_at"] == 64
+    records = [json.loads(x) for x in (bundle / "records.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [32]
+    assert (bundle / "repro.txt").read_text().startswith("gbx run --config ")
+    failures = [v for k, v in EVENTS if k == "failure"]
+    assert len(failures) == 1 and failures[0]["trace_id"] == trace_id
+
+
+def test_trace_id_of_the_exception_names_the_bundle(host, tmp_path) -> None:
+    from gbx.config import build_config
+    from gbx.errors import RunFailedError
+    from gbx.runner import prepare
+
+    class Guarded(RuntimeError):
+        trace_id = "nan-at-step-7"
+
+    run, _ = prepare(build_config(host.registry, flags={"algo": "counter",
+                                                          "run_dir": str(tmp_path / "r")}), host)
+    err = run.fail(Guarded("loss is NaN"))
+    assert isinstance(err, RunFailedError) and err.trace_id == "nan-at-step-7"
+    assert (tmp_path / "r" / "failures" / "nan-at-step-7" / "error.txt").is_file()
+
+
+def test_sigterm_stops_the_run_cleanly(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r", "--steps", "100000",
+                              "--set", "algo.signal_at=64"))
+    assert result.exit_code == 0, result.output
+    end = EVENTS[-1][1]
+    assert end["status"] == "stopped" and end["step"] == 64
+
+
+def test_default_run_dir_name(invoke, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", "--algo", "counter", "--env", "toy", "--steps", "32",
+                    "--tag", "try1", "--observer", "print")
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.endswith("__counter__toy__try1")
+    assert "step=32" in result.stdout  # the print observer's line
+
+
+def test_unknown_algorithm_is_one_line_exit_2(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r")[:1], "--algo", "ppo")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "'ppo' is not installed" in result.stderr and "gbx-algo-ppo" in result.stderr
+    assert "counter" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_unknown_observer_is_one_line_exit_2(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r"), "--observer", "jsonl")
+    assert result.exit_code == 2 and "gbx-observers" in result.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error shown without a GPU")
+def test_cuda_without_gpu_is_one_line_exit_2(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r"), "--device", "cuda")
+    assert result.exit_code == 2
+    assert "CUDA is not available" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_bad_config_value_exits_2_naming_the_path(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r"), "--set", "env.grid=1")
+    assert result.exit_code == 2
+    assert "env.grid = 1: must be >= 2" in result.stderr
+
+
+def test_debug_mode_checks_env_outputs(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r"), "--debug")
+    assert result.exit_code == 0, result.output
+
+
+def test_auto_device_picks_cpu_without_cuda(host) -> None:
+    from gbx.resolve import resolve_device
+
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected

@@ -1,0 +1,129 @@
+"""Actor and critic trained on trajectories imagined by the world model."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from gbx.metrics import categorical_entropy
+from torch import nn
+
+from gbx_algo_dreamer.config import DreamerConfig
+from gbx_algo_dreamer.math_ops import (
+    ReturnNorm,
+    lambda_returns,
+    sample_categorical,
+    twohot_mean,
+    twohot_nll,
+    unimix_logits,
+)
+from gbx_algo_dreamer.networks import Head
+from gbx_algo_dreamer.world_model import Latent, WorldModel
+
+
+class Actor(nn.Module):
+    def __init__(self, feat_dim: int, units: int, layers: int, num_actions: int,
+                 unimix: float) -> None:
+        super().__init__()
+        self.net = Head(feat_dim, units, layers, num_actions)
+        self.unimix = unimix
+        # small output scale: the initial policy is close to uniform
+        with torch.no_grad():
+            self.net.out.weight.mul_(0.01)
+            self.net.out.bias.zero_()
+
+    def forward(self, feat: torch.Tensor) -> torch.Tensor:
+        return unimix_logits(self.net(feat), self.unimix)
+
+
+@dataclass
+class BehaviorOutput:
+    actor_loss: torch.Tensor
+    critic_loss: torch.Tensor
+    scalars: dict[str, torch.Tensor]
+
+
+class Behavior(nn.Module):
+    def __init__(self, feat_dim: int, num_actions: int, cfg: DreamerConfig) -> None:
+        super().__init__()
+        size = cfg.preset()
+        self.cfg = cfg
+        self.num_actions = num_actions
+        self.actor = Actor(feat_dim, size.units, size.layers, num_actions, cfg.unimix)
+        self.critic = Head(feat_dim, size.units, size.layers, cfg.bins, zero_init=True)
+        self.slow_critic = copy.deepcopy(self.critic).requires_grad_(False)
+
+    @torch.no_grad()
+    def update_slow_critic(self) -> None:
+        rate = 1.0 - self.cfg.slow_critic_decay
+        for slow, fast in zip(self.slow_critic.parameters(), self.critic.parameters(),
+                              strict=True):
+            slow.lerp_(fast, rate)
+
+    @torch.no_grad()
+    def imagine(self, wm: WorldModel, start: Latent, horizon: int,
+                generator: torch.Generator | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Roll the prior forward from ``start`` (flat batch) with actions from the actor.
+
+        Returns features ``[H+1, N, F]`` of steps 0..H and actions ``[H, N]`` taken at
+        steps 0..H-1. No gradients flow: the actor learns by REINFORCE (discrete actions).
+        """
+        state = start
+        feats = [state.feat()]
+        actions = []
+        for _ in range(horizon):
+            logits = self.actor(feats[-1])
+            act = sample_categorical(logits, generator)
+            state, _ = wm.rssm.img_step(state, F.one_hot(act, self.num_actions).float(),
+                                        generator)
+            feats.append(state.feat())
+            actions.append(act)
+        return torch.stack(feats), torch.stack(actions)
+
+    def loss(self, wm: WorldModel, start: Latent, start_cont: torch.Tensor,
+             bins: torch.Tensor, retnorm: ReturnNorm,
+             generator: torch.Generator | None = None) -> BehaviorOutput:
+        cfg = self.cfg
+        feats, actions = self.imagine(wm, start, cfg.horizon, generator)
+        with torch.no_grad():
+            rewards = twohot_mean(wm.reward(feats[1:]), bins)
+            cont = (wm.cont(feats[1:]).squeeze(-1) > 0).float()  # mode of the continue head
+            cont = torch.cat([start_cont[None], cont], 0)
+            discount = cfg.gamma * cont
+            # weight_t: probability the imagined trajectory is still alive at step t
+            weight = torch.cumprod(discount, 0) / cfg.gamma
+            values = twohot_mean(self.critic(feats), bins)
+            returns = lambda_returns(rewards, values, discount[1:], cfg.lam)
+            scale = retnorm.update(returns)
+            adv = (returns - values[:-1]) / scale
+        logits = self.actor(feats[:-1])
+        logp = torch.log_softmax(logits, -1).gather(-1, actions[..., None]).squeeze(-1)
+        ent = categorical_entropy(logits)
+        w = weight[:-1]
+        actor_loss = (w * -(logp * adv + cfg.entropy_scale * ent)).mean()
+        critic_logits = self.critic(feats[:-1])
+        with torch.no_grad():
+            slow_target = twohot_mean(self.slow_critic(feats[:-1]), bins)
+        critic_nll = twohot_nll(critic_logits, returns, bins)
+        slow_nll = twohot_nll(critic_logits, slow_target, bins)
+        critic_loss = (w * (critic_nll + cfg.slow_critic_reg * slow_nll)).mean()
+        pct = torch.quantile(returns.reshape(-1),
+                             torch.tensor([0.05, 0.5, 0.95], device=returns.device))
+        scalars = {
+            "loss_actor": actor_loss.detach(),
+            "loss_critic": critic_loss.detach(),
+            "action_entropy": ent.detach().mean(),
+            "imag_value_mean": values.mean(),
+            "imag_value_std": values.std(),
+            "advantage_mean": adv.mean(),
+            "advantage_std": adv.std(),
+            "return_p05": pct[0],
+            "return_p50": pct[1],
+            "return_p95": pct[2],
+            "return_scale": scale,
+            "imag_reward_mean": rewards.mean(),
+        }
+        return BehaviorOutput(actor_loss, critic_loss, scalars)

@@ -1,0 +1,179 @@
+"""``gbx dreamer ...``: validation scenarios and regression gates of dreamer_v3."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gbx_algo_dreamer.config import SIZES
+
+
+def _device(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise click.UsageError(f"--device {name}: CUDA is not available here; use --device cpu")
+    return torch.device(name)
+
+
+def _report(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(summary, indent=1, default=str))
+    else:
+        for key, value in summary.items():
+            if key not in ("checks", "standing_still"):
+                click.echo(f"{key}: {value}")
+        for name, ok in summary.get("checks", {}).items():
+            click.echo(f"  [{'ok' if ok else 'FAIL'}] {name}")
+    click.echo(f"{summary['scenario']}: {'PASS' if summary['passed'] else 'FAIL'}")
+    sys.exit(0 if summary["passed"] else 1)
+
+
+@click.group("dreamer")
+def dreamer_group() -> None:
+    """DreamerV3 validation scenarios and regression gates."""
+
+
+@dreamer_group.group("validate")
+def validate_group() -> None:
+    """Short self-checking runs; each prints a summary and a PASS/FAIL line."""
+
+
+_common = [
+    click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda"),
+    click.option("--json", "as_json", is_flag=True, help="print the summary as JSON"),
+    click.option("--seed", default=0, show_default=True, type=int),
+]
+
+
+def _with_common(fn: Any) -> Any:
+    for opt in reversed(_common):
+        fn = opt(fn)
+    return fn
+
+
+@validate_group.command("standing-still")
+@_with_common
+@click.option("--env", "env_name", default="toy", show_default=True)
+@click.option("--size", default="tiny", show_default=True, type=click.Choice(list(SIZES)))
+@click.option("--steps", default=4096, show_default=True, help="env steps")
+def standing_still_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str,
+                       steps: int) -> None:
+    """Fixed actions, world model only: reconstruction must improve >= 25%."""
+    from gbx_algo_dreamer.validate import registry_env_factory, standing_still, tiny_config
+
+    dev = _device(device)
+    cfg = tiny_config(size=size, num_envs=16, batch_size=16, batch_length=32,
+                      total_env_steps=steps, train_ratio=256.0, learning_starts=512,
+                      record_every=16, replay_capacity=16 * 1024, model_lr=1e-4 if size
+                      != "tiny" else 1e-3)
+    _report(standing_still(dev, registry_env_factory(env_name, dev), cfg, seed), as_json)
+
+
+@validate_group.command("stage1")
+@_with_common
+@click.option("--env", "env_name", default="gbx-quest-1", show_default=True)
+@click.option("--size", default="S", show_default=True, type=click.Choice(list(SIZES)))
+@click.option("--steps", default=200_000, show_default=True, help="env steps")
+@click.option("--num-envs", default=64, show_default=True)
+@click.option("--train-ratio", default=32.0, show_default=True)
+def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, steps: int,
+               num_envs: int, train_ratio: float) -> None:
+    """Full DreamerV3 on the bundled stage: reaches the goal within a short GPU run."""
+    from gbx_algo_dreamer.config import DreamerConfig
+    from gbx_algo_dreamer.validate import registry_env_factory, stage1
+
+    dev = _device(device)
+    try:
+        factory = registry_env_factory(env_name, dev)
+    except LookupError as exc:
+        raise click.ClickException(str(exc)) from None
+    cfg = DreamerConfig(size=size, num_envs=num_envs, total_env_steps=steps,
+                        train_ratio=train_ratio, replay_capacity=max(num_envs * 2048, steps),
+                        record_every=32, checkpoint_every=0)
+    _report(stage1(dev, factory, cfg, seed), as_json)
+
+
+@validate_group.command("cpu-gate")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+@click.option("--regen", is_flag=True, help="rewrite the fixture file from the current math")
+def cpu_gate_cmd(as_json: bool, regen: bool) -> None:
+    """Daily CPU gate: fixture math, a smoke update and Standing Still (tiny sizes)."""
+    import torch
+
+    from gbx_algo_dreamer.fixtures import write_fixtures
+    from gbx_algo_dreamer.validate import cpu_gate, registry_env_factory
+
+    if regen:
+        click.echo(f"wrote {write_fixtures()}")
+    _report(cpu_gate(registry_env_factory("toy", torch.device("cpu"))), as_json)
+
+
+@dreamer_group.group("gate")
+def gate_group() -> None:
+    """Capture a baseline from a run and compare later runs against it."""
+
+
+@gate_group.command("capture")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+def capture_cmd(run_dir: Path, out: Path) -> None:
+    """Write the baseline of RUN_DIR/train_log.jsonl to OUT."""
+    from gbx.config import write_json_atomic
+
+    from gbx_algo_dreamer.gate import capture, read_records
+
+    try:
+        baseline = capture(read_records(run_dir))
+    except (FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    write_json_atomic(out, json.dumps(baseline, indent=1) + "\n")
+    click.echo(f"baseline with {len(baseline['points'])} points written to {out}")
+
+
+@gate_group.command("compare")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--baseline", "baseline_path", required=True,
+              type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
+    """Compare RUN_DIR against a baseline; exit 1 on regression."""
+    from gbx_algo_dreamer.gate import compare, read_records
+
+    try:
+        result = compare(read_records(run_dir), json.loads(baseline_path.read_text()))
+    except (FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+    else:
+        for line in result["failures"]:
+            click.echo(f"  {line}")
+    click.echo(f"gate: {'PASS' if result['passed'] else 'FAIL'} ({result['checked']} checks)")
+    sys.exit(0 if result["passed"] else 1)
+
+
+@click.command("dreamer")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--env", "env_name", default="toy", show_default=True)
+@click.option("--size", default="S", show_default=True, type=click.Choice(list(SIZES)))
+@click.option("--num-envs", default=16, show_default=True)
+@click.option("--batch-size", default=16, show_default=True)
+@click.option("--batch-length", default=64, show_default=True)
+@click.option("--repeats", default=10, show_default=True)
+def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
+              batch_length: int, repeats: int) -> None:
+    """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates."""
+    from gbx_algo_dreamer.bench import print_records, run_bench
+    from gbx_algo_dreamer.config import DreamerConfig
+
+    cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
+                        batch_length=batch_length, replay_capacity=num_envs * 4096,
+                        learning_starts=num_envs * batch_length, checkpoint_every=0)
+    print_records(run_bench(_device(device), env_name, cfg, repeats))

@@ -1,0 +1,386 @@
+"""``DreamerTrainer``: collect with the player, replay on the device, train world model and
+actor-critic at the configured train ratio (synchronous: collect, then update)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import torch
+from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
+from gbx.evaluation import evaluate_policy
+from gbx.metrics import MetricsAccumulator
+
+from gbx_algo_dreamer.behavior import Behavior
+from gbx_algo_dreamer.config import DreamerConfig
+from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
+from gbx_algo_dreamer.memory import check_memory
+from gbx_algo_dreamer.player import Player
+from gbx_algo_dreamer.replay import Batch, Replay
+from gbx_algo_dreamer.world_model import WorldModel
+
+STATE_VERSION = 1
+
+
+def _adam(params: Any, lr: float, eps: float) -> torch.optim.Adam:
+    return torch.optim.Adam(params, lr=lr, eps=eps)
+
+
+class DreamerTrainer:
+    """DreamerV3 bound to one run (implements :class:`gbx.api.Trainer`)."""
+
+    def __init__(self, config: DreamerConfig, ctx: Any) -> None:
+        self.cfg = cfg = config
+        self.ctx = ctx
+        self.device = torch.device(ctx.device)
+        self.env = ctx.make_env(cfg.num_envs)
+        self.obs_shape = tuple(self.env.obs_shape)
+        if len(self.obs_shape) != 3:
+            raise ValueError(f"dreamer_v3 needs pixel observations [K, H, W]; the env gives "
+                             f"{self.obs_shape}")
+        self.num_actions = int(self.env.num_actions)
+        if cfg.mode == "standing_still" and not 0 <= cfg.fixed_action < self.num_actions:
+            raise ValueError(f"algo.fixed_action={cfg.fixed_action} is not an action of this "
+                             f"env (0..{self.num_actions - 1})")
+        self.per_stream = cfg.replay_capacity // cfg.num_envs
+        self.memory = check_memory(cfg, self.obs_shape, self.num_actions, self.device)
+        torch.manual_seed(int(ctx.seed))
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(int(ctx.seed))
+        size = cfg.preset()
+        self.wm = WorldModel(self.obs_shape, self.num_actions, size, cfg.unimix,
+                             cfg.bins).to(self.device)
+        self.behavior = Behavior(self.wm.rssm.feat_dim, self.num_actions, cfg).to(self.device)
+        self.bins = make_bins(cfg.bins).to(self.device)
+        self.model_opt = _adam(self.wm.parameters(), cfg.model_lr, cfg.model_eps)
+        self.actor_opt = _adam(self.behavior.actor.parameters(), cfg.actor_lr, cfg.ac_eps)
+        self.critic_opt = _adam(self.behavior.critic.parameters(), cfg.critic_lr, cfg.ac_eps)
+        self.retnorm = ReturnNorm(self.device, cfg.retnorm_decay, cfg.retnorm_limit)
+        self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device)
+        self.player = Player(self.wm, self.behavior, cfg.num_envs, self.device)
+        n_held = max(1, int(cfg.num_envs * cfg.heldout_fraction)) if cfg.mode == "recon_check" \
+            else 0
+        if n_held >= cfg.num_envs:
+            raise ValueError("algo.heldout_fraction leaves no env stream to train on")
+        all_streams = torch.arange(cfg.num_envs, device=self.device)
+        self.train_streams = all_streams[: cfg.num_envs - n_held] if n_held else None
+        self.heldout_streams = all_streams[cfg.num_envs - n_held:] if n_held else None
+        self.metrics = MetricsAccumulator(cfg.num_envs, self.num_actions, self.device,
+                                          max_extras=64)
+        # counters (host)
+        self.env_steps = 0
+        self.iterations = 0
+        self.opt_steps = 0
+        self.train_budget = 0.0
+        self.trained_env_steps = 0  # env steps since updates began (for the replay ratio)
+        # live env state (set on first train() call or by load_state_dict)
+        self._obs: torch.Tensor | None = None
+        self._is_first: torch.Tensor | None = None
+        # device-side non-finite bookkeeping: first bad update's batch indices
+        self._bad = torch.zeros((), dtype=torch.bool, device=self.device)
+        self._bad_stream = torch.zeros(cfg.batch_size, dtype=torch.int64, device=self.device)
+        self._bad_index = torch.zeros(cfg.batch_size, cfg.batch_length, dtype=torch.int64,
+                                      device=self.device)
+        self._act_player: Player | None = None
+        self.last_record: dict[str, Any] = {}
+
+    # -- world model + behavior update ---------------------------------------------
+
+    def _sample(self) -> Batch:
+        return self.replay.sample(self.cfg.batch_size, self.cfg.batch_length, self.gen,
+                                  self.train_streams)
+
+    def update(self) -> dict[str, torch.Tensor]:
+        """One gradient step of the world model and (in full mode) the actor and critic."""
+        cfg = self.cfg
+        batch = self._sample()
+        out = self.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
+                           batch.is_terminal, self.bins, kl_dyn=cfg.kl_dyn, kl_rep=cfg.kl_rep,
+                           free_bits=cfg.free_bits, generator=self.gen)
+        self.model_opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        model_norm = torch.nn.utils.clip_grad_norm_(self.wm.parameters(), cfg.model_clip)
+        self.model_opt.step()
+        scalars = dict(out.scalars)
+        scalars["grad_norm_model"] = model_norm
+        finite = [torch.isfinite(out.loss), torch.isfinite(model_norm)]
+        if cfg.mode == "full":
+            start = out.post.detach()
+            flat_start = type(start)(start.deter.reshape(-1, start.deter.shape[-1]),
+                                     start.stoch.reshape(-1, *start.stoch.shape[-2:]))
+            start_cont = (~batch.is_terminal).reshape(-1).float()
+            beh = self.behavior.loss(self.wm, flat_start, start_cont, self.bins, self.retnorm,
+                                     self.gen)
+            self.actor_opt.zero_grad(set_to_none=True)
+            self.critic_opt.zero_grad(set_to_none=True)
+            (beh.actor_loss + beh.critic_loss).backward()
+            actor_norm = torch.nn.utils.clip_grad_norm_(self.behavior.actor.parameters(),
+                                                        cfg.ac_clip)
+            critic_norm = torch.nn.utils.clip_grad_norm_(self.behavior.critic.parameters(),
+                                                         cfg.ac_clip)
+            self.actor_opt.step()
+            self.critic_opt.step()
+            self.behavior.update_slow_critic()
+            scalars.update(beh.scalars)
+            scalars["grad_norm_actor"] = actor_norm
+            scalars["grad_norm_critic"] = critic_norm
+            finite += [torch.isfinite(beh.actor_loss), torch.isfinite(beh.critic_loss),
+                       torch.isfinite(actor_norm), torch.isfinite(critic_norm)]
+        ok = torch.stack(finite).all()
+        newly_bad = (~ok) & (~self._bad)
+        self._bad_stream = torch.where(newly_bad, batch.stream, self._bad_stream)
+        self._bad_index = torch.where(newly_bad, batch.index, self._bad_index)
+        self._bad = self._bad | ~ok
+        scalars["nonfinite"] = (~ok).float()
+        self.opt_steps += 1
+        return scalars
+
+    # -- collection ----------------------------------------------------------------
+
+    def _ensure_started(self) -> None:
+        if self._obs is None:
+            self._obs = self.env.reset()
+            self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
+                                        device=self.device)
+            self.replay.stage_first(self._obs)
+            self.replay.commit()
+
+    def _collect_step(self) -> None:
+        cfg = self.cfg
+        assert self._obs is not None and self._is_first is not None
+        fixed = cfg.fixed_action if cfg.mode == "standing_still" else None
+        if cfg.mode == "recon_check":
+            action = torch.randint(0, self.num_actions, (cfg.num_envs,), device=self.device,
+                                   generator=self.gen)
+            self.player.step(self._obs, self._is_first, generator=self.gen)
+            ent, value = None, None
+        else:
+            action, ent, value = self.player.step(self._obs, self._is_first,
+                                                  generator=self.gen, fixed_action=fixed,
+                                                  bins=self.bins)
+        obs, reward, done, trunc, info = self.env.step(action)
+        reset = info.get("reset_mask", done | trunc)
+        arrived = info.get("final_obs", obs)
+        self.replay.stage(arrived, action, reward, done, reset, obs)
+        self.replay.commit()
+        success = info.get("success", done)  # success: the episode ended at the goal
+        dist = info.get("dist")
+        self.metrics.add_step(reward, done, trunc, reset_mask=reset,
+                              success=success if isinstance(success, torch.Tensor) else done,
+                              actions=action,
+                              dist=dist if isinstance(dist, torch.Tensor) else None)
+        if ent is not None:
+            self.metrics.add_policy(entropy=ent, value=value)
+        self._obs, self._is_first = obs, reset
+        self.env_steps += cfg.num_envs
+        self.iterations += 1
+
+    def _ready(self) -> bool:
+        # every stream holds at least iterations + 1 records: a host-side lower bound
+        return (self.env_steps >= self.cfg.learning_starts
+                and self.iterations + 1 >= self.cfg.batch_length)
+
+    # -- records -------------------------------------------------------------------
+
+    def _record(self, window_start: float, window_opt: int) -> dict[str, Any]:
+        valid = self.replay.valid()
+        self.metrics.add_scalars(
+            replay_size=valid.sum().to(torch.float32),
+            ready_steps=torch.clamp(valid - self.cfg.batch_length + 1, min=0).sum().float(),
+            nonfinite_seen=self._bad.float())
+        rec = self.metrics.summary()  # the one host read of this record
+        elapsed = max(time.perf_counter() - window_start, 1e-9)
+        rec["train_sps"] = (self.opt_steps - window_opt) / elapsed
+        rec["env_steps"] = self.env_steps
+        rec["opt_steps"] = self.opt_steps
+        rec["replay_ratio"] = (self.opt_steps * self.cfg.batch_size * self.cfg.batch_length
+                               / max(self.trained_env_steps, 1))
+        rec["replay_ratio_target"] = self.cfg.train_ratio
+        rec["mode"] = self.cfg.mode
+        if "imag_value_mean" in rec:
+            rec.setdefault("value_mean", rec["imag_value_mean"])
+            rec.setdefault("value_std", rec["imag_value_std"])
+        if rec.get("nonfinite_seen", 0.0) > 0:
+            self._raise_nonfinite(rec)
+        if self.heldout_streams is not None and self._ready():
+            rec.update(self.heldout_reconstruction())
+        self.last_record = rec
+        return rec
+
+    def _raise_nonfinite(self, rec: Mapping[str, Any]) -> None:
+        # failure path: host reads are fine here
+        stream, index = self._bad_stream[:2], self._bad_index[:2, :4]
+        rows = stream[:, None].expand_as(index)
+        payload = {
+            "replay_stream": stream.tolist(),
+            "replay_slots": index.tolist(),
+            "actions": self.replay.actions[rows, index].tolist(),
+            "rewards": self.replay.rewards[rows, index].tolist(),
+            "obs_packed_first_frame": self.replay.obs[rows[0, 0], index[0, 0], 0].tolist(),
+            "obs_stats": tensor_stats(self.replay.obs[rows, index]),
+            "record": {k: v for k, v in rec.items() if isinstance(v, int | float | str)},
+        }
+        raise NonFiniteError(
+            f"dreamer_v3 update produced a non-finite loss or gradient before opt step "
+            f"{self.opt_steps}: lower algo.model_lr or check rewards/observations",
+            trace_id=new_trace_id(), offending=[k for k in ("loss_model", "loss_actor",
+                                                            "loss_critic") if k in rec],
+            batch_stats=payload, step=self.env_steps)
+
+    @torch.no_grad()
+    def heldout_reconstruction(self) -> dict[str, float]:
+        """Reconstruction NLL/accuracy on streams never trained on (recon_check mode)."""
+        cfg = self.cfg
+        batch = self.replay.sample(cfg.batch_size, cfg.batch_length, self.gen,
+                                   self.heldout_streams)
+        out = self.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
+                           batch.is_terminal, self.bins, kl_dyn=cfg.kl_dyn, kl_rep=cfg.kl_rep,
+                           free_bits=cfg.free_bits, generator=self.gen)
+        vals = torch.stack([out.scalars["obs_nll"], out.shade_accuracy]).tolist()
+        return {"heldout_obs_nll": vals[0], "heldout_recon_accuracy": vals[1]}
+
+    # -- main loop -----------------------------------------------------------------
+
+    def _done(self) -> bool:
+        if self.cfg.total_env_steps and self.env_steps >= self.cfg.total_env_steps:
+            return True
+        return bool(self.ctx.should_stop())
+
+    def train(self) -> None:
+        cfg = self.cfg
+        self._ensure_started()
+        per_step = cfg.updates_per_env_step()
+        window_start, window_opt = time.perf_counter(), self.opt_steps
+        last_ckpt = self.env_steps
+        while not self._done():
+            self._collect_step()
+            if self._ready():
+                self.trained_env_steps += cfg.num_envs
+                self.train_budget += per_step * cfg.num_envs
+                while self.train_budget >= 1.0:
+                    self.metrics.add_scalars(**self.update())
+                    self.train_budget -= 1.0
+            if self.iterations % cfg.record_every == 0:
+                self.ctx.record(self._record(window_start, window_opt))
+                window_start, window_opt = time.perf_counter(), self.opt_steps
+            if cfg.checkpoint_every and self.env_steps - last_ckpt >= cfg.checkpoint_every:
+                self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
+                last_ckpt = self.env_steps
+        if self.iterations % cfg.record_every:
+            self.ctx.record(self._record(window_start, window_opt))
+        self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
+
+    # -- acting / evaluation -------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, *, greedy: bool = True,
+            is_first: torch.Tensor | None = None) -> torch.Tensor:
+        """Actions for ``obs [N, K, H, W]``; the recurrent state persists between calls and
+        restarts where ``is_first`` (or when the batch size changes)."""
+        n = obs.shape[0]
+        if self._act_player is None or self._act_player.num_envs != n:
+            self._act_player = Player(self.wm, self.behavior, n, self.device)
+            is_first = torch.ones(n, dtype=torch.bool, device=self.device)
+        if is_first is None:
+            is_first = torch.zeros(n, dtype=torch.bool, device=self.device)
+        action, _, _ = self._act_player.step(obs.to(self.device), is_first.to(self.device),
+                                             greedy=greedy, generator=self.gen)
+        return action
+
+    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+        """Episodes on fresh envs with the shared evaluator (plus its random baseline)."""
+        num = max(1, min(episodes, self.cfg.num_envs))
+        env = _ResetTracking(self.ctx.make_env(num, seed_offset=10_007))
+        player = Player(self.wm, self.behavior, num, self.device)
+
+        def policy(obs: torch.Tensor) -> torch.Tensor:
+            action, _, _ = player.step(obs, env.is_first, greedy=greedy, generator=self.gen)
+            return action
+
+        try:
+            return evaluate_policy(env, policy, episodes, greedy=greedy, seed=int(self.ctx.seed))
+        finally:
+            env.close()
+
+    # -- persistence ---------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "config": attrs.asdict(self.cfg),
+            "bins": self.bins.clone(),
+            "world_model": self.wm.state_dict(),
+            "behavior": self.behavior.state_dict(),
+            "model_opt": self.model_opt.state_dict(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(),
+            "retnorm": self.retnorm.state_dict(),
+            "replay": self.replay.state_dict(),
+            "player": self.player.state_dict(),
+            "rng": {"device": self.gen.get_state(), "torch": torch.get_rng_state()},
+            "counters": {"env_steps": self.env_steps, "iterations": self.iterations,
+                         "opt_steps": self.opt_steps, "train_budget": self.train_budget,
+                         "trained_env_steps": self.trained_env_steps},
+            "live": {"obs": None if self._obs is None else self._obs.clone(),
+                     "is_first": None if self._is_first is None else self._is_first.clone(),
+                     "env": self.env.state_dict() if hasattr(self.env, "state_dict") else None},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"dreamer_v3 checkpoint version {state.get('version')} is not "
+                             f"{STATE_VERSION}; it was written by another gbx-algo-dreamer")
+        bins = state["bins"].to(self.device)
+        if bins.shape != self.bins.shape or not torch.equal(bins, self.bins):
+            raise ValueError("checkpoint two-hot bins differ from algo.bins; resume with the "
+                             "bin count it was trained with")
+        self.wm.load_state_dict(state["world_model"])
+        self.behavior.load_state_dict(state["behavior"])
+        self.model_opt.load_state_dict(state["model_opt"])
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.retnorm.load_state_dict(state["retnorm"])
+        self.replay.load_state_dict(state["replay"])
+        self.player.load_state_dict(state["player"])
+        self.gen.set_state(state["rng"]["device"])
+        torch.set_rng_state(state["rng"]["torch"])
+        c = state["counters"]
+        self.env_steps, self.iterations = int(c["env_steps"]), int(c["iterations"])
+        self.opt_steps, self.train_budget = int(c["opt_steps"]), float(c["train_budget"])
+        self.trained_env_steps = int(c["trained_env_steps"])
+        live = state["live"]
+        if live["obs"] is not None and live.get("env") is not None \
+                and hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(live["env"])
+            self._obs, self._is_first = live["obs"].clone(), live["is_first"].clone()
+        elif live["obs"] is not None:
+            # an env without state_dict cannot be restored: restart its episodes
+            self._obs = self.env.reset()
+            self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
+                                        device=self.device)
+            self.replay.stage_first(self._obs)
+            self.replay.commit()
+
+
+class _ResetTracking:
+    """Env wrapper remembering which streams start an episode, for the recurrent player."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.num_envs, self.num_actions = env.num_envs, env.num_actions
+        self.obs_shape, self.device = env.obs_shape, torch.device(env.device)
+        self.is_first = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
+
+    def reset(self) -> torch.Tensor:
+        self.is_first = torch.ones_like(self.is_first)
+        return self.env.reset()
+
+    def step(self, actions: torch.Tensor) -> Any:
+        obs, reward, done, trunc, info = self.env.step(actions)
+        self.is_first = info.get("reset_mask", done | trunc)
+        return obs, reward, done, trunc, info
+
+    def close(self) -> None:
+        self.env.close()

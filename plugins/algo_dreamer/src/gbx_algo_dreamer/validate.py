@@ -1,0 +1,164 @@
+"""Validation scenarios of ``gbx dreamer validate``: each runs a short, self-contained
+training and returns a JSON-able summary with ``passed`` and the checks behind it."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from gbx_algo_dreamer.config import DreamerConfig
+from gbx_algo_dreamer.fixtures import check_fixtures
+from gbx_algo_dreamer.trainer import DreamerTrainer
+
+EnvFactory = Callable[[int, int], Any]  # (num_envs, seed) -> Env
+
+
+class LocalContext:
+    """A RunContext for validation runs: records kept in memory, checkpoints discarded
+    (their atomic writing and resume belong to the core run loop)."""
+
+    def __init__(self, env_factory: EnvFactory, device: torch.device, seed: int = 0,
+                 run_dir: Path | None = None) -> None:
+        self.env_factory, self.device, self.seed = env_factory, device, seed
+        self.run_id, self.run_dir, self.config = "validate", run_dir or Path("."), None
+        self.records: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
+        self.checkpoints = 0
+
+    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+        return self.env_factory(num_envs, self.seed + seed_offset)
+
+    def record(self, metrics: Mapping[str, Any]) -> None:
+        self.records.append(dict(metrics))
+
+    def record_eval(self, metrics: Mapping[str, Any]) -> None:
+        self.evals.append(dict(metrics))
+
+    def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
+        self.checkpoints += 1
+        return self.run_dir / f"checkpoint_{step}.discarded"
+
+    def should_stop(self) -> bool:
+        return False
+
+
+def registry_env_factory(name: str, device: torch.device, **env_options: Any) -> EnvFactory:
+    """Factory of the env registered as ``name``; one-line error when it is missing."""
+    from gbx.plugins import get_host
+
+    envs = get_host().registry.envs
+    if name not in envs:
+        hint = " (install gbx-env-gameboy for the bundled Game Boy stages)" \
+            if name.startswith("gbx-") else ""
+        raise LookupError(f"env {name!r} is not installed{hint}; installed envs: "
+                          f"{', '.join(sorted(envs)) or 'none'}")
+    spec = envs[name]
+    cfg = spec.config_cls(**env_options)
+    return lambda num_envs, seed: spec.factory(cfg, num_envs, device, seed)
+
+
+def _finite(records: list[dict[str, Any]], keys: tuple[str, ...]) -> bool:
+    return all(math.isfinite(float(r[k])) for r in records for k in keys if k in r)
+
+
+def _train(cfg: DreamerConfig, factory: EnvFactory, device: torch.device, seed: int
+           ) -> tuple[DreamerTrainer, LocalContext, float]:
+    ctx = LocalContext(factory, device, seed)
+    start = time.perf_counter()
+    trainer = DreamerTrainer(cfg, ctx)
+    trainer.train()
+    return trainer, ctx, time.perf_counter() - start
+
+
+def standing_still(device: torch.device, factory: EnvFactory, cfg: DreamerConfig,
+                   seed: int = 0) -> dict[str, Any]:
+    """World model on a fixed action stream: reconstruction NLL drops by >= 25%, all
+    finite, and prior and posterior entropies agree after warm-up."""
+    cfg = attrs.evolve(cfg, mode="standing_still")
+    _, ctx, secs = _train(cfg, factory, device, seed)
+    trained = [r for r in ctx.records if "obs_nll" in r]
+    if len(trained) < 2:
+        return {"scenario": "standing-still", "passed": False, "seconds": secs,
+                "failures": ["fewer than 2 records with updates; raise --steps"]}
+    first, last = trained[0]["obs_nll"], trained[-1]["obs_nll"]
+    improvement = 1.0 - last / first if first > 0 else 0.0
+    prior, post = trained[-1]["prior_entropy"], trained[-1]["posterior_entropy"]
+    gap = abs(prior - post) / max(1.0, prior)
+    checks = {
+        "recon_improvement>=0.25": improvement >= 0.25,
+        "finite": _finite(trained, ("loss_model", "obs_nll", "kl_total")),
+        "entropy_gap<0.3": gap < 0.3,
+        "no_nonfinite_updates": all(r.get("nonfinite", 0.0) == 0.0 for r in trained),
+    }
+    return {"scenario": "standing-still", "passed": all(checks.values()), "checks": checks,
+            "obs_nll_first": first, "obs_nll_last": last, "recon_improvement": improvement,
+            "prior_entropy": prior, "posterior_entropy": post, "entropy_gap": gap,
+            "recon_accuracy_last": trained[-1].get("recon_accuracy"),
+            "opt_steps": ctx.records[-1]["opt_steps"],
+            "env_steps": ctx.records[-1]["env_steps"], "seconds": secs}
+
+
+def stage1(device: torch.device, factory: EnvFactory, cfg: DreamerConfig,
+           seed: int = 0) -> dict[str, Any]:
+    """Full DreamerV3 on a stage: reaches the goal at least once, finite losses,
+    non-zero entropies, replay ratio within 10% of the target."""
+    cfg = attrs.evolve(cfg, mode="full")
+    trainer, ctx, secs = _train(cfg, factory, device, seed)
+    trained = [r for r in ctx.records if "loss_actor" in r]
+    best_success = max((r.get("success_rate", 0.0) for r in ctx.records), default=0.0)
+    done_rate = max((r.get("done_rate", 0.0) for r in ctx.records), default=0.0)
+    last = trained[-1] if trained else {}
+    ratio = ctx.records[-1]["replay_ratio"] if ctx.records else 0.0
+    checks = {
+        "success_rate>0": best_success > 0,
+        "done_rate>0": done_rate > 0,
+        "finite": bool(trained) and _finite(trained, ("loss_model", "loss_actor",
+                                                      "loss_critic", "kl_total")),
+        "entropies_nonzero": bool(last) and last["action_entropy"] > 0
+        and last["prior_entropy"] > 0 and last["posterior_entropy"] > 0,
+        "replay_ratio_within_10pct": abs(ratio - cfg.train_ratio) <= 0.1 * cfg.train_ratio,
+    }
+    summary = {"scenario": "stage1", "passed": all(checks.values()), "checks": checks,
+               "best_success_rate": best_success, "max_done_rate": done_rate,
+               "replay_ratio": ratio, "replay_ratio_target": cfg.train_ratio,
+               "env_steps": trainer.env_steps, "opt_steps": trainer.opt_steps,
+               "seconds": secs, "env_sps": trainer.env_steps / max(secs, 1e-9)}
+    summary.update({k: last.get(k) for k in ("loss_model", "loss_actor", "loss_critic",
+                                             "action_entropy", "return_scale")})
+    return summary
+
+
+def tiny_config(**overrides: Any) -> DreamerConfig:
+    base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=32.0,
+                replay_capacity=2048, learning_starts=32, record_every=8,
+                total_env_steps=160, checkpoint_every=0, model_lr=1e-3)
+    base.update(overrides)
+    return DreamerConfig(**base)
+
+
+def cpu_gate(factory: EnvFactory) -> dict[str, Any]:
+    """Fixture math, a 2-update smoke run and Standing Still on a tiny CPU config."""
+    device = torch.device("cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: threads only add hand-off cost
+    try:
+        problems = check_fixtures()
+        smoke_cfg = tiny_config(total_env_steps=40, train_ratio=16.0, learning_starts=32)
+        trainer, ctx, smoke_secs = _train(smoke_cfg, factory, device, 0)
+        smoke_ok = trainer.opt_steps >= 1 and _finite(ctx.records, ("loss_model",
+                                                                    "loss_actor"))
+        still = standing_still(device, factory, tiny_config(total_env_steps=256,
+                                                            train_ratio=64.0))
+    finally:
+        torch.set_num_threads(threads)
+    checks = {"fixtures": not problems, "smoke_updates": smoke_ok,
+              "standing_still": still["passed"]}
+    return {"scenario": "cpu-gate", "passed": all(checks.values()), "checks": checks,
+            "fixture_mismatches": problems[:20], "smoke_opt_steps": trainer.opt_steps,
+            "smoke_seconds": smoke_secs, "standing_still": still}

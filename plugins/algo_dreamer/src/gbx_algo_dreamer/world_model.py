@@ -1,0 +1,199 @@
+"""The world model: RSSM (LayerNorm GRU + 32x32 categorical latents), shade encoder/decoder,
+reward and continue heads, and its loss on a replayed batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from gbx.metrics import categorical_entropy
+from torch import nn
+
+from gbx_algo_dreamer.config import SizePreset
+from gbx_algo_dreamer.math_ops import (
+    kl_balanced,
+    straight_through_sample,
+    twohot_nll,
+    unimix_logits,
+)
+from gbx_algo_dreamer.networks import (
+    NUM_SHADES,
+    Head,
+    LayerNormGRUCell,
+    ShadeDecoder,
+    ShadeEncoder,
+    mlp,
+)
+
+
+@dataclass
+class Latent:
+    """RSSM state: deterministic ``deter [B, D]`` (float32) and one-hot ``stoch [B, S, C]``."""
+
+    deter: torch.Tensor
+    stoch: torch.Tensor
+
+    def feat(self) -> torch.Tensor:
+        return torch.cat([self.deter, self.stoch.flatten(-2)], -1)
+
+    def detach(self) -> Latent:
+        return Latent(self.deter.detach(), self.stoch.detach())
+
+
+class RSSM(nn.Module):
+    def __init__(self, size: SizePreset, num_actions: int, embed_dim: int, unimix: float) -> None:
+        super().__init__()
+        self.deter_dim, self.stoch, self.classes = size.deter, size.stoch, size.classes
+        self.num_actions, self.unimix = num_actions, unimix
+        flat = size.stoch * size.classes
+        self.img_in = mlp(flat + num_actions, size.units, 1)
+        self.gru = LayerNormGRUCell(size.units, size.deter)
+        self.prior_net = Head(size.deter, size.units, 1, flat)
+        self.post_net = Head(size.deter + embed_dim, size.units, 1, flat)
+        # learned initial deterministic state; its stochastic part is the prior's mode
+        self.init_deter = nn.Parameter(torch.zeros(size.deter))
+
+    @property
+    def feat_dim(self) -> int:
+        return self.deter_dim + self.stoch * self.classes
+
+    def _logits(self, net: Head, x: torch.Tensor) -> torch.Tensor:
+        raw = net(x).reshape(*x.shape[:-1], self.stoch, self.classes)
+        return unimix_logits(raw, self.unimix)
+
+    def initial(self, batch: int) -> Latent:
+        deter = torch.tanh(self.init_deter).expand(batch, -1)
+        logits = self._logits(self.prior_net, deter)
+        stoch = F.one_hot(logits.argmax(-1), self.classes).to(deter.dtype)
+        return Latent(deter, stoch)
+
+    def reset_where(self, state: Latent, action: torch.Tensor, is_first: torch.Tensor
+                    ) -> tuple[Latent, torch.Tensor]:
+        """Replace state and previous action by the initial ones where ``is_first``."""
+        init = self.initial(is_first.shape[0])
+        keep = (~is_first).to(state.deter.dtype)
+        deter = keep[:, None] * state.deter + (1 - keep[:, None]) * init.deter
+        stoch = keep[:, None, None] * state.stoch + (1 - keep[:, None, None]) * init.stoch
+        return Latent(deter, stoch), action * keep[:, None]
+
+    def img_step(self, state: Latent, action: torch.Tensor,
+                 generator: torch.Generator | None = None) -> tuple[Latent, torch.Tensor]:
+        """Prior step: ``(state, one-hot action) -> (next prior state, prior logits)``."""
+        x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
+        deter = self.gru(x.float(), state.deter.float())
+        logits = self._logits(self.prior_net, deter)
+        return Latent(deter, straight_through_sample(logits, generator)), logits
+
+    def obs_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
+                 is_first: torch.Tensor, generator: torch.Generator | None = None
+                 ) -> tuple[Latent, torch.Tensor, torch.Tensor]:
+        """Posterior step; returns ``(posterior state, posterior logits, prior logits)``."""
+        state, action = self.reset_where(state, action, is_first)
+        x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
+        deter = self.gru(x.float(), state.deter.float())
+        prior_logits = self._logits(self.prior_net, deter)
+        post_logits = self._logits(self.post_net, torch.cat([deter, embed], -1))
+        return Latent(deter, straight_through_sample(post_logits, generator)), post_logits, \
+            prior_logits
+
+    def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
+                state: Latent | None = None, generator: torch.Generator | None = None
+                ) -> tuple[Latent, torch.Tensor, torch.Tensor, Latent]:
+        """Scan posterior steps over batch-major ``[B, T, ...]`` inputs.
+
+        Returns stacked posterior states ``[B, T, ...]``, posterior and prior logits
+        ``[B, T, S, C]`` and the last state.
+        """
+        batch, length = embed.shape[:2]
+        if state is None:
+            state = self.initial(batch)
+        deters, stochs, posts, priors = [], [], [], []
+        for t in range(length):
+            state, post, prior = self.obs_step(state, actions[:, t], embed[:, t],
+                                               is_first[:, t], generator)
+            deters.append(state.deter)
+            stochs.append(state.stoch)
+            posts.append(post)
+            priors.append(prior)
+        seq = Latent(torch.stack(deters, 1), torch.stack(stochs, 1))
+        return seq, torch.stack(posts, 1), torch.stack(priors, 1), state
+
+
+@dataclass
+class ModelOutput:
+    """Everything the update and its metrics need from one world-model pass."""
+
+    loss: torch.Tensor
+    post: Latent  # [B, T, ...] (with gradients)
+    scalars: dict[str, torch.Tensor]
+    shade_accuracy: torch.Tensor
+
+
+class WorldModel(nn.Module):
+    def __init__(self, obs_shape: tuple[int, int, int], num_actions: int, size: SizePreset,
+                 unimix: float, num_bins: int) -> None:
+        super().__init__()
+        frames, height, width = obs_shape
+        self.obs_shape, self.num_actions = tuple(obs_shape), num_actions
+        self.encoder = ShadeEncoder(frames, height, width, size.depth)
+        self.rssm = RSSM(size, num_actions, self.encoder.out_dim, unimix)
+        feat = self.rssm.feat_dim
+        self.decoder = ShadeDecoder(feat, frames, height, width, size.depth)
+        self.reward = Head(feat, size.units, size.layers, num_bins, zero_init=True)
+        self.cont = Head(feat, size.units, size.layers, 1)
+
+    def embed(self, obs: torch.Tensor) -> torch.Tensor:
+        """``uint8 [..., K, H, W]`` -> ``[..., E]``."""
+        lead = obs.shape[:-3]
+        return self.encoder(obs.reshape(-1, *obs.shape[-3:])).reshape(*lead, -1)
+
+    def decode_logits(self, feat: torch.Tensor) -> torch.Tensor:
+        lead = feat.shape[:-1]
+        out = self.decoder(feat.reshape(-1, feat.shape[-1]))
+        return out.reshape(*lead, *out.shape[1:])
+
+    def loss(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
+             is_first: torch.Tensor, is_terminal: torch.Tensor, bins: torch.Tensor, *,
+             kl_dyn: float, kl_rep: float, free_bits: float,
+             generator: torch.Generator | None = None) -> ModelOutput:
+        """World-model loss on a batch-major sequence batch.
+
+        ``obs uint8 [B, T, K, H, W]``; ``actions int64 [B, T]`` (action that led to
+        each step); ``rewards [B, T]``; ``is_first``/``is_terminal`` bool ``[B, T]``.
+        """
+        act = F.one_hot(actions, self.num_actions).to(torch.float32)
+        embed = self.embed(obs)
+        post, post_logits, prior_logits, _ = self.rssm.observe(embed, act, is_first,
+                                                               generator=generator)
+        feat = post.feat()
+        logits = self.decode_logits(feat)  # [B, T, K, H, W, 4]
+        logp = torch.log_softmax(logits, -1)
+        target = obs.to(torch.int64).unsqueeze(-1)
+        obs_nll = -logp.gather(-1, target).squeeze(-1).sum((-1, -2, -3))
+        accuracy = (logits.argmax(-1) == obs.to(torch.int64)).float().mean()
+        rew_nll = twohot_nll(self.reward(feat), rewards, bins)
+        cont_target = (~is_terminal).to(torch.float32)
+        cont_nll = F.binary_cross_entropy_with_logits(
+            self.cont(feat).squeeze(-1), cont_target, reduction="none")
+        dyn, rep, kl_raw, clipped = kl_balanced(post_logits, prior_logits, free_bits)
+        total = obs_nll + rew_nll + cont_nll + kl_dyn * dyn + kl_rep * rep
+        loss = total.mean()
+        scalars = {
+            "loss_model": loss.detach(),
+            "obs_nll": obs_nll.detach().mean(),
+            "reward_nll": rew_nll.detach().mean(),
+            "continue_nll": cont_nll.detach().mean(),
+            "kl_dyn": dyn.detach().mean(),
+            "kl_rep": rep.detach().mean(),
+            "kl_total": kl_raw.mean(),
+            "free_bits_applied": clipped.float().mean(),
+            "prior_entropy": categorical_entropy(prior_logits.detach()).sum(-1).mean(),
+            "posterior_entropy": categorical_entropy(post_logits.detach()).sum(-1).mean(),
+            "recon_accuracy": accuracy.detach(),
+        }
+        return ModelOutput(loss, post, scalars, accuracy.detach())
+
+    @property
+    def num_shades(self) -> int:
+        return NUM_SHADES

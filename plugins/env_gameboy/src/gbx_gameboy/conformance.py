@@ -1,0 +1,192 @@
+"""Run the shared hardware test ROMs (blargg, mooneye) and report pass/fail per ROM.
+
+The ROMs live outside the repository (``$GBX_TESTROMS``, default ``../shared/testroms``
+relative to the repository root). One ROM per batch; the compiled kernel is reused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+SER = "SER"  # serial text "Passed" / "Failed"
+MEM = "MEM"  # result byte at 0xA000 after the DE B0 61 signature
+FIB = "FIB"  # mooneye: serial bytes 3 5 8 13 21 34 on pass, 0x42 x6 on fail
+
+FIB_PASS = bytes([3, 5, 8, 13, 21, 34])
+FIB_FAIL = bytes([0x42] * 6)
+CHECK_EVERY_FRAMES = 10
+
+
+@dataclass(frozen=True)
+class RomCase:
+    path: str  # relative to the test ROM folder
+    protocol: str
+    budget: int  # frames from 0x0100
+    slow: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.removesuffix(".gb")
+
+
+@dataclass(frozen=True)
+class RomResult:
+    case: RomCase
+    passed: bool
+    frames: int
+    detail: str
+
+
+_CPU = "blargg/cpu_instrs/individual/"
+_M = "mooneye/acceptance/"
+_E = "mooneye/emulator-only/"
+
+CASES: tuple[RomCase, ...] = (
+    RomCase(_CPU + "01-special.gb", SER, 300),
+    RomCase(_CPU + "02-interrupts.gb", SER, 120),
+    RomCase(_CPU + "03-op sp,hl.gb", SER, 300, slow=True),
+    RomCase(_CPU + "04-op r,imm.gb", SER, 360, slow=True),
+    RomCase(_CPU + "05-op rp.gb", SER, 420, slow=True),
+    RomCase(_CPU + "06-ld r,r.gb", SER, 120),
+    RomCase(_CPU + "07-jr,jp,call,ret,rst.gb", SER, 180, slow=True),
+    RomCase(_CPU + "08-misc instrs.gb", SER, 120, slow=True),
+    RomCase(_CPU + "09-op r,r.gb", SER, 900, slow=True),
+    RomCase(_CPU + "10-bit ops.gb", SER, 1320, slow=True),
+    RomCase(_CPU + "11-op a,(hl).gb", SER, 1680, slow=True),
+    RomCase("blargg/cpu_instrs/cpu_instrs.gb", SER, 5040, slow=True),
+    RomCase("blargg/instr_timing/instr_timing.gb", SER, 180),
+    RomCase("blargg/mem_timing/individual/01-read_timing.gb", SER, 120, slow=True),
+    RomCase("blargg/mem_timing/individual/02-write_timing.gb", SER, 120, slow=True),
+    RomCase("blargg/mem_timing/individual/03-modify_timing.gb", SER, 120, slow=True),
+    RomCase("blargg/mem_timing/mem_timing.gb", SER, 240, slow=True),
+    RomCase("blargg/mem_timing-2/rom_singles/01-read_timing.gb", MEM, 120, slow=True),
+    RomCase("blargg/mem_timing-2/rom_singles/02-write_timing.gb", MEM, 120, slow=True),
+    RomCase("blargg/mem_timing-2/rom_singles/03-modify_timing.gb", MEM, 120, slow=True),
+    RomCase("blargg/mem_timing-2/mem_timing.gb", MEM, 360, slow=True),
+    RomCase("blargg/halt_bug.gb", MEM, 240, slow=True),
+) + tuple(
+    RomCase(_M + p, FIB, b, slow=b > 120)
+    for p, b in (
+        ("add_sp_e_timing.gb", 120), ("bits/mem_oam.gb", 120), ("bits/reg_f.gb", 120),
+        ("boot_div-dmgABCmgb.gb", 120), ("boot_hwio-dmgABCmgb.gb", 120),
+        ("boot_regs-dmgABC.gb", 120), ("call_cc_timing.gb", 120), ("call_timing.gb", 120),
+        ("call_timing2.gb", 120), ("di_timing-GS.gb", 120), ("div_timing.gb", 120),
+        ("ei_sequence.gb", 120), ("halt_ime0_ei.gb", 120),
+        ("halt_ime0_nointr_timing.gb", 120), ("halt_ime1_timing.gb", 120),
+        ("instr/daa.gb", 120), ("interrupts/ie_push.gb", 120), ("intr_timing.gb", 120),
+        ("jp_cc_timing.gb", 120), ("oam_dma/basic.gb", 120), ("oam_dma/sources-GS.gb", 120),
+        ("oam_dma_restart.gb", 120), ("oam_dma_timing.gb", 120), ("pop_timing.gb", 120),
+        ("ppu/hblank_ly_scx_timing-GS.gb", 180), ("ppu/intr_1_2_timing-GS.gb", 120),
+        ("ppu/intr_2_0_timing.gb", 120), ("ppu/intr_2_mode0_timing_sprites.gb", 600),
+        ("ppu/intr_2_mode3_timing.gb", 120), ("ppu/intr_2_oam_ok_timing.gb", 120),
+        ("ppu/lcdon_write_timing-GS.gb", 240), ("ppu/stat_irq_blocking.gb", 120),
+        ("rapid_di_ei.gb", 120), ("ret_timing.gb", 120), ("reti_timing.gb", 120),
+        ("rst_timing.gb", 120), ("serial/boot_sclk_align-dmgABCmgb.gb", 120),
+        ("timer/div_write.gb", 180), ("timer/tim00.gb", 120),
+        ("timer/tim00_div_trigger.gb", 120), ("timer/tim01_div_trigger.gb", 120),
+        ("timer/tim10.gb", 120), ("timer/tim11_div_trigger.gb", 120),
+        ("timer/tima_reload.gb", 120), ("timer/tma_write_reloading.gb", 120),
+    )
+) + tuple(
+    RomCase(_E + p, FIB, b, slow=b > 120)
+    for p, b in (
+        ("mbc1/bits_bank1.gb", 360), ("mbc1/bits_bank2.gb", 360), ("mbc1/bits_mode.gb", 360),
+        ("mbc1/bits_ramg.gb", 600), ("mbc1/ram_256kb.gb", 180), ("mbc1/ram_64kb.gb", 180),
+        ("mbc1/rom_16Mb.gb", 120), ("mbc1/rom_1Mb.gb", 120), ("mbc1/rom_2Mb.gb", 120),
+        ("mbc1/rom_4Mb.gb", 120), ("mbc1/rom_512kb.gb", 120), ("mbc1/rom_8Mb.gb", 120),
+        ("mbc2/bits_ramg.gb", 600), ("mbc2/bits_romb.gb", 360), ("mbc2/bits_unused.gb", 360),
+        ("mbc2/ram.gb", 120), ("mbc2/rom_1Mb.gb", 120), ("mbc2/rom_2Mb.gb", 120),
+        ("mbc2/rom_512kb.gb", 120), ("mbc5/rom_16Mb.gb", 120), ("mbc5/rom_1Mb.gb", 120),
+        ("mbc5/rom_2Mb.gb", 120), ("mbc5/rom_4Mb.gb", 120), ("mbc5/rom_512kb.gb", 120),
+        ("mbc5/rom_8Mb.gb", 120),
+    )
+)
+
+
+def testroms_dir() -> Path:
+    """Folder of the shared test ROMs: $GBX_TESTROMS or <repo root>/../shared/testroms."""
+    env = os.environ.get("GBX_TESTROMS")
+    if env:
+        return Path(env)
+    repo_root = Path(__file__).resolve().parents[4]
+    return repo_root.parent / "shared" / "testroms"
+
+
+def _verdict(case: RomCase, batch: object) -> tuple[bool | None, str]:
+    """(True/False, detail) once the ROM has reported, (None, detail) while running."""
+    from gbx_gameboy.machine import GameBoyBatch
+
+    assert isinstance(batch, GameBoyBatch)
+    if bool(batch.locked[0]):
+        return False, f"locked on illegal opcode at PC=0x{batch.regs(0)['pc']:04X}"
+    if case.protocol == SER:
+        text = batch.serial_output(0).decode("latin-1")
+        if "Passed" in text:
+            return True, "Passed"
+        if "Failed" in text:
+            return False, text.strip().replace("\n", " ")[-200:]
+        return None, text.strip().replace("\n", " ")[-80:]
+    if case.protocol == MEM:
+        sig = [batch.read_memory(0, a) for a in (0xA001, 0xA002, 0xA003)]
+        if sig != [0xDE, 0xB0, 0x61]:
+            return None, "no signature yet"
+        code = batch.read_memory(0, 0xA000)
+        if code == 0x80:
+            return None, "running"
+        return code == 0, f"result code {code}"
+    out = batch.serial_output(0)
+    if FIB_PASS in out:
+        return True, "Fibonacci registers"
+    if len(out) >= 6:
+        if out[:6] == FIB_PASS:
+            return True, "Fibonacci registers"
+        return False, f"serial {out[:6].hex(' ')}" + (" (fail signature)" if out[:6] == FIB_FAIL else "")
+    return None, f"serial {out.hex(' ')}"
+
+
+def run_case(case: RomCase, device: str = "cpu", root: Path | None = None) -> RomResult:
+    """Run one ROM until it reports or its frame budget is spent."""
+    from gbx_gameboy.machine import GameBoyBatch
+
+    path = (root or testroms_dir()) / case.path
+    batch = GameBoyBatch(path, 1, device)
+    frames = 0
+    verdict: bool | None = None
+    detail = ""
+    while frames < case.budget:
+        step = min(CHECK_EVERY_FRAMES, case.budget - frames)
+        batch.run_frames(step)
+        frames += step
+        verdict, detail = _verdict(case, batch)
+        if verdict is not None:
+            break
+    if verdict is None:
+        return RomResult(case, False, frames, f"no result after {frames} frames: {detail}")
+    return RomResult(case, verdict, frames, detail)
+
+
+def select(names: Iterable[str] | None = None, include_slow: bool = True) -> list[RomCase]:
+    cases = [c for c in CASES if include_slow or not c.slow]
+    if names:
+        wanted = list(names)
+        cases = [c for c in cases if any(w in c.path for w in wanted)]
+    return cases
+
+
+def run_all(
+    cases: Iterable[RomCase], device: str = "cpu", root: Path | None = None
+) -> list[RomResult]:
+    return [run_case(c, device, root) for c in cases]
+
+
+def format_table(results: list[RomResult]) -> str:
+    lines = ["| ROM | result | frames | detail |", "|---|---|---|---|"]
+    for r in results:
+        verdict = "pass" if r.passed else "FAIL"
+        lines.append(f"| {r.case.name} | {verdict} | {r.frames} | {r.detail} |")
+    n_pass = sum(r.passed for r in results)
+    lines.append(f"\n{n_pass}/{len(results)} passed")
+    return "\n".join(lines)

@@ -1,0 +1,703 @@
+"""The SM83 CPU and the run kernel: one thread steps one Game Boy for a whole window.
+
+Opcodes are decoded by their bit fields (x = op>>6, y = op>>3 & 7, z = op & 7) so that the
+eight register operands, the eight ALU operations and the eight rotate/shift operations
+share one code path each instead of one body per opcode; that keeps the kernel small and
+its compile time short. Registers live in a local vector for the whole launch. ``t`` is
+the cycle counter of the launch (T-cycles, relative to the launch start); every memory
+access happens at the cycle of its M-cycle, so timer and PPU reads are M-cycle exact.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from gbx_gameboy.kstate import GB
+from gbx_gameboy.layout import (
+    HRAM_OFF,
+    IE_HRAM_INDEX,
+    IF,
+    IO_OFF,
+    NEVER,
+    R_A,
+    R_F,
+    R_PC,
+    R_SP,
+    S_DIV_OFF,
+    S_EI_DELAY,
+    S_HALT_BUG,
+    S_HALTED,
+    S_IME,
+    S_LFRAMES,
+    S_LOCKED,
+    T_DMA_END,
+    T_DMA_START,
+    T_PPU_NEXT,
+    T_RELOAD,
+    T_SERIAL_END,
+    T_TIMER_NEXT,
+    T_TSYNC,
+    TM_CLOCK,
+    TM_INSTRS,
+)
+from gbx_gameboy.memory import rd, serial_sync, set_buttons, wr
+from gbx_gameboy.ppu_timing import ppu_sync
+from gbx_gameboy.timer import timer_sync
+
+wp.set_module_options({"enable_backward": False})
+
+vec8i = wp.types.vector(length=8, dtype=wp.int32)
+
+FZ = 0x80
+FN = 0x40
+FH = 0x20
+FC = 0x10
+RUN_CYCLES = 0
+RUN_FRAMES = 1
+
+
+@wp.func
+def alu8(op: int, a: int, v: int, f: int) -> int:
+    """ADD ADC SUB SBC AND XOR OR CP of A and v; returns (result << 8) | flags."""
+    c = (f >> 4) & 1
+    res = int(0)
+    nf = int(0)
+    if op < 2:
+        ci = int(0)
+        if op == 1:
+            ci = c
+        s = a + v + ci
+        res = s & 0xFF
+        if (a & 0xF) + (v & 0xF) + ci > 0xF:
+            nf = nf | FH
+        if s > 0xFF:
+            nf = nf | FC
+    elif op == 2 or op == 3 or op == 7:
+        ci = int(0)
+        if op == 3:
+            ci = c
+        s = a - v - ci
+        res = s & 0xFF
+        nf = int(FN)
+        if (a & 0xF) - (v & 0xF) - ci < 0:
+            nf = nf | FH
+        if s < 0:
+            nf = nf | FC
+    elif op == 4:
+        res = a & v
+        nf = int(FH)
+    elif op == 5:
+        res = a ^ v
+    else:
+        res = a | v
+    if res == 0:
+        nf = nf | FZ
+    if op == 7:
+        res = a
+    return (res << 8) | nf
+
+
+@wp.func
+def rot8(op: int, v: int, f: int) -> int:
+    """RLC RRC RL RR SLA SRA SWAP SRL of v; returns (result << 8) | flags."""
+    c = (f >> 4) & 1
+    res = int(0)
+    co = int(0)
+    if op == 0:
+        co = v >> 7
+        res = ((v << 1) | co) & 0xFF
+    elif op == 1:
+        co = v & 1
+        res = (v >> 1) | (co << 7)
+    elif op == 2:
+        co = v >> 7
+        res = ((v << 1) | c) & 0xFF
+    elif op == 3:
+        co = v & 1
+        res = (v >> 1) | (c << 7)
+    elif op == 4:
+        co = v >> 7
+        res = (v << 1) & 0xFF
+    elif op == 5:
+        co = v & 1
+        res = (v >> 1) | (v & 0x80)
+    elif op == 6:
+        res = ((v & 0xF) << 4) | (v >> 4)
+    else:
+        co = v & 1
+        res = v >> 1
+    nf = co << 4
+    if res == 0:
+        nf = nf | FZ
+    return (res << 8) | nf
+
+
+@wp.func
+def cb_op(x: int, y: int, v: int, f: int) -> int:
+    """CB-prefixed operation x (rot/BIT/RES/SET) with field y on v."""
+    out = int(0)
+    if x == 0:
+        out = rot8(y, v, f)
+    elif x == 1:
+        nf = (f & FC) | FH
+        if ((v >> y) & 1) == 0:
+            nf = nf | FZ
+        out = (v << 8) | nf
+    elif x == 2:
+        out = ((v & ~(1 << y)) << 8) | f
+    else:
+        out = ((v | (1 << y)) << 8) | f
+    return out
+
+
+@wp.func
+def daa(a: int, f: int) -> int:
+    c = f & FC
+    if (f & FN) == 0:
+        if c != 0 or a > 0x99:
+            a = a + 0x60
+            c = int(FC)
+        if (f & FH) != 0 or (a & 0x0F) > 0x09:
+            a = a + 0x06
+    else:
+        if c != 0:
+            a = a - 0x60
+        if (f & FH) != 0:
+            a = a - 0x06
+    a = a & 0xFF
+    nf = (f & FN) | c
+    if a == 0:
+        nf = nf | FZ
+    return (a << 8) | nf
+
+
+@wp.func
+def cond(y: int, f: int) -> bool:
+    """Condition cc of JR/JP/CALL/RET: NZ, Z, NC, C."""
+    k = y & 3
+    r = False
+    if k == 0:
+        r = (f & FZ) == 0
+    elif k == 1:
+        r = (f & FZ) != 0
+    elif k == 2:
+        r = (f & FC) == 0
+    else:
+        r = (f & FC) != 0
+    return r
+
+
+@wp.func
+def pair(r: vec8i, i: int) -> int:
+    return (r[i] << 8) | r[i + 1]
+
+
+@wp.func
+def set_pair(r: vec8i, i: int, v: int) -> vec8i:
+    out = r
+    out[i] = (v >> 8) & 0xFF
+    out[i + 1] = v & 0xFF
+    return out
+
+
+@wp.func
+def sext8(v: int) -> int:
+    return v - ((v & 0x80) << 1)
+
+
+@wp.func
+def add_sp_flags(sp: int, e: int) -> int:
+    """Flags of ADD SP,e / LD HL,SP+e: H and C from the low byte, Z=N=0."""
+    nf = int(0)
+    if (sp & 0xF) + (e & 0xF) > 0xF:
+        nf = nf | FH
+    if (sp & 0xFF) + (e & 0xFF) > 0xFF:
+        nf = nf | FC
+    return nf
+
+
+@wp.func
+def pending_irq(g: GB, env: int) -> int:
+    return (
+        int(g.mem[IO_OFF + IF, env]) & int(g.mem[HRAM_OFF + IE_HRAM_INDEX, env]) & 0x1F
+    )
+
+
+@wp.func
+def catch_up(g: GB, env: int, t: int):
+    """Bring scheduled events (PPU, timer, serial) up to cycle t."""
+    if t >= g.st[T_PPU_NEXT, env]:
+        ppu_sync(g, env, t)
+    if t >= g.st[T_TIMER_NEXT, env]:
+        timer_sync(g, env, t)
+    if t >= g.st[T_SERIAL_END, env]:
+        serial_sync(g, env, t)
+
+
+@wp.func
+def rebase(g: GB, env: int, k: int, t: int):
+    v = g.st[k, env]
+    if v < NEVER:
+        g.st[k, env] = v - t
+
+
+@wp.kernel
+def run_kernel(
+    g: GB,
+    mode: int,
+    amount: int,
+    buttons: wp.array(dtype=wp.int32),
+    use_buttons: int,
+    release_after: int,
+):
+    """Run each env for ``amount`` cycles (mode 0) or frames (mode 1)."""
+    env = wp.tid()
+    if g.st[S_LOCKED, env] != 0:
+        return
+    r = vec8i()
+    for i in range(8):
+        r[i] = g.st[i, env]
+    sp = g.st[R_SP, env]
+    pc = g.st[R_PC, env]
+    ime = g.st[S_IME, env]
+    halted = g.st[S_HALTED, env]
+    ei_delay = g.st[S_EI_DELAY, env]
+    halt_bug = g.st[S_HALT_BUG, env]
+    locked = int(0)
+    icount = int(0)
+    t = int(0)
+    g.st[S_LFRAMES, env] = 0
+    held = int(0)
+    if use_buttons != 0:
+        set_buttons(g, env, buttons[env])
+        held = int(1)
+        if release_after <= 0:
+            set_buttons(g, env, 0)
+            held = int(0)
+
+    while True:
+        catch_up(g, env, t)
+        if held != 0 and g.st[S_LFRAMES, env] >= release_after:
+            set_buttons(g, env, 0)
+            held = int(0)
+        if mode == RUN_FRAMES:
+            if g.st[S_LFRAMES, env] >= amount:
+                break
+        elif t >= amount:
+            break
+        irq = pending_irq(g, env)
+        if halted != 0:
+            wake = irq != 0
+            if halted == 2:
+                wake = (int(g.mem[IO_OFF + IF, env]) & 0x10) != 0
+            if wake:
+                halted = int(0)
+                t += 4
+            else:
+                # Jump straight to the next event instead of ticking 4 cycles at a time.
+                nt = wp.min(g.st[T_PPU_NEXT, env], g.st[T_TIMER_NEXT, env])
+                nt = wp.min(nt, g.st[T_SERIAL_END, env])
+                if mode == RUN_CYCLES:
+                    nt = wp.min(nt, amount)
+                dt = nt - t
+                if dt < 4:
+                    dt = int(4)
+                t += (dt + 3) & ~3
+                continue
+        if ime != 0 and irq != 0:
+            # Interrupt dispatch: 2 wait M-cycles, push PC (the high byte push may change
+            # IE, which is re-read before the vector is chosen), jump: 5 M-cycles.
+            ime = int(0)
+            ei_delay = int(0)
+            t += 8
+            sp = (sp - 1) & 0xFFFF
+            t += 4
+            wr(g, env, sp, pc >> 8, t)
+            irq = pending_irq(g, env)
+            sp = (sp - 1) & 0xFFFF
+            t += 4
+            wr(g, env, sp, pc & 0xFF, t)
+            pc = int(0)
+            if irq != 0:
+                bit = int(0)
+                while ((irq >> bit) & 1) == 0:
+                    bit += 1
+                g.mem[IO_OFF + IF, env] = wp.uint8(int(g.mem[IO_OFF + IF, env]) & ~(1 << bit))
+                pc = 0x40 + 8 * bit
+            t += 4
+            continue
+
+        # ---- fetch
+        t += 4
+        op = rd(g, env, pc, t)
+        if halt_bug != 0:
+            halt_bug = int(0)
+        else:
+            pc = (pc + 1) & 0xFFFF
+        icount += 1
+        x = op >> 6
+        y = (op >> 3) & 7
+        z = op & 7
+        p = y >> 1
+        q = y & 1
+        f = r[R_F]
+        a = r[R_A]
+        hl = pair(r, 4)
+
+        if x == 1:
+            if op == 0x76:  # HALT
+                if ime == 0 and pending_irq(g, env) != 0:
+                    halt_bug = int(1)
+                else:
+                    halted = int(1)
+            else:  # LD r,r'
+                v = int(0)
+                if z == 6:
+                    t += 4
+                    v = rd(g, env, hl, t)
+                else:
+                    v = r[z]
+                if y == 6:
+                    t += 4
+                    wr(g, env, hl, v, t)
+                else:
+                    r[y] = v
+        elif x == 2:  # ALU A,r
+            v = int(0)
+            if z == 6:
+                t += 4
+                v = rd(g, env, hl, t)
+            else:
+                v = r[z]
+            res = alu8(y, a, v, f)
+            r[R_A] = res >> 8
+            r[R_F] = res & 0xF0
+        elif x == 0:
+            if z == 0:
+                if y == 0:
+                    pass  # NOP
+                elif y == 1:  # LD (nn),SP
+                    t += 4
+                    lo = rd(g, env, pc, t)
+                    t += 4
+                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
+                    pc = (pc + 2) & 0xFFFF
+                    nn = (hi << 8) | lo
+                    t += 4
+                    wr(g, env, nn, sp & 0xFF, t)
+                    t += 4
+                    wr(g, env, (nn + 1) & 0xFFFF, sp >> 8, t)
+                elif y == 2:  # STOP: skips a byte, resets DIV, sleeps until a button press
+                    pc = (pc + 1) & 0xFFFF
+                    wr(g, env, 0xFF04, 0, t)
+                    halted = int(2)
+                else:  # JR e / JR cc,e
+                    t += 4
+                    e = sext8(rd(g, env, pc, t))
+                    pc = (pc + 1) & 0xFFFF
+                    if y == 3 or cond(y, f):
+                        t += 4
+                        pc = (pc + e) & 0xFFFF
+            elif z == 1:
+                if q == 0:  # LD rp,nn
+                    t += 4
+                    lo = rd(g, env, pc, t)
+                    t += 4
+                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
+                    pc = (pc + 2) & 0xFFFF
+                    if p == 3:
+                        sp = (hi << 8) | lo
+                    else:
+                        r[2 * p] = hi
+                        r[2 * p + 1] = lo
+                else:  # ADD HL,rp
+                    v = sp
+                    if p != 3:
+                        v = pair(r, 2 * p)
+                    s = hl + v
+                    nf = f & FZ
+                    if (hl & 0xFFF) + (v & 0xFFF) > 0xFFF:
+                        nf = nf | FH
+                    if s > 0xFFFF:
+                        nf = nf | FC
+                    t += 4
+                    r = set_pair(r, 4, s & 0xFFFF)
+                    r[R_F] = nf
+            elif z == 2:
+                addr = int(0)
+                if p == 0:
+                    addr = pair(r, 0)
+                elif p == 1:
+                    addr = pair(r, 2)
+                else:
+                    addr = hl
+                    if p == 2:
+                        r = set_pair(r, 4, (hl + 1) & 0xFFFF)
+                    else:
+                        r = set_pair(r, 4, (hl - 1) & 0xFFFF)
+                t += 4
+                if q == 0:
+                    wr(g, env, addr, a, t)
+                else:
+                    r[R_A] = rd(g, env, addr, t)
+            elif z == 3:  # INC rp / DEC rp
+                v = sp
+                if p != 3:
+                    v = pair(r, 2 * p)
+                if q == 0:
+                    v = (v + 1) & 0xFFFF
+                else:
+                    v = (v - 1) & 0xFFFF
+                t += 4
+                if p == 3:
+                    sp = v
+                else:
+                    r = set_pair(r, 2 * p, v)
+            elif z == 4 or z == 5:  # INC r / DEC r
+                v = int(0)
+                if y == 6:
+                    t += 4
+                    v = rd(g, env, hl, t)
+                else:
+                    v = r[y]
+                nf = f & FC
+                if z == 4:
+                    if (v & 0xF) == 0xF:
+                        nf = nf | FH
+                    v = (v + 1) & 0xFF
+                else:
+                    if (v & 0xF) == 0:
+                        nf = nf | FH
+                    v = (v - 1) & 0xFF
+                    nf = nf | FN
+                if v == 0:
+                    nf = nf | FZ
+                r[R_F] = nf
+                if y == 6:
+                    t += 4
+                    wr(g, env, hl, v, t)
+                else:
+                    r[y] = v
+            elif z == 6:  # LD r,n
+                t += 4
+                v = rd(g, env, pc, t)
+                pc = (pc + 1) & 0xFFFF
+                if y == 6:
+                    t += 4
+                    wr(g, env, hl, v, t)
+                else:
+                    r[y] = v
+            else:
+                if y < 4:  # RLCA RRCA RLA RRA
+                    res = rot8(y, a, f)
+                    r[R_A] = res >> 8
+                    r[R_F] = res & FC
+                elif y == 4:
+                    res = daa(a, f)
+                    r[R_A] = res >> 8
+                    r[R_F] = res & 0xF0
+                elif y == 5:  # CPL
+                    r[R_A] = a ^ 0xFF
+                    r[R_F] = f | FN | FH
+                elif y == 6:  # SCF
+                    r[R_F] = (f & FZ) | FC
+                else:  # CCF
+                    r[R_F] = (f & FZ) | ((f & FC) ^ FC)
+        else:  # x == 3
+            if z == 0:
+                if y < 4:  # RET cc
+                    t += 4
+                    if cond(y, f):
+                        t += 4
+                        lo = rd(g, env, sp, t)
+                        t += 4
+                        hi = rd(g, env, (sp + 1) & 0xFFFF, t)
+                        sp = (sp + 2) & 0xFFFF
+                        t += 4
+                        pc = (hi << 8) | lo
+                elif y == 4 or y == 6:  # LDH (n),A / LDH A,(n)
+                    t += 4
+                    n = rd(g, env, pc, t)
+                    pc = (pc + 1) & 0xFFFF
+                    t += 4
+                    if y == 4:
+                        wr(g, env, 0xFF00 + n, a, t)
+                    else:
+                        r[R_A] = rd(g, env, 0xFF00 + n, t)
+                else:  # ADD SP,e / LD HL,SP+e
+                    t += 4
+                    e = rd(g, env, pc, t)
+                    pc = (pc + 1) & 0xFFFF
+                    r[R_F] = add_sp_flags(sp, e)
+                    v = (sp + sext8(e)) & 0xFFFF
+                    t += 4
+                    if y == 5:
+                        t += 4
+                        sp = v
+                    else:
+                        r = set_pair(r, 4, v)
+            elif z == 1:
+                if q == 0 or p == 0 or p == 1:  # POP rp2 / RET / RETI
+                    t += 4
+                    lo = rd(g, env, sp, t)
+                    t += 4
+                    hi = rd(g, env, (sp + 1) & 0xFFFF, t)
+                    sp = (sp + 2) & 0xFFFF
+                    if q == 0:
+                        if p == 3:
+                            r[R_A] = hi
+                            r[R_F] = lo & 0xF0
+                        else:
+                            r[2 * p] = hi
+                            r[2 * p + 1] = lo
+                    else:
+                        t += 4
+                        pc = (hi << 8) | lo
+                        if p == 1:
+                            ime = int(1)
+                            ei_delay = int(0)
+                elif p == 2:  # JP HL
+                    pc = hl
+                else:  # LD SP,HL
+                    t += 4
+                    sp = hl
+            elif z == 2:
+                if y < 4 or y == 5 or y == 7:  # JP cc,nn / LD (nn),A / LD A,(nn)
+                    t += 4
+                    lo = rd(g, env, pc, t)
+                    t += 4
+                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
+                    pc = (pc + 2) & 0xFFFF
+                    nn = (hi << 8) | lo
+                    if y < 4:
+                        if cond(y, f):
+                            t += 4
+                            pc = nn
+                    else:
+                        t += 4
+                        if y == 5:
+                            wr(g, env, nn, a, t)
+                        else:
+                            r[R_A] = rd(g, env, nn, t)
+                else:  # LD (C),A / LD A,(C)
+                    t += 4
+                    if y == 4:
+                        wr(g, env, 0xFF00 + r[1], a, t)
+                    else:
+                        r[R_A] = rd(g, env, 0xFF00 + r[1], t)
+            elif z == 3:
+                if y == 0:  # JP nn
+                    t += 4
+                    lo = rd(g, env, pc, t)
+                    t += 4
+                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
+                    t += 4
+                    pc = (hi << 8) | lo
+                elif y == 1:  # CB prefix
+                    t += 4
+                    op2 = rd(g, env, pc, t)
+                    pc = (pc + 1) & 0xFFFF
+                    cx = op2 >> 6
+                    cy = (op2 >> 3) & 7
+                    cz = op2 & 7
+                    v = int(0)
+                    if cz == 6:
+                        t += 4
+                        v = rd(g, env, hl, t)
+                    else:
+                        v = r[cz]
+                    res = cb_op(cx, cy, v, f)
+                    r[R_F] = res & 0xF0
+                    if cx != 1:
+                        if cz == 6:
+                            t += 4
+                            wr(g, env, hl, res >> 8, t)
+                        else:
+                            r[cz] = res >> 8
+                elif y == 6:  # DI
+                    ime = int(0)
+                    ei_delay = int(0)
+                elif y == 7:  # EI (takes effect after the next instruction)
+                    if ime == 0 and ei_delay == 0:
+                        ei_delay = int(2)
+                else:
+                    locked = int(1)
+            elif z == 4 or (z == 5 and q == 1):  # CALL cc,nn / CALL nn
+                if z == 4 and y >= 4:
+                    locked = int(1)
+                elif z == 5 and p != 0:
+                    locked = int(1)
+                else:
+                    t += 4
+                    lo = rd(g, env, pc, t)
+                    t += 4
+                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
+                    pc = (pc + 2) & 0xFFFF
+                    if z == 5 or cond(y, f):
+                        t += 4
+                        sp = (sp - 1) & 0xFFFF
+                        t += 4
+                        wr(g, env, sp, pc >> 8, t)
+                        sp = (sp - 1) & 0xFFFF
+                        t += 4
+                        wr(g, env, sp, pc & 0xFF, t)
+                        pc = (hi << 8) | lo
+            elif z == 5:  # PUSH rp2
+                v = int(0)
+                if p == 3:
+                    v = (a << 8) | f
+                else:
+                    v = pair(r, 2 * p)
+                t += 4
+                sp = (sp - 1) & 0xFFFF
+                t += 4
+                wr(g, env, sp, v >> 8, t)
+                sp = (sp - 1) & 0xFFFF
+                t += 4
+                wr(g, env, sp, v & 0xFF, t)
+            elif z == 6:  # ALU A,n
+                t += 4
+                v = rd(g, env, pc, t)
+                pc = (pc + 1) & 0xFFFF
+                res = alu8(y, a, v, f)
+                r[R_A] = res >> 8
+                r[R_F] = res & 0xF0
+            else:  # RST
+                t += 4
+                sp = (sp - 1) & 0xFFFF
+                t += 4
+                wr(g, env, sp, pc >> 8, t)
+                sp = (sp - 1) & 0xFFFF
+                t += 4
+                wr(g, env, sp, pc & 0xFF, t)
+                pc = y * 8
+
+        if locked != 0:
+            # Illegal opcode: the env freezes with PC at the opcode; others continue.
+            pc = (pc - 1) & 0xFFFF
+            break
+        if ei_delay > 0:
+            ei_delay -= 1
+            if ei_delay == 0:
+                ime = int(1)
+
+    # ---- write back registers and rebase launch-relative times
+    for i in range(8):
+        g.st[i, env] = r[i]
+    g.st[R_SP, env] = sp
+    g.st[R_PC, env] = pc
+    g.st[S_IME, env] = ime
+    g.st[S_HALTED, env] = halted
+    g.st[S_EI_DELAY, env] = ei_delay
+    g.st[S_HALT_BUG, env] = halt_bug
+    g.st[S_LOCKED, env] = locked
+    g.st[S_DIV_OFF, env] = (g.st[S_DIV_OFF, env] + t) & 0xFFFF
+    rebase(g, env, T_TSYNC, t)
+    rebase(g, env, T_RELOAD, t)
+    rebase(g, env, T_TIMER_NEXT, t)
+    rebase(g, env, T_PPU_NEXT, t)
+    rebase(g, env, T_SERIAL_END, t)
+    rebase(g, env, T_DMA_END, t)
+    rebase(g, env, T_DMA_START, t)
+    g.tm[TM_CLOCK, env] = g.tm[TM_CLOCK, env] + wp.int64(t)
+    g.tm[TM_INSTRS, env] = g.tm[TM_INSTRS, env] + wp.int64(icount)

@@ -1,0 +1,273 @@
+"""``gameboy``: the generic pixel env over a batch of emulated Game Boys.
+
+One env step is one ``batch.step_frames`` launch (hold the chosen buttons for
+``release_after_frames`` frames, release them, run to ``frames_per_step``
+frames, render only the last frame) followed by observation extraction on
+the device. Reward is zero here; episodes end by truncation at ``max_steps``
+and restart through a masked restore of the start snapshot. Goal envs reuse
+all of this and override :meth:`GameBoyEnv.reward_done` (and optionally
+:meth:`GameBoyEnv.on_reset`).
+
+Returned tensors are the env's own buffers: they stay valid until the next
+``step``/``reset``; clone what must be kept longer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from gbx import hookimpl
+from gbx.config import option
+from gbx_gameboy.actions import CODECS, make_codec
+from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
+
+# Warp and the emulator modules are imported where an env is built, so that
+# registering the env (at every ``gbx`` start) stays cheap.
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROM = Path(__file__).resolve().parent / "roms" / "gbx_quest" / "gbx_quest.gb"
+DEFAULT_FRAMES_PER_STEP = 24
+MAX_FRAMES_PER_STEP = 20000
+
+_v = attrs.validators
+
+
+def _release_within_step(inst: Any, _attr: Any, value: int) -> None:
+    if not 0 <= value <= inst.frames_per_step:
+        raise ValueError(
+            f"release_after_frames must be in 0..frames_per_step ({inst.frames_per_step}), "
+            f"got {value}"
+        )
+
+
+@attrs.frozen
+class GameBoyConfig:
+    """The ``env`` section of the ``gameboy`` env."""
+
+    rom: str = option(str(DEFAULT_ROM), "path of the .gb ROM (default: the bundled game)")
+    state: str = option(
+        "", "start savestate: a gbx .gbxstate or a PyBoy .state file (empty: power-on start)"
+    )
+    frames_per_step: int = option(
+        DEFAULT_FRAMES_PER_STEP, "emulated frames per env step",
+        _v.and_(_v.ge(1), _v.le(MAX_FRAMES_PER_STEP)),
+    )
+    release_after_frames: int = option(
+        8, "frames the chosen buttons are held before release, within a step",
+        _release_within_step,
+    )
+    action_codec: str = option(
+        "default", f"action set: {', '.join(CODECS)}", _v.in_(tuple(CODECS))
+    )
+    obs_size: str = option(
+        "72x80", "observation size: 72x80 (2x2 max of shades) or 144x160", _v.in_(tuple(OBS_SIZES))
+    )
+    stack_k: int = option(1, "frames stacked per observation (K)", _v.and_(_v.ge(1), _v.le(16)))
+    max_steps: int = option(2048, "steps before an episode is truncated", _v.ge(1))
+    random_noop_max: int = option(
+        0, "random start: each episode begins 0..N no-op frames after the start state",
+        _v.and_(_v.ge(0), _v.le(10_000)),
+    )
+
+
+def resolve_rom(path: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        if p == DEFAULT_ROM:
+            raise FileNotFoundError(
+                f"the bundled game ROM is missing ({p}); build it or pass env.rom=PATH.gb"
+            )
+        raise FileNotFoundError(f"ROM not found: {p} (set env.rom to a .gb file)")
+    return p
+
+
+def load_start_state(batch: Any, path: str | Path) -> tuple[str, bool]:
+    """Load a gbx or PyBoy savestate into every env; return (file sha256, has a rendered frame).
+
+    The format is detected from the file's first bytes.
+    """
+    from gbx_gameboy import savestate
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise savestate.SaveStateError(f"savestate not found: {p}")
+    data = p.read_bytes()
+    if savestate.is_gbx_state(data):
+        savestate.load_into(batch, savestate.decode(data, str(p)), None, source=str(p))
+        return hashlib.sha256(data).hexdigest(), True
+    from gbx_gameboy import pyboy_state
+
+    pyboy_state.load_pyboy_state(batch, data, env=None, source=str(p))
+    return hashlib.sha256(data).hexdigest(), False
+
+
+def _warp_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
+    return "cpu"
+
+
+class GameBoyEnv:
+    """A batch of ``num_envs`` Game Boys as a :class:`gbx.api.Env`."""
+
+    def __init__(
+        self, config: GameBoyConfig, num_envs: int, device: torch.device | str, seed: int = 0
+    ) -> None:
+        from gbx_gameboy.machine import GameBoyBatch
+        from gbx_gameboy.snapshot import MaskedRestore, SnapshotBank, capture
+
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.config = config
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if config.frames_per_step != DEFAULT_FRAMES_PER_STEP:
+            log.warning(
+                "gameboy env: frames_per_step=%d (default %d)",
+                config.frames_per_step, DEFAULT_FRAMES_PER_STEP,
+            )
+        rom = resolve_rom(config.rom)
+        wdev = _warp_device(self.device)
+        self.batch = GameBoyBatch(rom, num_envs, wdev)
+        self.rom_sha256 = self.batch.cart.sha256
+        self.codec = make_codec(config.action_codec, self.device)
+        self.num_actions = self.codec.num_actions
+        hw = obs_hw(config.obs_size)
+        self.obs_shape = (config.stack_k, *hw)
+
+        # Start snapshot(s): built on a one-env batch so setup cost does not grow with N.
+        probe = GameBoyBatch(self.batch.cart, 1, wdev)
+        self.state_sha256: str | None = None
+        rendered = False
+        with self._on_torch_stream():
+            if config.state:
+                self.state_sha256, rendered = load_start_state(probe, config.state)
+            if not rendered:
+                probe.run_frames(1, render_last=True)  # a rendered first observation
+            starts = [capture(probe.state_tensors(), 0)]
+            for _ in range(config.random_noop_max):
+                probe.run_frames(1, render_last=True)
+                starts.append(capture(probe.state_tensors(), 0))
+        del probe
+        self.bank = SnapshotBank.from_states(starts, self.device)
+        self.restorer = MaskedRestore(self.batch.state_tensors(), self.bank)
+        self.restorer.seed(seed)
+        self.random_start = config.random_noop_max > 0
+
+        n, dev = num_envs, self.device
+        self.stack = FrameStack(n, config.stack_k, hw, dev)
+        self._frame = torch.zeros((n, *hw), dtype=torch.uint8, device=dev)
+        self._final_obs = torch.zeros((n, *self.obs_shape), dtype=torch.uint8, device=dev)
+        self._buttons = torch.zeros(n, dtype=torch.int32, device=dev)
+        self._steps = torch.zeros(n, dtype=torch.int32, device=dev)
+        self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._trunc = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._reset_mask = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._all = torch.ones(n, dtype=torch.bool, device=dev)
+
+    # ------------------------------------------------------------------ hooks
+    def reward_done(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reward ``float32 [N]`` and terminal flags ``bool [N]`` for the newest ``frame``.
+
+        The generic env has neither; goal envs override this (no host syncs).
+        """
+        return self._reward, self._done
+
+    def on_reset(self, mask: torch.Tensor, frame: torch.Tensor) -> None:
+        """Called after the envs in ``mask`` were restored; ``frame`` is their first frame."""
+
+    # ------------------------------------------------------------------ Env API
+    def reset(self) -> torch.Tensor:
+        self._reset_envs(self._all)
+        return self.stack.buffer
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        cfg = self.config
+        self.codec.encode_into(actions, self._buttons)
+        with self._on_torch_stream():
+            self.batch.step_frames(
+                self._buttons, cfg.frames_per_step, cfg.release_after_frames, render_last=True
+            )
+        frame = extract_obs(self.batch.fb, cfg.obs_size, self._frame)
+        self.stack.push(frame)
+        reward, done = self.reward_done(frame)
+        self._steps += 1
+        torch.ge(self._steps, cfg.max_steps, out=self._trunc)
+        torch.logical_or(done, self._trunc, out=self._reset_mask)
+        self._final_obs.copy_(self.stack.buffer)
+        self._reset_envs(self._reset_mask)
+        info = {"reset_mask": self._reset_mask, "final_obs": self._final_obs}
+        return self.stack.buffer, reward, done, self._trunc, info
+
+    def close(self) -> None:
+        self.batch = None  # type: ignore[assignment]
+        self.restorer = None  # type: ignore[assignment]
+        self.bank = None  # type: ignore[assignment]
+
+    def meta(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "env": "gameboy",
+            "rom": str(cfg.rom),
+            "rom_title": self.batch.cart.title if self.batch is not None else None,
+            "rom_sha256": self.rom_sha256,
+            "state": cfg.state or None,
+            "state_sha256": self.state_sha256,
+            "action_codec": cfg.action_codec,
+            "buttons": list(self.codec.buttons),
+            "frames_per_step": cfg.frames_per_step,
+            "release_after_frames": cfg.release_after_frames,
+            "obs_size": cfg.obs_size,
+            "stack_k": cfg.stack_k,
+            "max_steps": cfg.max_steps,
+            "random_noop_max": cfg.random_noop_max,
+        }
+
+    # ------------------------------------------------------------------ internals
+    def _reset_envs(self, mask: torch.Tensor) -> None:
+        with self._on_torch_stream():
+            if self.random_start:
+                self.restorer.restore_random(mask)
+            else:
+                self.restorer.restore(mask, 0)
+        frame = extract_obs(self.batch.fb, self.config.obs_size, self._frame)
+        self.stack.reset_where(mask, frame)
+        self._steps.masked_fill_(mask, 0)
+        self.on_reset(mask, frame)
+
+    def _on_torch_stream(self) -> contextlib.AbstractContextManager[Any]:
+        """Make Warp launch on torch's current stream, so device work stays in order."""
+        if self.device.type == "cuda":
+            import warp as wp
+
+            return wp.ScopedStream(wp.stream_from_torch(self.device))
+        return contextlib.nullcontext()
+
+
+def make_env(
+    config: GameBoyConfig, num_envs: int, device: torch.device | str, seed: int
+) -> GameBoyEnv:
+    return GameBoyEnv(config, num_envs, device, seed)
+
+
+@hookimpl
+def register_envs(register: Any) -> None:
+    register(
+        "gameboy",
+        make_env,
+        GameBoyConfig,
+        description="Game Boy ROM in the Warp emulator; pixel observations, zero reward",
+    )

@@ -1,0 +1,158 @@
+"""``gbx bench env``: env steps/s, frames/s, memory and reset cost of the ``gameboy`` env.
+
+Prints one JSON record per measurement. Warm-up steps are excluded from the
+timings; on CUDA the timed region is bracketed by CUDA events, on the CPU by
+``time.perf_counter``. Memory is sampled after warm-up and at the end; with
+``--max-mem-delta MB`` the command fails when it grew by more than that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from typing import Any
+
+import click
+import torch
+
+from gbx import hookimpl
+from gbx_gameboy.env import DEFAULT_ROM, GameBoyConfig, GameBoyEnv
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def _mem(device: torch.device) -> dict[str, int]:
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        return {
+            "torch_allocated": torch.cuda.memory_allocated(device),
+            "torch_peak": torch.cuda.max_memory_allocated(device),
+            "device_used": total - free,  # includes Warp's allocations
+        }
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"rss": _rss_bytes(), "rss_peak": peak_kb * 1024}
+
+
+def _timed_steps(env: GameBoyEnv, actions: torch.Tensor, steps: int) -> float:
+    """Seconds for ``steps`` env steps, measured on the device."""
+    if env.device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(steps):
+            env.step(actions)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions)
+    return time.perf_counter() - t0
+
+
+def measure(
+    config: GameBoyConfig, num_envs: int, device: str, steps: int, warmup: int, seed: int = 0
+) -> dict[str, Any]:
+    """Build one env, warm it up, time ``steps`` steps; return the figures."""
+    t0 = time.perf_counter()
+    env = GameBoyEnv(config, num_envs, device, seed)
+    build_s = time.perf_counter() - t0
+    dev = env.device
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    actions = torch.randint(0, env.num_actions, (num_envs,), generator=gen, device=dev)
+    env.reset()
+    for _ in range(warmup):
+        env.step(actions)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    mem_warm = _mem(dev)
+    secs = _timed_steps(env, actions, steps)
+    mem_end = _mem(dev)
+    # Reset cost: a restore with no env flagged vs every env flagged.
+    none = torch.zeros(num_envs, dtype=torch.bool, device=dev)
+    every = torch.ones(num_envs, dtype=torch.bool, device=dev)
+    reset_s = {}
+    for name, mask in (("none", none), ("all", every)):
+        env._reset_envs(mask)  # warm
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        for _ in range(10):
+            env._reset_envs(mask)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        reset_s[name] = (time.perf_counter() - t0) / 10
+    env.close()
+    key = "rss" if dev.type == "cpu" else "device_used"
+    return {
+        "bench": "env",
+        "device": str(dev),
+        "num_envs": num_envs,
+        "frames_per_step": config.frames_per_step,
+        "obs_size": config.obs_size,
+        "stack_k": config.stack_k,
+        "steps": steps,
+        "warmup_steps": warmup,
+        "build_s": round(build_s, 3),
+        "env_steps_per_s": round(steps * num_envs / secs, 2),
+        "frames_per_s": round(steps * num_envs * config.frames_per_step / secs, 2),
+        "step_ms": round(1000 * secs / steps, 3),
+        "reset_none_ms": round(1000 * reset_s["none"], 3),
+        "reset_all_ms": round(1000 * reset_s["all"], 3),
+        "mem_after_warmup": mem_warm,
+        "mem_end": mem_end,
+        "mem_delta_bytes": mem_end[key] - mem_warm[key],
+    }
+
+
+@click.command("env")
+@click.option("--rom", default=str(DEFAULT_ROM), show_default=True, help="ROM to run")
+@click.option("--state", default="", help="start savestate (gbx or PyBoy)")
+@click.option("--num-envs", "num_envs", default="64", show_default=True,
+              help="comma-separated batch sizes, e.g. 64,1024")
+@click.option("--device", default="auto", show_default=True, help="cpu | cuda | cuda:N | auto")
+@click.option("--steps", default=20, show_default=True, help="timed env steps per batch size")
+@click.option("--warmup", default=3, show_default=True, help="untimed env steps first")
+@click.option("--frames-per-step", default=24, show_default=True)
+@click.option("--obs-size", default="72x80", show_default=True)
+@click.option("--stack-k", default=1, show_default=True)
+@click.option("--max-mem-delta", type=float, default=None,
+              help="fail if memory grows by more than this many MiB after warm-up")
+def env_bench(
+    rom: str, state: str, num_envs: str, device: str, steps: int, warmup: int,
+    frames_per_step: int, obs_size: str, stack_k: int, max_mem_delta: float | None,
+) -> None:
+    """Env steps/s and frames/s of the gameboy env (one JSON record per batch size)."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        sizes = [int(s) for s in num_envs.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {num_envs!r}") from None
+    cfg = GameBoyConfig(
+        rom=rom, state=state, frames_per_step=frames_per_step,
+        release_after_frames=min(8, frames_per_step), obs_size=obs_size, stack_k=stack_k,
+        max_steps=10**9,
+    )
+    failed = []
+    for n in sizes:
+        rec = measure(cfg, n, device, steps, warmup)
+        click.echo(json.dumps(rec))
+        if max_mem_delta is not None and rec["mem_delta_bytes"] > max_mem_delta * 2**20:
+            failed.append(f"N={n}: memory grew {rec['mem_delta_bytes'] / 2**20:.1f} MiB")
+    if failed:
+        raise click.ClickException("memory grew after warm-up: " + "; ".join(failed))
+
+
+@hookimpl
+def register_benchmarks(register: Any) -> None:
+    """Register ``gbx bench env``."""
+    register("env", env_bench)

@@ -1,0 +1,31 @@
+"""The Warp struct that carries one batch's device arrays into every kernel function."""
+
+from __future__ import annotations
+
+import warp as wp
+
+wp.config.quiet = True
+if hasattr(wp, "LOG_WARNING"):  # newer Warp: quiet became a log level
+    wp.config.log_level = wp.LOG_WARNING
+wp.set_module_options({"enable_backward": False})
+
+
+@wp.struct
+class GB:
+    """Device arrays and per-batch constants of a :class:`GameBoyBatch` (see layout.py)."""
+
+    rom: wp.array(dtype=wp.uint8)  # shared by all envs, read-only
+    boot: wp.array(dtype=wp.uint8)  # optional 256-byte boot ROM (1 byte when absent)
+    io_mask: wp.array(dtype=wp.uint8)  # bits of FF00-FF7F that read as 1
+    mem: wp.array2d(dtype=wp.uint8)  # (MEM_BYTES, N)
+    cram: wp.array2d(dtype=wp.uint8)  # (max(cart RAM, 1), N)
+    st: wp.array2d(dtype=wp.int32)  # (ST_COUNT, N)
+    tm: wp.array2d(dtype=wp.int64)  # (TM_COUNT, N)
+    ser: wp.array2d(dtype=wp.uint8)  # (serial capacity, N) ring buffer of sent bytes
+    fb: wp.array3d(dtype=wp.uint8)  # (N, 144, 160)
+    rom_mask: int
+    cram_mask: int  # cart RAM bytes - 1, or -1 when the cartridge has none
+    mbc: int
+    has_boot: int
+    ser_cap: int
+    render_frame: int  # launch-relative frame whose lines are drawn; -1 draws none

@@ -1,0 +1,310 @@
+"""GameBoyBatch: N Game Boys running one ROM in lockstep-free parallel on a Warp device."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import torch
+import warp as wp
+
+from gbx_gameboy import layout as L
+from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
+from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel
+from gbx_gameboy.kstate import GB
+
+wp.config.quiet = True
+if hasattr(wp, "LOG_WARNING"):  # newer Warp: quiet became a log level
+    wp.config.log_level = wp.LOG_WARNING
+
+BOOT_ROM_BYTES = 256
+DEFAULT_SERIAL_CAPACITY = 1024
+# Launch windows are measured in int32 cycles; split longer requests.
+MAX_FRAMES_PER_LAUNCH = 20000
+MAX_CYCLES_PER_LAUNCH = MAX_FRAMES_PER_LAUNCH * L.CYCLES_PER_FRAME
+# Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
+POST_BOOT_DIV = 0xABCC
+
+# Post-boot IO register values (FF00-FF7F) of a DMG; unlisted registers start at 0.
+POST_BOOT_IO: dict[int, int] = {
+    0x00: 0x00, 0x02: 0x7E, 0x07: 0xF8, 0x0F: 0xE1,
+    0x10: 0x80, 0x11: 0xBF, 0x12: 0xF3, 0x13: 0xFF, 0x14: 0xBF, 0x16: 0x3F, 0x18: 0xFF,
+    0x19: 0xBF, 0x1A: 0x7F, 0x1B: 0xFF, 0x1C: 0x9F, 0x1D: 0xFF, 0x1E: 0xBF, 0x20: 0xFF,
+    0x23: 0xBF, 0x24: 0x77, 0x25: 0xF3, 0x26: 0xF1,
+    0x40: 0x91, 0x41: 0x00, 0x46: 0xFF, 0x47: 0xFC, 0x48: 0xFF, 0x49: 0xFF, 0x50: 0x01,
+}
+
+
+def io_read_mask() -> np.ndarray:
+    """Bits of each IO register that read back as 1 on a DMG (unmapped registers: all)."""
+    m = np.full(0x80, 0xFF, dtype=np.uint8)
+    known = {
+        0x01: 0x00, 0x02: 0x7E, 0x04: 0x00, 0x05: 0x00, 0x06: 0x00, 0x07: 0xF8, 0x0F: 0xE0,
+        0x10: 0x80, 0x11: 0x3F, 0x12: 0x00, 0x13: 0xFF, 0x14: 0xBF, 0x16: 0x3F, 0x17: 0x00,
+        0x18: 0xFF, 0x19: 0xBF, 0x1A: 0x7F, 0x1B: 0xFF, 0x1C: 0x9F, 0x1D: 0xFF, 0x1E: 0xBF,
+        0x20: 0xFF, 0x21: 0x00, 0x22: 0x00, 0x23: 0xBF, 0x24: 0x00, 0x25: 0x00, 0x26: 0x70,
+    }
+    for k, v in known.items():
+        m[k] = v
+    m[0x30:0x40] = 0x00  # wave RAM
+    m[0x40:0x4C] = 0x00
+    m[0x41] = 0x80
+    return m
+
+
+def _torch_device(device: str) -> str:
+    return "cuda" if str(device).startswith("cuda") else "cpu"
+
+
+class GameBoyBatch:
+    """``num_envs`` DMG machines sharing one ROM, stepped by one kernel launch per call.
+
+    Per-env state (layout.py) is interleaved ``(bytes, num_envs)`` so the envs of a warp
+    touching the same address coalesce. Every array is exposed zero-copy to torch.
+    """
+
+    def __init__(
+        self,
+        rom: str | os.PathLike[str] | bytes | bytearray | Cartridge,
+        num_envs: int,
+        device: str = "cpu",
+        boot_rom: str | os.PathLike[str] | bytes | None = None,
+        serial_capacity: int = DEFAULT_SERIAL_CAPACITY,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.cart = rom if isinstance(rom, Cartridge) else parse_cartridge(rom)
+        boot = None
+        if boot_rom is not None:
+            boot = load_rom_bytes(boot_rom)
+            if len(boot) != BOOT_ROM_BYTES:
+                raise RomError(f"boot ROM must be 256 bytes (DMG), got {len(boot)}")
+        wp.init()
+        self.device = str(wp.get_device(device))
+        self.num_envs = num_envs
+        self.serial_capacity = serial_capacity
+        n = num_envs
+        dev = self.device
+        g = GB()
+        g.rom = wp.array(np.frombuffer(self.cart.data, dtype=np.uint8), dtype=wp.uint8, device=dev)
+        boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
+        g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
+        g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
+        g.mem = wp.zeros((L.MEM_BYTES, n), dtype=wp.uint8, device=dev)
+        g.cram = wp.zeros((max(self.cart.ram_bytes, 1), n), dtype=wp.uint8, device=dev)
+        g.st = wp.zeros((L.ST_COUNT, n), dtype=wp.int32, device=dev)
+        g.tm = wp.zeros((L.TM_COUNT, n), dtype=wp.int64, device=dev)
+        g.ser = wp.zeros((serial_capacity, n), dtype=wp.uint8, device=dev)
+        g.fb = wp.zeros((n, L.SCREEN_H, L.SCREEN_W), dtype=wp.uint8, device=dev)
+        g.rom_mask = self.cart.rom_bytes - 1
+        g.cram_mask = self.cart.ram_bytes - 1 if self.cart.ram_bytes > 0 else -1
+        g.mbc = self.cart.mbc
+        g.has_boot = 1 if boot else 0
+        g.ser_cap = serial_capacity
+        g.render_frame = -1
+        self._g = g
+        self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
+        self.last_compile_s = 0.0
+        self.reset(boot_rom_present=boot is not None)
+
+    # ------------------------------------------------------------------ state
+    def reset(self, boot_rom_present: bool | None = None) -> None:
+        """Put every env in the power-on state (post-boot DMG state without a boot ROM)."""
+        with_boot = self._g.has_boot != 0 if boot_rom_present is None else boot_rom_present
+        n = self.num_envs
+        st = np.zeros((L.ST_COUNT, n), dtype=np.int32)
+        mem = np.zeros((L.MEM_BYTES, n), dtype=np.uint8)
+        if with_boot:
+            st[L.R_PC] = 0x0000
+            mem[L.IO_OFF + 0x50] = 0
+            mem[L.IO_OFF + L.LCDC] = 0x00
+            div = 0
+        else:
+            regs = {L.R_A: 0x01, L.R_F: 0xB0, L.R_B: 0x00, L.R_C: 0x13, L.R_D: 0x00,
+                    L.R_E: 0xD8, L.R_H: 0x01, L.R_L: 0x4D, L.R_SP: 0xFFFE, L.R_PC: 0x0100}
+            for k, v in regs.items():
+                st[k] = v
+            for k, v in POST_BOOT_IO.items():
+                mem[L.IO_OFF + k] = v
+            div = POST_BOOT_DIV
+        mem[L.IO_OFF + L.TAC] |= 0xF8
+        st[L.S_DIV_OFF] = div
+        st[L.S_MBC_R1] = 1
+        st[L.S_BANKX] = 1
+        st[L.S_RAMOFF] = 0 if (self.cart.mbc == 0 and self.cart.ram_bytes > 0) else -1
+        st[L.S_PPU_MODE] = 2
+        lcd_on = mem[L.IO_OFF + L.LCDC, 0] & 0x80
+        st[L.T_PPU_NEXT] = 80 if lcd_on else L.CYCLES_PER_FRAME
+        if not lcd_on:
+            st[L.S_PPU_MODE] = 0
+        for k in (L.T_RELOAD, L.T_TIMER_NEXT, L.T_SERIAL_END):
+            st[k] = L.NEVER
+        st[L.T_DMA_END] = -1
+        st[L.T_DMA_START] = -1
+        g = self._g
+        g.st.assign(st)
+        g.mem.assign(mem)
+        g.tm.zero_()
+        g.cram.zero_()
+        g.ser.zero_()
+        g.fb.zero_()
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Zero-copy torch views of every per-env array.
+
+        The env dimension is the LAST one for ``mem`` (MEM_BYTES, N), ``cram`` (RAM, N),
+        ``st`` (ST_COUNT, N, int32), ``tm`` (TM_COUNT, N, int64) and ``serial`` (CAP, N);
+        it is the FIRST one for ``fb`` (N, 144, 160).
+        """
+        g = self._g
+        return {
+            "mem": wp.to_torch(g.mem),
+            "cram": wp.to_torch(g.cram),
+            "st": wp.to_torch(g.st),
+            "tm": wp.to_torch(g.tm),
+            "serial": wp.to_torch(g.ser),
+            "fb": wp.to_torch(g.fb),
+        }
+
+    @property
+    def fb(self) -> torch.Tensor:
+        """Framebuffer, uint8 [N, 144, 160] shade indices (zero-copy)."""
+        return wp.to_torch(self._g.fb)
+
+    @property
+    def locked(self) -> torch.Tensor:
+        """uint8 [N]: 1 where the env hit an illegal opcode and stopped."""
+        return wp.to_torch(self._g.st)[L.S_LOCKED].to(torch.uint8)
+
+    @property
+    def frame_count(self) -> torch.Tensor:
+        """int64 [N]: frames completed since power-on, per env."""
+        return wp.to_torch(self._g.tm)[L.TM_FRAMES]
+
+    @property
+    def cycle_count(self) -> torch.Tensor:
+        return wp.to_torch(self._g.tm)[L.TM_CLOCK]
+
+    @property
+    def instruction_count(self) -> torch.Tensor:
+        return wp.to_torch(self._g.tm)[L.TM_INSTRS]
+
+    @property
+    def arrays(self) -> GB:
+        """The Warp struct of device arrays (for other kernels: rendering, savestates)."""
+        return self._g
+
+    def serial_output(self, env: int = 0) -> bytes:
+        """Bytes sent over the serial port by env (the last ``serial_capacity`` ones)."""
+        n = int(self._g.st.numpy()[L.S_SER_LEN, env])
+        buf = self._g.ser.numpy()[:, env]
+        cap = self.serial_capacity
+        if n <= cap:
+            return bytes(buf[:n])
+        start = n % cap
+        return bytes(np.concatenate([buf[start:], buf[:start]]))
+
+    def regs(self, env: int = 0) -> dict[str, int]:
+        st = self._g.st.numpy()[:, env]
+        out = {name: int(st[idx]) for name, idx in (
+            ("a", L.R_A), ("f", L.R_F), ("b", L.R_B), ("c", L.R_C), ("d", L.R_D),
+            ("e", L.R_E), ("h", L.R_H), ("l", L.R_L), ("sp", L.R_SP), ("pc", L.R_PC),
+            ("ime", L.S_IME), ("halted", L.S_HALTED), ("locked", L.S_LOCKED))}
+        out["cycles"] = int(self._g.tm.numpy()[L.TM_CLOCK, env])
+        return out
+
+    def read_memory(self, env: int, addr: int) -> int:
+        """Host-side peek of one byte of RAM-backed memory (VRAM, cart RAM, WRAM, OAM, IO, HRAM)."""
+        if 0x8000 <= addr < 0xA000:
+            return int(self._g.mem.numpy()[L.VRAM_OFF + addr - 0x8000, env])
+        if 0xA000 <= addr < 0xC000:
+            st = self._g.st.numpy()[:, env]
+            off = max(int(st[L.S_RAMOFF]), 0)
+            if self.cart.ram_bytes == 0:
+                return 0xFF
+            return int(self._g.cram.numpy()[(off + addr - 0xA000) % self.cart.ram_bytes, env])
+        if 0xC000 <= addr < 0xFE00:
+            return int(self._g.mem.numpy()[L.WRAM_OFF + (addr & 0x1FFF), env])
+        if 0xFE00 <= addr < 0xFEA0:
+            return int(self._g.mem.numpy()[L.OAM_OFF + addr - 0xFE00, env])
+        if 0xFF00 <= addr < 0xFF80:
+            return int(self._g.mem.numpy()[L.IO_OFF + addr - 0xFF00, env])
+        if addr >= 0xFF80:
+            return int(self._g.mem.numpy()[L.HRAM_OFF + addr - 0xFF80, env])
+        raise ValueError(f"address 0x{addr:04X} is ROM; read batch.cart.data instead")
+
+    # ------------------------------------------------------------------ stepping
+    def compile(self) -> float:
+        """Build (or load from the kernel cache) the run kernel; returns seconds taken."""
+        t0 = time.perf_counter()
+        wp.load_module(run_kernel.module, device=self.device)
+        self.last_compile_s = time.perf_counter() - t0
+        return self.last_compile_s
+
+    def _launch(
+        self,
+        mode: int,
+        amount: int,
+        render_frame: int = -1,
+        buttons: wp.array | None = None,
+        release_after: int = 0,
+    ) -> None:
+        g = self._g
+        g.render_frame = render_frame
+        wp.launch(
+            run_kernel,
+            dim=self.num_envs,
+            inputs=[
+                g,
+                mode,
+                amount,
+                buttons if buttons is not None else self._no_buttons,
+                1 if buttons is not None else 0,
+                release_after,
+            ],
+            device=self.device,
+        )
+
+    def run_cycles(self, n: int) -> None:
+        """Run every env for n T-cycles (each stops at the first instruction boundary >= n)."""
+        while n > 0:
+            chunk = min(n, MAX_CYCLES_PER_LAUNCH)
+            self._launch(RUN_CYCLES, chunk)
+            n -= chunk
+
+    def run_frames(self, n: int, render_last: bool = False) -> None:
+        """Run every env for n frames (each ends as the PPU enters VBlank)."""
+        while n > 0:
+            chunk = min(n, MAX_FRAMES_PER_LAUNCH)
+            last = chunk == n
+            self._launch(RUN_FRAMES, chunk, render_frame=chunk - 1 if (render_last and last) else -1)
+            n -= chunk
+
+    def step_frames(
+        self,
+        buttons: torch.Tensor,
+        frames: int,
+        release_after: int,
+        render_last: bool = True,
+    ) -> None:
+        """One launch: hold ``buttons`` (int [N] bitmask) for ``release_after`` frames, then
+        release, for ``frames`` frames in all; render only the last frame if render_last."""
+        if frames > MAX_FRAMES_PER_LAUNCH:
+            raise ValueError(f"frames must be <= {MAX_FRAMES_PER_LAUNCH} per step, got {frames}")
+        if buttons.shape != (self.num_envs,):
+            raise ValueError(f"buttons must have shape [{self.num_envs}], got {tuple(buttons.shape)}")
+        b = buttons if buttons.dtype == torch.int32 else buttons.to(torch.int32)
+        if b.device.type != _torch_device(self.device):
+            raise ValueError(f"buttons must be on {self.device}, got {b.device}")
+        b = b.contiguous()
+        self._launch(
+            RUN_FRAMES,
+            frames,
+            render_frame=frames - 1 if render_last else -1,
+            buttons=wp.from_torch(b, dtype=wp.int32),
+            release_after=release_after,
+        )
+
+    def synchronize(self) -> None:
+        wp.synchronize_device(self.device)

@@ -1,0 +1,474 @@
+"""The DMG memory map as seen by the CPU: ROM/MBC banking, VRAM, cart RAM, WRAM, OAM, IO, HRAM.
+
+Every access takes the cycle ``t`` at which it happens so timer and PPU state are caught up
+to that exact M-cycle first (see timer.py, ppu_timing.py).
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from gbx_gameboy.kstate import GB
+from gbx_gameboy.layout import (
+    BOOT_OFF_REG,
+    DIV,
+    DMA,
+    HRAM_OFF,
+    IF,
+    IO_OFF,
+    LCDC,
+    LY,
+    LYC,
+    NEVER,
+    NR52,
+    OAM_OFF,
+    P1,
+    S_BANK0,
+    S_BANKX,
+    S_BUTTONS,
+    S_MBC_MODE,
+    S_MBC_R1,
+    S_MBC_R2,
+    S_RAMG,
+    S_RAMOFF,
+    S_RTC_DH,
+    S_RTC_DL,
+    S_RTC_H,
+    S_RTC_LATCH,
+    S_RTC_M,
+    S_RTC_S,
+    S_RTC_SEL,
+    S_SER_LEN,
+    SB,
+    SC,
+    STAT,
+    T_DMA_END,
+    T_DMA_START,
+    T_SERIAL_END,
+    TAC,
+    TIMA,
+    TM_CLOCK,
+    TM_RTC_OFF,
+    TMA,
+    VRAM_OFF,
+    WRAM_OFF,
+)
+from gbx_gameboy.ppu_timing import lcdc_write, ppu_mode_at, ppu_sync, stat_read, stat_update
+from gbx_gameboy.timer import div_at, raise_if, timer_sync, timer_write
+
+wp.set_module_options({"enable_backward": False})
+
+MBC_1 = 1
+MBC_2 = 2
+MBC_3 = 3
+MBC_5 = 5
+SERIAL_BIT_CYCLES = 512  # internal clock 8192 Hz
+
+
+# ----------------------------------------------------------------------------- cartridge
+@wp.func
+def mbc_update_banks(g: GB, env: int):
+    """Recompute effective ROM banks and the RAM window from the raw MBC registers."""
+    r1 = g.st[S_MBC_R1, env]
+    r2 = g.st[S_MBC_R2, env]
+    mode = g.st[S_MBC_MODE, env]
+    ramg = g.st[S_RAMG, env]
+    bank0 = int(0)
+    bankx = int(1)
+    ramoff = int(-1)
+    ram_on = (ramg & 0x0F) == 0x0A and g.cram_mask >= 0
+    if g.mbc == MBC_1:
+        bankx = (r2 << 5) | r1
+        if mode != 0:
+            bank0 = r2 << 5
+            if ram_on:
+                ramoff = r2 * 0x2000
+        elif ram_on:
+            ramoff = int(0)
+    elif g.mbc == MBC_2:
+        bankx = r1
+        if ram_on:
+            ramoff = int(0)
+    elif g.mbc == MBC_3:
+        bankx = r1
+        if ram_on and r2 < 4:
+            ramoff = r2 * 0x2000
+    elif g.mbc == MBC_5:
+        bankx = r1
+        if ram_on:
+            ramoff = r2 * 0x2000
+    else:
+        if g.cram_mask >= 0:
+            ramoff = int(0)
+    g.st[S_BANK0, env] = bank0
+    g.st[S_BANKX, env] = bankx
+    g.st[S_RAMOFF, env] = ramoff
+
+
+@wp.func
+def rtc_latch(g: GB, env: int):
+    """MBC3 RTC: latch the time derived from emulated cycles (deterministic, no wall clock)."""
+    secs = (g.tm[TM_CLOCK, env] + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
+    s = int(secs % wp.int64(60))
+    m = int((secs // wp.int64(60)) % wp.int64(60))
+    h = int((secs // wp.int64(3600)) % wp.int64(24))
+    days = int((secs // wp.int64(86400)) % wp.int64(512))
+    g.st[S_RTC_S, env] = s
+    g.st[S_RTC_M, env] = m
+    g.st[S_RTC_H, env] = h
+    g.st[S_RTC_DL, env] = days & 0xFF
+    g.st[S_RTC_DH, env] = (days >> 8) & 1
+
+
+@wp.func
+def rom_write(g: GB, env: int, a: int, v: int):
+    """Writes to 0000-7FFF program the memory bank controller."""
+    if g.mbc == MBC_1:
+        if a < 0x2000:
+            g.st[S_RAMG, env] = v
+        elif a < 0x4000:
+            r1 = v & 0x1F
+            if r1 == 0:
+                r1 = int(1)
+            g.st[S_MBC_R1, env] = r1
+        elif a < 0x6000:
+            g.st[S_MBC_R2, env] = v & 3
+        else:
+            g.st[S_MBC_MODE, env] = v & 1
+    elif g.mbc == MBC_2:
+        if a < 0x4000:
+            if (a & 0x100) != 0:
+                r1 = v & 0x0F
+                if r1 == 0:
+                    r1 = int(1)
+                g.st[S_MBC_R1, env] = r1
+            else:
+                g.st[S_RAMG, env] = v
+    elif g.mbc == MBC_3:
+        if a < 0x2000:
+            g.st[S_RAMG, env] = v
+        elif a < 0x4000:
+            r1 = v & 0x7F
+            if r1 == 0:
+                r1 = int(1)
+            g.st[S_MBC_R1, env] = r1
+        elif a < 0x6000:
+            g.st[S_MBC_R2, env] = v & 0x0F
+            if v >= 0x08 and v <= 0x0C:
+                g.st[S_RTC_SEL, env] = v
+            else:
+                g.st[S_RTC_SEL, env] = 0
+        else:
+            if g.st[S_RTC_LATCH, env] == 0 and v == 1:
+                rtc_latch(g, env)
+            g.st[S_RTC_LATCH, env] = v
+    elif g.mbc == MBC_5:
+        if a < 0x2000:
+            g.st[S_RAMG, env] = v
+        elif a < 0x3000:
+            g.st[S_MBC_R1, env] = (g.st[S_MBC_R1, env] & 0x100) | v
+        elif a < 0x4000:
+            g.st[S_MBC_R1, env] = (g.st[S_MBC_R1, env] & 0xFF) | ((v & 1) << 8)
+        elif a < 0x6000:
+            g.st[S_MBC_R2, env] = v & 0x0F
+    mbc_update_banks(g, env)
+
+
+@wp.func
+def rtc_read(g: GB, env: int, sel: int) -> int:
+    v = int(0xFF)
+    if sel == 0x08:
+        v = g.st[S_RTC_S, env]
+    elif sel == 0x09:
+        v = g.st[S_RTC_M, env]
+    elif sel == 0x0A:
+        v = g.st[S_RTC_H, env]
+    elif sel == 0x0B:
+        v = g.st[S_RTC_DL, env]
+    elif sel == 0x0C:
+        v = g.st[S_RTC_DH, env]
+    return v
+
+
+@wp.func
+def rtc_write(g: GB, env: int, sel: int, v: int):
+    """Set one RTC field: shift the cycle-driven clock so the running time has that value."""
+    secs = (g.tm[TM_CLOCK, env] + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
+    s = secs % wp.int64(60)
+    m = (secs // wp.int64(60)) % wp.int64(60)
+    h = (secs // wp.int64(3600)) % wp.int64(24)
+    d = (secs // wp.int64(86400)) % wp.int64(512)
+    vv = wp.int64(v)
+    if sel == 0x08:
+        s = vv % wp.int64(60)
+    elif sel == 0x09:
+        m = vv % wp.int64(60)
+    elif sel == 0x0A:
+        h = vv % wp.int64(24)
+    elif sel == 0x0B:
+        d = (d & wp.int64(0x100)) | vv
+    else:
+        d = (d & wp.int64(0xFF)) | ((vv & wp.int64(1)) << wp.int64(8))
+    total = ((d * wp.int64(24) + h) * wp.int64(60) + m) * wp.int64(60) + s
+    g.tm[TM_RTC_OFF, env] = total * wp.int64(4194304) - g.tm[TM_CLOCK, env]
+    rtc_latch(g, env)
+
+
+@wp.func
+def cart_ram_read(g: GB, env: int, a: int) -> int:
+    v = int(0xFF)
+    off = g.st[S_RAMOFF, env]
+    if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
+        if (g.st[S_RAMG, env] & 0x0F) == 0x0A:
+            v = rtc_read(g, env, g.st[S_RTC_SEL, env])
+    elif off >= 0:
+        if g.mbc == MBC_2:
+            v = 0xF0 | int(g.cram[a & 0x1FF, env])
+        else:
+            v = int(g.cram[(off + (a - 0xA000)) & g.cram_mask, env])
+    return v
+
+
+@wp.func
+def cart_ram_write(g: GB, env: int, a: int, v: int):
+    off = g.st[S_RAMOFF, env]
+    if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
+        if (g.st[S_RAMG, env] & 0x0F) == 0x0A:
+            rtc_write(g, env, g.st[S_RTC_SEL, env], v)
+    elif off >= 0:
+        if g.mbc == MBC_2:
+            g.cram[a & 0x1FF, env] = wp.uint8(v & 0x0F)
+        else:
+            g.cram[(off + (a - 0xA000)) & g.cram_mask, env] = wp.uint8(v)
+
+
+# ----------------------------------------------------------------------------- IO
+@wp.func
+def joypad_value(g: GB, env: int) -> int:
+    sel = int(g.mem[IO_OFF + P1, env]) & 0x30
+    btn = g.st[S_BUTTONS, env]
+    low = int(0x0F)
+    if (sel & 0x10) == 0:
+        low = low & ~(btn & 0x0F)
+    if (sel & 0x20) == 0:
+        low = low & ~((btn >> 4) & 0x0F)
+    return 0xC0 | sel | low
+
+
+@wp.func
+def set_buttons(g: GB, env: int, buttons: int):
+    """Change the held buttons; a newly pressed, selected button requests the joypad IRQ."""
+    before = joypad_value(g, env) & 0x0F
+    g.st[S_BUTTONS, env] = buttons & 0xFF
+    after = joypad_value(g, env) & 0x0F
+    if (before & ~after) != 0:
+        raise_if(g, env, 0x10)
+
+
+@wp.func
+def serial_sync(g: GB, env: int, t: int):
+    if g.st[T_SERIAL_END, env] <= t:
+        g.mem[IO_OFF + SB, env] = wp.uint8(0xFF)  # nothing connected: all ones shifted in
+        g.mem[IO_OFF + SC, env] = wp.uint8(int(g.mem[IO_OFF + SC, env]) & 0x7F)
+        raise_if(g, env, 8)
+        g.st[T_SERIAL_END, env] = NEVER
+
+
+@wp.func
+def serial_start(g: GB, env: int, t: int):
+    """SC written with bit 7 and bit 0: capture SB and schedule the end of the transfer."""
+    n = g.st[S_SER_LEN, env]
+    g.ser[n % g.ser_cap, env] = g.mem[IO_OFF + SB, env]
+    g.st[S_SER_LEN, env] = n + 1
+    # 8 bits clocked on falling edges of divider bit 8 (8192 Hz).
+    d = div_at(g, env, t)
+    g.st[T_SERIAL_END, env] = t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512
+
+
+@wp.func
+def oam_dma(g: GB, env: int, v: int, t: int):
+    """Copy 160 bytes to OAM; OAM stays unreadable by the CPU for the 160 M-cycles."""
+    src = (v & 0xFF) << 8
+    if src >= 0xE000:
+        src = src - 0x2000  # E000-FFFF sources see the WRAM echo
+    for i in range(160):
+        g.mem[OAM_OFF + i, env] = wp.uint8(bus_peek(g, env, src + i))
+    # One set-up M-cycle, then one byte per M-cycle; a restart keeps OAM blocked.
+    if not (t >= g.st[T_DMA_START, env] and t < g.st[T_DMA_END, env]):
+        g.st[T_DMA_START, env] = t + 8
+    g.st[T_DMA_END, env] = t + 8 + 640
+
+
+@wp.func
+def bus_peek(g: GB, env: int, a: int) -> int:
+    """Side-effect-free read used by OAM DMA (ROM, VRAM, cart RAM, WRAM)."""
+    v = int(0xFF)
+    if a < 0x4000:
+        v = int(g.rom[(g.st[S_BANK0, env] * 0x4000 + a) & g.rom_mask])
+    elif a < 0x8000:
+        v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
+    elif a < 0xA000:
+        v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
+    elif a < 0xC000:
+        v = cart_ram_read(g, env, a)
+    else:
+        v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+    return v
+
+
+@wp.func
+def io_read(g: GB, env: int, i: int, t: int) -> int:
+    v = int(0xFF)
+    if i == P1:
+        v = joypad_value(g, env)
+    elif i == DIV:
+        v = div_at(g, env, t) >> 8
+    elif i == TIMA:
+        timer_sync(g, env, t)
+        v = int(g.mem[IO_OFF + TIMA, env])
+    elif i == IF:
+        timer_sync(g, env, t)
+        ppu_sync(g, env, t)
+        serial_sync(g, env, t)
+        v = int(g.mem[IO_OFF + IF, env]) | 0xE0
+    elif i == STAT:
+        v = stat_read(g, env, t)
+    elif i == LY:
+        ppu_sync(g, env, t)
+        v = int(g.mem[IO_OFF + LY, env])
+    elif i == SC:
+        serial_sync(g, env, t)
+        v = int(g.mem[IO_OFF + SC, env]) | 0x7E
+    else:
+        v = int(g.mem[IO_OFF + i, env]) | int(g.io_mask[i])
+    return v
+
+
+@wp.func
+def io_write(g: GB, env: int, i: int, v: int, t: int):
+    if i == P1:
+        g.mem[IO_OFF + P1, env] = wp.uint8(v & 0x30)
+    elif i == SC:
+        serial_sync(g, env, t)
+        g.mem[IO_OFF + SC, env] = wp.uint8(v)
+        if (v & 0x81) == 0x81:
+            serial_start(g, env, t)
+    elif i == DIV or i == TIMA or i == TMA or i == TAC:
+        timer_write(g, env, i, v, t)
+    elif i == IF:
+        timer_sync(g, env, t)
+        ppu_sync(g, env, t)
+        serial_sync(g, env, t)
+        g.mem[IO_OFF + IF, env] = wp.uint8(v & 0x1F)
+    elif i == LCDC:
+        lcdc_write(g, env, v, t)
+    elif i == STAT or i == LYC:
+        ppu_sync(g, env, t)
+        if i == STAT:
+            g.mem[IO_OFF + STAT, env] = wp.uint8(v & 0x78)
+        else:
+            g.mem[IO_OFF + LYC, env] = wp.uint8(v)
+        stat_update(g, env)
+    elif i == LY:
+        pass  # LY is read-only
+    elif i == DMA:
+        ppu_sync(g, env, t)
+        g.mem[IO_OFF + DMA, env] = wp.uint8(v)
+        oam_dma(g, env, v, t)
+    elif i == NR52:
+        g.mem[IO_OFF + NR52, env] = wp.uint8((v & 0x80) | (int(g.mem[IO_OFF + NR52, env]) & 0x0F))
+    elif i == BOOT_OFF_REG:
+        if int(g.mem[IO_OFF + BOOT_OFF_REG, env]) == 0:
+            g.mem[IO_OFF + BOOT_OFF_REG, env] = wp.uint8(v & 1)
+    else:
+        if i >= 0x40:
+            ppu_sync(g, env, t)  # SCX/SCY/palettes/window: land on the right line
+        g.mem[IO_OFF + i, env] = wp.uint8(v)
+
+
+# ----------------------------------------------------------------------------- CPU bus
+@wp.func
+def oam_blocked(g: GB, env: int, t: int) -> bool:
+    blocked = t >= g.st[T_DMA_START, env] and t < g.st[T_DMA_END, env]
+    if not blocked:
+        mode = ppu_mode_at(g, env, t)
+        blocked = mode == 2 or mode == 3
+    return blocked
+
+
+@wp.func
+def rd(g: GB, env: int, a: int, t: int) -> int:
+    """CPU read of address a at cycle t."""
+    v = int(0xFF)
+    if t < g.st[T_DMA_END, env] and t >= g.st[T_DMA_START, env] and a < 0xFE00:
+        if dma_bus(a) == dma_bus(int(g.mem[IO_OFF + DMA, env]) << 8):
+            # The DMA owns this bus: the CPU sees the byte being transferred.
+            i = wp.min((t - g.st[T_DMA_START, env]) // 4, 159)
+            v = int(g.mem[OAM_OFF + i, env])
+        else:
+            v = rd_mapped(g, env, a, t)
+    else:
+        v = rd_mapped(g, env, a, t)
+    return v
+
+
+@wp.func
+def dma_bus(a: int) -> int:
+    """0 for the external bus (ROM, cart RAM, WRAM), 1 for the VRAM bus."""
+    b = int(0)
+    if a >= 0x8000 and a < 0xA000:
+        b = 1
+    return b
+
+
+@wp.func
+def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
+    v = int(0xFF)
+    if a < 0x4000:
+        if a < 0x100 and g.has_boot != 0 and int(g.mem[IO_OFF + BOOT_OFF_REG, env]) == 0:
+            v = int(g.boot[a])
+        else:
+            v = int(g.rom[(g.st[S_BANK0, env] * 0x4000 + a) & g.rom_mask])
+    elif a < 0x8000:
+        v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
+    elif a < 0xA000:
+        if ppu_mode_at(g, env, t) != 3:
+            v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
+    elif a < 0xC000:
+        v = cart_ram_read(g, env, a)
+    elif a < 0xFE00:
+        v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+    elif a < 0xFEA0:
+        if not oam_blocked(g, env, t):
+            v = int(g.mem[OAM_OFF + (a - 0xFE00), env])
+    elif a < 0xFF00:
+        v = int(0xFF)
+    elif a < 0xFF80:
+        v = io_read(g, env, a - 0xFF00, t)
+    else:
+        v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
+    return v
+
+
+@wp.func
+def wr(g: GB, env: int, a: int, v: int, t: int):
+    """CPU write of byte v to address a at cycle t."""
+    v = v & 0xFF
+    if a < 0x8000:
+        rom_write(g, env, a, v)
+    elif a < 0xA000:
+        if ppu_mode_at(g, env, t) != 3:
+            g.mem[VRAM_OFF + (a - 0x8000), env] = wp.uint8(v)
+    elif a < 0xC000:
+        cart_ram_write(g, env, a, v)
+    elif a < 0xFE00:
+        g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v)
+    elif a < 0xFEA0:
+        if not oam_blocked(g, env, t):
+            g.mem[OAM_OFF + (a - 0xFE00), env] = wp.uint8(v)
+    elif a < 0xFF00:
+        pass  # the unusable area ignores writes
+    elif a < 0xFF80:
+        io_write(g, env, a - 0xFF00, v, t)
+    else:
+        g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v)

@@ -1,0 +1,109 @@
+"""Observations from the framebuffer: downsampling, 2-bit packing, frame stacks.
+
+Everything here is torch ops on the framebuffer's device (no host copies),
+writing into preallocated buffers (``out=``) so an env step allocates nothing.
+
+Shades are indices 0..3 after the palette, 0 = white and 3 = black.
+
+* ``72x80``: each output pixel is the **max** of a 2x2 block. Most Game Boy
+  pictures draw dark detail on a light background (text, outlines, 1-pixel
+  bullets and cursors); the max keeps such a detail visible at half size,
+  while taking every second pixel drops 3 of 4 such features and a mean
+  fades them to a lighter shade (and leaves non-integer values).
+* ``144x160``: the frame as rendered.
+* Packed: 4 shades per byte, pixel ``4*i + j`` in bits ``2j..2j+1`` of byte
+  ``i`` (a 4x smaller replay buffer).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gbx_gameboy.layout import SCREEN_H, SCREEN_W
+
+OBS_SIZES: dict[str, tuple[int, int]] = {"72x80": (72, 80), "144x160": (SCREEN_H, SCREEN_W)}
+
+_SHIFTS: dict[torch.device, torch.Tensor] = {}
+
+
+def obs_hw(size: str) -> tuple[int, int]:
+    """``"72x80"`` -> ``(72, 80)``; a clear error for any other name."""
+    if size not in OBS_SIZES:
+        raise ValueError(f"unknown obs size {size!r}; choose one of {', '.join(OBS_SIZES)}")
+    return OBS_SIZES[size]
+
+
+def downsample_max2x2(fb: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Write the 2x2 max of ``fb [N, H, W]`` into ``out [N, H/2, W/2]``; return ``out``."""
+    n, h, w = fb.shape
+    return torch.amax(fb.view(n, h // 2, 2, w // 2, 2), dim=(2, 4), out=out)
+
+
+def extract_obs(fb: torch.Tensor, size: str, out: torch.Tensor) -> torch.Tensor:
+    """Observation frame ``[N, H, W]`` of ``size`` from the framebuffer, into ``out``."""
+    if size == "144x160":
+        return out.copy_(fb)
+    obs_hw(size)
+    return downsample_max2x2(fb, out)
+
+
+def pack_shades(x: torch.Tensor) -> torch.Tensor:
+    """Pack shade indices ``uint8 [..., W]`` (W divisible by 4) into ``uint8 [..., W // 4]``."""
+    w = x.shape[-1]
+    if w % 4 != 0:
+        raise ValueError(f"pack_shades needs a last dimension divisible by 4, got {w}")
+    q = x.reshape(*x.shape[:-1], w // 4, 4)
+    out = q[..., 0] & 3
+    for j in range(1, 4):
+        out |= (q[..., j] & 3) << (2 * j)
+    return out
+
+
+def unpack_shades(p: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack_shades`: ``uint8 [..., W // 4]`` -> ``uint8 [..., W]``."""
+    shifts = _SHIFTS.get(p.device)
+    if shifts is None:
+        shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8, device=p.device)
+        _SHIFTS[p.device] = shifts
+    return ((p.unsqueeze(-1) >> shifts) & 3).reshape(*p.shape[:-1], p.shape[-1] * 4)
+
+
+class FrameStack:
+    """The last ``k`` observation frames of every env in one preallocated buffer.
+
+    ``buffer`` is ``uint8 [N, K, H, W]``, oldest frame first. ``push`` shifts
+    the frames in place (K - 1 non-overlapping slice copies, oldest slot first)
+    and copies the new frame into the last slot; ``k == 1`` is a single copy.
+    The buffer never moves: callers that keep an observation past the next
+    ``push`` must clone it.
+    """
+
+    def __init__(self, num_envs: int, k: int, hw: tuple[int, int], device: torch.device) -> None:
+        if k < 1:
+            raise ValueError(f"stack_k must be >= 1, got {k}")
+        self.k = k
+        self.buffer = torch.zeros((num_envs, k, *hw), dtype=torch.uint8, device=device)
+
+    def push(self, frame: torch.Tensor, reset_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Append ``frame [N, H, W]``; envs in ``reset_mask`` get ``frame`` in every slot."""
+        buf = self.buffer
+        for i in range(self.k - 1):
+            buf[:, i].copy_(buf[:, i + 1])
+        buf[:, self.k - 1].copy_(frame)
+        if reset_mask is not None and self.k > 1:
+            self.reset_where(reset_mask, frame)
+        return buf
+
+    def reset_where(self, mask: torch.Tensor, frame: torch.Tensor) -> torch.Tensor:
+        """Fill every slot of the envs flagged in ``mask [N] bool`` with ``frame [N, H, W]``.
+
+        A masked ``where`` over the whole buffer: no index compaction, so no
+        host sync; its cost is the size of the buffer, the same as one push.
+        """
+        torch.where(mask.view(-1, 1, 1, 1), frame.unsqueeze(1), self.buffer, out=self.buffer)
+        return self.buffer
+
+    def fill(self, frame: torch.Tensor) -> torch.Tensor:
+        """Every slot of every env = ``frame`` (after a full reset)."""
+        self.buffer.copy_(frame.unsqueeze(1).expand_as(self.buffer))
+        return self.buffer

@@ -1,0 +1,24 @@
+"""gbx hook implementations of the Game Boy plugin (kept short: each defers to a module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gbx import hookimpl
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    from gbx_gameboy.cli import gameboy
+
+    cli.add_command(gameboy)
+
+
+@hookimpl
+def register_benchmarks(register: Any) -> None:
+    from gbx_gameboy.bench import emulator_bench
+
+    register("emulator", emulator_bench)
+
+
+# --- environments: register_envs lives in env.py ---

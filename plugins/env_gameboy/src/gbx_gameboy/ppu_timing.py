@@ -1,0 +1,177 @@
+"""PPU timing (no pixels): modes 2/3/0/1, LY, LYC, STAT line, VBlank, LCD on/off.
+
+The PPU is event driven: ``S_PPU_MODE`` and ``LY`` hold the current state and
+``T_PPU_NEXT`` the cycle of the next transition. ``ppu_sync`` walks the transitions up to a
+cycle (a handful per scanline), so reads of STAT/LY, VRAM/OAM access checks and interrupt
+checks see the state of the exact M-cycle. The renderer's ``render_line`` is called when a
+line leaves mode 3, only in the frame selected by ``GB.render_frame``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import warp as wp
+
+from gbx_gameboy.kstate import GB
+from gbx_gameboy.layout import (
+    CYCLES_PER_FRAME,
+    IO_OFF,
+    LCDC,
+    LY,
+    LYC,
+    S_LFRAMES,
+    S_MODE3_LEN,
+    S_PPU_MODE,
+    S_STAT_LINE,
+    S_WIN_LINE,
+    SCX,
+    STAT,
+    T_PPU_NEXT,
+    TM_FRAMES,
+)
+from gbx_gameboy.timer import raise_if
+
+wp.set_module_options({"enable_backward": False})
+
+
+
+@wp.func
+def _no_render(
+    mem: wp.array2d(dtype=wp.uint8),
+    env: int,
+    ly: int,
+    win_line: int,
+    fb: wp.array3d(dtype=wp.uint8),
+) -> int:
+    return win_line
+
+
+# GBX_GAMEBOY_NO_RENDER=1 builds a timing-only kernel (no pixels; compiles faster), e.g. for
+# headless conformance runs. Without the renderer module the same fallback is used.
+if os.environ.get("GBX_GAMEBOY_NO_RENDER", "") == "1":
+    render_line = _no_render
+else:
+    try:
+        from gbx_gameboy.render import render_line
+    except ModuleNotFoundError as exc:
+        if exc.name != "gbx_gameboy.render":
+            raise
+        render_line = _no_render
+
+
+MODE2_CYCLES = 80
+LINE_CYCLES = 456
+MODE3_BASE = 172
+
+
+@wp.func
+def stat_update(g: GB, env: int):
+    """Re-evaluate the STAT interrupt line; a rising edge requests IF bit 1."""
+    line = int(0)
+    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
+        stat = int(g.mem[IO_OFF + STAT, env])
+        mode = g.st[S_PPU_MODE, env]
+        ly = int(g.mem[IO_OFF + LY, env])
+        if (stat & 0x40) != 0 and ly == int(g.mem[IO_OFF + LYC, env]):
+            line = int(1)
+        if mode == 0 and (stat & 0x08) != 0:
+            line = int(1)
+        if mode == 2 and (stat & 0x20) != 0:
+            line = int(1)
+        if mode == 1 and (stat & 0x10) != 0:
+            line = int(1)
+        if mode == 1 and ly == 144 and (stat & 0x20) != 0:
+            line = int(1)  # DMG: the OAM condition also fires as VBlank starts
+    if line != 0 and g.st[S_STAT_LINE, env] == 0:
+        raise_if(g, env, 2)
+    g.st[S_STAT_LINE, env] = line
+
+
+@wp.func
+def frame_done(g: GB, env: int):
+    g.tm[TM_FRAMES, env] = g.tm[TM_FRAMES, env] + wp.int64(1)
+    g.st[S_LFRAMES, env] = g.st[S_LFRAMES, env] + 1
+
+
+@wp.func
+def ppu_sync(g: GB, env: int, t: int):
+    """Apply every PPU transition at cycles <= t."""
+    while g.st[T_PPU_NEXT, env] <= t:
+        ev = g.st[T_PPU_NEXT, env]
+        if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) == 0:
+            frame_done(g, env)  # LCD off: a frame still lasts 70224 cycles
+            g.st[T_PPU_NEXT, env] = ev + CYCLES_PER_FRAME
+        else:
+            mode = g.st[S_PPU_MODE, env]
+            ly = int(g.mem[IO_OFF + LY, env])
+            nxt = ev
+            if mode == 2:
+                mode = int(3)
+                len3 = MODE3_BASE + (int(g.mem[IO_OFF + SCX, env]) & 7)
+                g.st[S_MODE3_LEN, env] = len3
+                nxt = ev + len3
+            elif mode == 3:
+                if g.render_frame == g.st[S_LFRAMES, env]:
+                    g.st[S_WIN_LINE, env] = render_line(
+                        g.mem, env, ly, g.st[S_WIN_LINE, env], g.fb
+                    )
+                mode = int(0)
+                nxt = ev + (LINE_CYCLES - MODE2_CYCLES) - g.st[S_MODE3_LEN, env]
+            else:
+                ly = ly + 1
+                nxt = ev + LINE_CYCLES
+                if ly == 144:
+                    mode = int(1)
+                    raise_if(g, env, 1)
+                    frame_done(g, env)
+                elif ly > 153:
+                    ly = int(0)
+                    mode = int(2)
+                    g.st[S_WIN_LINE, env] = 0
+                    nxt = ev + MODE2_CYCLES
+                elif ly < 144:
+                    mode = int(2)
+                    nxt = ev + MODE2_CYCLES
+                g.mem[IO_OFF + LY, env] = wp.uint8(ly)
+            g.st[S_PPU_MODE, env] = mode
+            g.st[T_PPU_NEXT, env] = nxt
+            stat_update(g, env)
+
+
+@wp.func
+def ppu_mode_at(g: GB, env: int, t: int) -> int:
+    """PPU mode at cycle t (0 with the LCD off)."""
+    ppu_sync(g, env, t)
+    mode = int(0)
+    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
+        mode = g.st[S_PPU_MODE, env]
+    return mode
+
+
+@wp.func
+def lcdc_write(g: GB, env: int, v: int, t: int):
+    ppu_sync(g, env, t)
+    old = int(g.mem[IO_OFF + LCDC, env])
+    g.mem[IO_OFF + LCDC, env] = wp.uint8(v)
+    if (old & 0x80) != 0 and (v & 0x80) == 0:
+        g.mem[IO_OFF + LY, env] = wp.uint8(0)
+        g.st[S_PPU_MODE, env] = 0
+        g.st[T_PPU_NEXT, env] = t + CYCLES_PER_FRAME
+    elif (old & 0x80) == 0 and (v & 0x80) != 0:
+        g.mem[IO_OFF + LY, env] = wp.uint8(0)
+        g.st[S_PPU_MODE, env] = 2
+        g.st[S_WIN_LINE, env] = 0
+        g.st[T_PPU_NEXT, env] = t + MODE2_CYCLES
+    stat_update(g, env)
+
+
+@wp.func
+def stat_read(g: GB, env: int, t: int) -> int:
+    ppu_sync(g, env, t)
+    v = (int(g.mem[IO_OFF + STAT, env]) & 0x78) | 0x80
+    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
+        v = v | g.st[S_PPU_MODE, env]
+        if int(g.mem[IO_OFF + LY, env]) == int(g.mem[IO_OFF + LYC, env]):
+            v = v | 4
+    return v

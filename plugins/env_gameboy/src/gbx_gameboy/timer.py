@@ -1,0 +1,153 @@
+"""DIV/TIMA/TMA/TAC as a closed-form function of the 16-bit divider, caught up lazily.
+
+The divider is ``(t + S_DIV_OFF) & 0xFFFF`` at cycle ``t``. TIMA counts falling edges of
+one divider bit (selected by TAC), i.e. the cycles where the divider becomes a multiple of
+the period 1024/16/64/256. After an overflow TIMA reads 0 for one M-cycle, then TMA is
+loaded and IF bit 2 set. ``timer_sync`` processes every event up to a cycle in O(1) per
+overflow, so the CPU can read TIMA at the exact M-cycle of the access and HALT can jump.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from gbx_gameboy.kstate import GB
+from gbx_gameboy.layout import (
+    DIV,
+    IF,
+    IO_OFF,
+    NEVER,
+    S_DIV_OFF,
+    S_TIMA_PEND,
+    T_RELOAD,
+    T_TIMER_NEXT,
+    T_TSYNC,
+    TAC,
+    TIMA,
+    TMA,
+)
+
+wp.set_module_options({"enable_backward": False})
+
+
+@wp.func
+def timer_period(tac: int) -> int:
+    sel = tac & 3
+    p = int(1024)
+    if sel == 1:
+        p = int(16)
+    elif sel == 2:
+        p = int(64)
+    elif sel == 3:
+        p = int(256)
+    return p
+
+
+@wp.func
+def div_at(g: GB, env: int, t: int) -> int:
+    """The 16-bit divider at cycle t."""
+    return (t + g.st[S_DIV_OFF, env]) & 0xFFFF
+
+
+@wp.func
+def raise_if(g: GB, env: int, bits: int):
+    g.mem[IO_OFF + IF, env] = wp.uint8(int(g.mem[IO_OFF + IF, env]) | bits)
+
+
+@wp.func
+def timer_schedule(g: GB, env: int, t: int):
+    """Store the cycle of the next TIMA reload (the next timer interrupt)."""
+    nxt = int(NEVER)
+    tac = int(g.mem[IO_OFF + TAC, env])
+    if g.st[S_TIMA_PEND, env] != 0:
+        nxt = g.st[T_RELOAD, env]
+    elif (tac & 4) != 0:
+        p = timer_period(tac)
+        s0 = div_at(g, env, t)
+        tima = int(g.mem[IO_OFF + TIMA, env])
+        nxt = t + (p - s0 % p) + (255 - tima) * p + 4
+    g.st[T_TIMER_NEXT, env] = nxt
+
+
+@wp.func
+def timer_sync(g: GB, env: int, t: int):
+    """Apply every TIMA increment, overflow and reload at cycles <= t."""
+    cur = g.st[T_TSYNC, env]
+    if t > cur:
+        tima = int(g.mem[IO_OFF + TIMA, env])
+        tac = int(g.mem[IO_OFF + TAC, env])
+        pend = g.st[S_TIMA_PEND, env]
+        while True:
+            if pend != 0:
+                r = g.st[T_RELOAD, env]
+                if r <= t:
+                    tima = int(g.mem[IO_OFF + TMA, env])
+                    raise_if(g, env, 4)
+                    pend = int(0)
+                    cur = r
+                else:
+                    break
+            if (tac & 4) == 0:
+                break
+            p = timer_period(tac)
+            s0 = div_at(g, env, cur)
+            edges = (s0 + (t - cur)) // p - s0 // p
+            if tima + edges < 256:
+                tima = tima + edges
+                break
+            e = cur + (p - s0 % p) + (255 - tima) * p
+            tima = int(0)
+            pend = int(1)
+            g.st[T_RELOAD, env] = e + 4
+            cur = e
+        g.mem[IO_OFF + TIMA, env] = wp.uint8(tima)
+        g.st[S_TIMA_PEND, env] = pend
+        g.st[T_TSYNC, env] = t
+        timer_schedule(g, env, t)
+
+
+@wp.func
+def timer_tick_once(g: GB, env: int, t: int):
+    """One forced TIMA increment at cycle t (DIV/TAC write glitch); timer already synced."""
+    tima = int(g.mem[IO_OFF + TIMA, env]) + 1
+    if tima > 255:
+        tima = int(0)
+        g.st[S_TIMA_PEND, env] = 1
+        g.st[T_RELOAD, env] = t + 4
+    g.mem[IO_OFF + TIMA, env] = wp.uint8(tima)
+
+
+@wp.func
+def timer_write(g: GB, env: int, reg: int, v: int, t: int):
+    """CPU write of DIV, TIMA, TMA or TAC at cycle t."""
+    if reg == DIV:
+        timer_sync(g, env, t)
+        tac = int(g.mem[IO_OFF + TAC, env])
+        if (tac & 4) != 0:
+            if (div_at(g, env, t) & (timer_period(tac) >> 1)) != 0:
+                timer_tick_once(g, env, t)
+        g.st[S_DIV_OFF, env] = (0x10000 - (t & 0xFFFF)) & 0xFFFF
+    elif reg == TAC:
+        timer_sync(g, env, t)
+        old = int(g.mem[IO_OFF + TAC, env])
+        d = div_at(g, env, t)
+        old_sig = (old & 4) != 0 and (d & (timer_period(old) >> 1)) != 0
+        new_sig = (v & 4) != 0 and (d & (timer_period(v) >> 1)) != 0
+        g.mem[IO_OFF + TAC, env] = wp.uint8(v | 0xF8)
+        if old_sig and not new_sig:
+            timer_tick_once(g, env, t)
+    else:
+        timer_sync(g, env, t)
+        # A TMA reload that happened on this very cycle wins over a TIMA write and picks
+        # up a TMA written on the same cycle.
+        reload_now = g.st[S_TIMA_PEND, env] == 0 and g.st[T_RELOAD, env] == t
+        if reg == TIMA:
+            if not reload_now:
+                g.st[S_TIMA_PEND, env] = 0  # a write during the 0x00 cycle cancels the reload
+                g.mem[IO_OFF + TIMA, env] = wp.uint8(v)
+        else:
+            g.mem[IO_OFF + TMA, env] = wp.uint8(v)
+            if reload_now:
+                g.mem[IO_OFF + TIMA, env] = wp.uint8(v)
+    timer_schedule(g, env, g.st[T_TSYNC, env])
+

@@ -1,0 +1,42 @@
+"""Whole-picture checks of the renderer inside the machine: dmg-acid2 and sprite_priority."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gbx_gameboy.media import grey_levels
+
+REPO = Path(__file__).resolve().parents[3]
+TESTROMS = Path(os.environ.get("GBX_TESTROMS", REPO.parent / "shared" / "testroms"))
+
+# Both ROMs draw their final picture within about 11 frames of 0x0100 and then loop.
+FRAMES = 30
+
+CASES = {
+    "dmg-acid2": ("dmg-acid2/dmg-acid2.gb", "dmg-acid2/reference-dmg.png"),
+    "sprite_priority": (
+        "mooneye/manual-only/sprite_priority.gb",
+        "mooneye/manual-only/sprite_priority-dmg.png",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_screen_matches_reference(case: str) -> None:
+    rom, png = (TESTROMS / p for p in CASES[case])
+    if not rom.is_file() or not png.is_file():
+        pytest.skip(f"test ROM {rom} not present (set GBX_TESTROMS to the testroms folder)")
+    from gbx_gameboy.machine import GameBoyBatch
+
+    batch = GameBoyBatch(rom, 2, "cpu")
+    batch.run_frames(FRAMES, render_last=True)
+    want = np.asarray(Image.open(png).convert("L"))
+    for env in range(2):
+        got = grey_levels(batch.fb[env])
+        bad = np.argwhere(got != want)
+        assert bad.size == 0, f"{case}: {len(bad)} pixels differ, first at (y, x) = {tuple(bad[0])}"

@@ -1,0 +1,127 @@
+"""The ``gameboy`` env end to end on a tiny assembled ROM."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+import torch
+
+from gbx.api import Env
+from gbx_gameboy.env import GameBoyConfig, GameBoyEnv, register_envs
+from gbx_gameboy.savestate import save_state
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
+from env_test_rom import write_env_test_rom
+
+
+@pytest.fixture(scope="module")
+def rom(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_env_test_rom(tmp_path_factory.mktemp("rom"))
+
+
+@pytest.fixture(scope="module")
+def ready(rom: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A savestate 3 frames in: the ROM has set up its picture (frame 1 is blank)."""
+    from gbx_gameboy.machine import GameBoyBatch
+
+    batch = GameBoyBatch(rom, 1, "cpu")
+    batch.run_frames(3, render_last=True)
+    return save_state(batch, 0, tmp_path_factory.mktemp("state") / "ready.gbxstate")
+
+
+def black_x(obs_frame: torch.Tensor) -> int:
+    """Leftmost column of the black tile in a 144x160 frame."""
+    return int(torch.nonzero(obs_frame[0] == 3)[0])
+
+
+def make(rom: Path, state: Path, n: int = 3, **kw) -> GameBoyEnv:
+    cfg = GameBoyConfig(rom=str(rom), state=str(state), obs_size="144x160", frames_per_step=6,
+                        release_after_frames=3, action_codec="buttons8_noop", **kw)
+    return GameBoyEnv(cfg, n, "cpu", seed=1)
+
+
+def test_protocol_shapes_and_buttons(rom: Path, ready: Path) -> None:
+    env = make(rom, ready, stack_k=2, max_steps=50)
+    assert isinstance(env, Env)
+    assert env.num_actions == 8 and env.obs_shape == (2, 144, 160)
+    obs = env.reset()
+    assert obs.shape == (3, 2, 144, 160) and obs.dtype == torch.uint8
+    assert all(black_x(obs[e, -1]) == 0 for e in range(3))
+    ptr = obs.data_ptr()
+    # NOOP, RIGHT (held 3 of 6 frames), A
+    obs, rew, done, trunc, info = env.step(torch.tensor([7, 6, 0]))
+    assert obs.data_ptr() == ptr
+    assert rew.dtype == torch.float32 and rew.shape == (3,) and not rew.any()
+    assert done.dtype == torch.bool and not done.any() and not trunc.any()
+    assert not info["reset_mask"].any()
+    xs = [black_x(obs[e, -1]) for e in range(3)]
+    assert xs[0] == 0 and xs[1] == xs[2] == 3
+    assert [black_x(obs[e, 0]) for e in range(3)] == [0, 0, 0]  # older frame of the stack
+
+
+def test_truncation_autoresets_to_start(rom: Path, ready: Path) -> None:
+    env = make(rom, ready, max_steps=2)
+    first = env.reset().clone()
+    env.step(torch.tensor([6, 6, 7]))
+    obs, _, _, trunc, info = env.step(torch.tensor([6, 6, 7]))
+    assert trunc.all() and info["reset_mask"].all()
+    assert torch.equal(obs, first)  # the first observation of the next episode
+    assert black_x(info["final_obs"][0, -1]) == 6  # the last one of the finished episode
+    # The whole machine state is back at the start snapshot, not just the picture.
+    state = env.batch.state_tensors()
+    assert torch.equal(state["mem"][:, 0], env.bank.arrays["mem"][:, 0])
+    assert torch.equal(state["st"][:, 1], env.bank.arrays["st"][:, 0])
+    obs, *_ = env.step(torch.tensor([6, 7, 7]))
+    assert black_x(obs[0, -1]) == 3 and black_x(obs[1, -1]) == 0
+
+
+def test_random_noop_start_desynchronises_envs(rom: Path, ready: Path) -> None:
+    env = make(rom, ready, n=32, random_noop_max=4)
+    env.reset()
+    frames = env.batch.frame_count
+    # The start state is 3 frames in; starts add 0..4 no-op frames.
+    assert int(frames.min()) >= 3 and int(frames.max()) <= 7
+    assert len(set(frames.tolist())) >= 3
+    assert env.bank.size == 5
+
+
+def test_start_from_gbx_savestate(rom: Path, ready: Path, tmp_path: Path) -> None:
+    env = make(rom, ready, n=1)
+    env.reset()
+    env.step(torch.tensor([6]))
+    env.step(torch.tensor([6]))
+    path = save_state(env.batch, 0, tmp_path / "moved.gbxstate")
+    env2 = make(rom, path, n=2)
+    obs = env2.reset()
+    assert black_x(obs[0, -1]) == 6 and black_x(obs[1, -1]) == 6
+    meta = env2.meta()
+    assert meta["state_sha256"] and meta["rom_sha256"] == env2.batch.cart.sha256
+    assert meta["frames_per_step"] == 6 and meta["action_codec"] == "buttons8_noop"
+
+
+def test_config_validation_and_warning(
+    rom: Path, ready: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(ValueError, match="release_after_frames"):
+        GameBoyConfig(frames_per_step=4, release_after_frames=5)
+    with pytest.raises(ValueError):
+        GameBoyConfig(action_codec="buttons10")
+    with pytest.raises(ValueError):
+        GameBoyConfig(obs_size="84x84")
+    with pytest.raises(FileNotFoundError, match="ROM not found"):
+        GameBoyEnv(GameBoyConfig(rom=str(rom) + ".missing"), 1, "cpu")
+    for f in attrs.fields(GameBoyConfig):
+        assert f.metadata.get("help"), f.name
+    with caplog.at_level(logging.WARNING, logger="gbx_gameboy.env"):
+        make(rom, ready, n=1)
+    assert "frames_per_step=6" in caplog.text
+
+
+def test_register_envs_hook() -> None:
+    got = []
+    register_envs(lambda name, factory, cfg, description="": got.append((name, cfg)))
+    assert got == [("gameboy", GameBoyConfig)]

@@ -1,0 +1,112 @@
+"""``gbx log validate|plot`` and ``gbx gif`` commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gbx_observers.logfile import validate_log
+from gbx_observers.plot import plot_log
+
+
+@click.group("log")
+def log_group() -> None:
+    """Inspect train_log.jsonl files (schema v1)."""
+
+
+@log_group.command("validate")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def validate_command(file: Path) -> None:
+    """Check FILE's schema, counter monotonicity and numbers; print a JSON summary.
+
+    Exits 0 when the log is valid, 1 otherwise.
+    """
+    summary = validate_log(file)
+    click.echo(json.dumps(summary.to_dict()))
+    sys.exit(0 if summary.ok else 1)
+
+
+@log_group.command("plot")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("train.png"),
+    show_default=True, help="PNG file to write",
+)
+def plot_command(file: Path, out: Path) -> None:
+    """Draw FILE's training curves into one PNG."""
+    try:
+        path = plot_log(file, out)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(str(path))
+
+
+@click.command("gif")
+@click.option(
+    "--checkpoint", "checkpoint", required=True,
+    type=click.Path(exists=True, path_type=Path), help="checkpoint file of a run",
+)
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="folder for rollout.gif, rollout.jsonl and meta.json")
+@click.option("--greedy/--sample", default=True, show_default=True,
+              help="most likely action, or sample from the policy")
+@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--scale", type=click.IntRange(1, 8), default=2, show_default=True,
+              help="pixel scale of the GIF")
+@click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:INDEX")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the rollout env")
+def gif_command(
+    checkpoint: Path, out: Path, greedy: bool, steps: int, scale: int, device: str, seed: int
+) -> None:
+    """Play one env with a trained policy and write a GIF of it (DMG greens)."""
+    from gbx_observers.rollout import record_rollout
+
+    loaded = load_policy(checkpoint, device=device, seed=seed)
+    meta: dict[str, Any] = {"checkpoint": str(checkpoint), "seed": seed, **loaded.meta}
+    paths = record_rollout(
+        loaded.make_env(1), loaded.policy, out, steps=steps, greedy=greedy, scale=scale, meta=meta
+    )
+    click.echo(json.dumps({k: str(v) for k, v in paths.items()}))
+
+
+class LoadedPolicy:
+    """What ``gbx gif`` needs from a checkpoint: a policy, an env factory and metadata."""
+
+    def __init__(self, policy: Any, make_env: Any, meta: dict[str, Any]) -> None:
+        self.policy = policy
+        self.make_env = make_env
+        self.meta = meta
+
+
+def load_policy(checkpoint: Path, *, device: str, seed: int) -> LoadedPolicy:
+    """Rebuild the trainer stored in ``checkpoint`` (as ``gbx eval`` does) for one rollout."""
+    import attrs
+    from gbx.artifacts import latest_checkpoint, load_checkpoint
+    from gbx.config import from_dict
+    from gbx.plugins import get_host
+    from gbx.resolve import require_algorithm, resolve_device
+    from gbx.runner import Run
+
+    root = click.get_current_context(silent=True)
+    host = root.find_root().obj if root is not None else None
+    if host is None or not hasattr(host, "registry"):
+        host = get_host()
+    try:
+        path = latest_checkpoint(checkpoint)
+        payload = load_checkpoint(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    config = from_dict(payload["config"], host.registry)
+    config = attrs.evolve(config, run=attrs.evolve(config.run, device=device, seed=seed))
+    run_dir = path.parent.parent
+    run = Run(config, host, run_dir=run_dir, run_id=str(payload.get("run_id", run_dir.name)),
+              device=resolve_device(device))
+    trainer = require_algorithm(host.registry, config.run.algo).trainer_cls(config.algo, run)
+    trainer.load_state_dict(payload["state"])
+    meta = {"run_id": run.run_id, "algo": config.run.algo, "env": config.run.env,
+            "env_steps": int(payload.get("step", 0)), "checkpoint_file": str(path)}
+    return LoadedPolicy(trainer.act, run.make_env, meta)

@@ -1,0 +1,74 @@
+"""The ``gif`` observer: a rollout GIF of the current policy at every evaluation."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gbx_observers.rollout import record_rollout
+
+STEPS_ENV = "GBX_GIF_STEPS"
+SCALE_ENV = "GBX_GIF_SCALE"
+DEFAULT_STEPS = 200
+DEFAULT_SCALE = 2
+# Evaluation rollouts use env seeds far from the training envs' ones.
+EVAL_SEED_OFFSET = 1_000_003
+
+
+def policy_of(run: Any) -> Callable[..., Any] | None:
+    """The run's policy: ``run.policy`` if set, else ``run.trainer.act``; None if neither."""
+    policy = getattr(run, "policy", None)
+    if callable(policy):
+        return policy
+    act = getattr(getattr(run, "trainer", None), "act", None)
+    return act if callable(act) else None
+
+
+def _positive_int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ValueError(f"{name}={raw!r} must be a positive integer")
+    return int(raw)
+
+
+class GifObserver:
+    """Writes ``run_dir/media/eval_<env_steps>/rollout.{gif,jsonl}`` and ``meta.json``.
+
+    Needs two things from the run handle it is built with: ``make_env`` (as
+    on :class:`gbx.api.RunContext`) and the policy (``run.policy`` or
+    ``run.trainer.act``). Rollouts are greedy; ``GBX_GIF_STEPS`` (default
+    200) and ``GBX_GIF_SCALE`` (default 2) tune them.
+    """
+
+    def __init__(self, run: Any, *, steps: int | None = None, scale: int | None = None) -> None:
+        self.run = run
+        self.run_dir = Path(run.run_dir)
+        self.steps = steps if steps is not None else _positive_int_env(STEPS_ENV, DEFAULT_STEPS)
+        self.scale = scale if scale is not None else _positive_int_env(SCALE_ENV, DEFAULT_SCALE)
+        self._warned = False
+        self.written: list[Path] = []
+
+    def on_eval(self, record: Mapping[str, Any]) -> None:
+        policy = policy_of(self.run)
+        make_env = getattr(self.run, "make_env", None)
+        if policy is None or not callable(make_env):
+            if not self._warned:
+                self._warned = True
+                print(
+                    "gbx gif: the run offers no policy/make_env to observers; no eval GIFs",
+                    file=sys.stderr,
+                )
+            return
+        step = record.get("env_steps", len(self.written))
+        out_dir = self.run_dir / "media" / f"eval_{step}"
+        env = make_env(1, seed_offset=EVAL_SEED_OFFSET)
+        meta = {"run_id": getattr(self.run, "run_id", None), "env_steps": step}
+        paths = record_rollout(
+            env, policy, out_dir, steps=self.steps, greedy=True, scale=self.scale, meta=meta
+        )
+        self.written.append(paths["gif"])

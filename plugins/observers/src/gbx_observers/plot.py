@@ -1,0 +1,158 @@
+"""Training curves as one multi-panel PNG (``gbx log plot`` and the ``plot`` observer)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from gbx_observers.files import atomic_write_bytes
+from gbx_observers.logfile import LOG_NAME, LoadedLog, load_log
+
+
+@attrs.frozen
+class Panel:
+    """One subplot: training-record series, evaluation series, optional band and y range."""
+
+    title: str
+    train: tuple[tuple[str, str], ...]
+    evals: tuple[tuple[str, str], ...] = ()
+    band: tuple[str, str] | None = None
+    ylim: tuple[float, float] | None = None
+
+
+# Panels whose keys are all absent stay in place with a note, so figures of
+# different runs line up.
+PANELS: tuple[Panel, ...] = (
+    Panel("reward per step", (("reward_mean", "train"),)),
+    Panel(
+        "episode return",
+        (("episode_return_mean", "train"),),
+        (("mean_return", "eval"), ("random_mean_return", "random policy")),
+    ),
+    Panel("episode end rates", (("done_rate", "done"), ("trunc_rate", "trunc"))),
+    Panel("distance to goal", (("dist_p50", "p50"),), band=("dist_p10", "dist_p90")),
+    Panel("policy entropy (nats)", (("entropy_mean", "entropy"),)),
+    Panel(
+        "success rate",
+        (("success_rate", "train"),),
+        (("success_rate", "eval"), ("random_success_rate", "random policy")),
+        ylim=(-0.02, 1.02),
+    ),
+    Panel("value estimate", (("value_mean", "mean"),), band=("value_std", "value_std")),
+    Panel("env steps per second", (("sps", "sps"),)),
+)
+
+
+def _series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for row in rows:
+        x, y = row.get("env_steps"), row.get(key)
+        if isinstance(x, int) and isinstance(y, int | float) and not isinstance(y, bool):
+            xs.append(x)
+            ys.append(float(y))
+    return xs, ys
+
+
+def _draw_band(ax: Any, log: LoadedLog, panel: Panel) -> bool:
+    if panel.band is None:
+        return False
+    low_key, high_key = panel.band
+    if low_key == high_key:  # a spread: mean +- std
+        xs, centre = _series(log.records, panel.train[0][0])
+        xs_std, spread = _series(log.records, low_key)
+        if not xs or xs != xs_std:
+            return False
+        low = [c - s for c, s in zip(centre, spread, strict=True)]
+        high = [c + s for c, s in zip(centre, spread, strict=True)]
+        label = "+-1 std"
+    else:
+        xs, low = _series(log.records, low_key)
+        xs_high, high = _series(log.records, high_key)
+        if not xs or xs != xs_high:
+            return False
+        label = "p10-p90"
+    ax.fill_between(xs, low, high, alpha=0.25, label=label)
+    return True
+
+
+def _draw_panel(ax: Any, log: LoadedLog, panel: Panel) -> None:
+    ax.set_title(panel.title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    drawn = _draw_band(ax, log, panel)
+    for key, label in panel.train:
+        xs, ys = _series(log.records, key)
+        if xs:
+            ax.plot(xs, ys, label=label, linewidth=1.2)
+            drawn = True
+    for key, label in panel.evals:
+        xs, ys = _series(log.evals, key)
+        if xs:
+            style = ":" if key.startswith("random_") else "o--"
+            ax.plot(xs, ys, style, label=label, markersize=4, linewidth=1)
+            drawn = True
+    if panel.ylim is not None:
+        ax.set_ylim(*panel.ylim)
+    if not drawn:
+        missing = "\n".join(dict.fromkeys(k for k, _ in panel.train + panel.evals))
+        ax.text(
+            0.5, 0.5, f"not in this log:\n{missing}", ha="center", va="center",
+            transform=ax.transAxes, fontsize=9, color="0.45",
+        )
+    elif len(ax.get_legend_handles_labels()[0]) > 1:
+        ax.legend(fontsize=8, loc="best")
+
+
+def render_png(log: LoadedLog, *, title: str | None = None) -> bytes:
+    """Draw the panels for a loaded log and return PNG bytes (Agg, no display needed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(16, 7.5), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(2, 4, sharex=True)
+    for ax, panel in zip(axes.flat, PANELS, strict=True):
+        _draw_panel(ax, log, panel)
+    for ax in axes[-1]:
+        ax.set_xlabel("env steps")
+    meta = log.meta
+    heading = title or " | ".join(
+        str(v) for v in (meta.get("run_id"), meta.get("algo"), meta.get("env")) if v
+    )
+    if heading:
+        figure.suptitle(heading, fontsize=11)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def plot_log(log_path: Path, out_path: Path) -> Path:
+    """Plot ``log_path`` into ``out_path`` (PNG, written atomically)."""
+    if not log_path.exists():
+        raise FileNotFoundError(f"{log_path} does not exist; pass a run's {LOG_NAME}")
+    log = load_log(log_path)
+    if not log.records:
+        raise ValueError(f"{log_path} has no training records to plot")
+    return atomic_write_bytes(out_path, render_png(log))
+
+
+class PlotObserver:
+    """Writes ``run_dir/media/train.png`` from the run's log when the run ends.
+
+    Reads the log the ``jsonl`` observer wrote, so the figure shows exactly
+    what the log holds (including the part before a resume).
+    """
+
+    def __init__(self, run: Any) -> None:
+        self.run_dir = Path(run.run_dir)
+
+    def on_run_end(self, summary: Mapping[str, Any]) -> None:
+        log_path = self.run_dir / LOG_NAME
+        if not log_path.exists():
+            return  # the jsonl observer is not selected: nothing to plot from
+        log = load_log(log_path)
+        if log.records:
+            atomic_write_bytes(self.run_dir / "media" / "train.png", render_png(log))

@@ -1,0 +1,41 @@
+"""Hook implementations of gbx-observers (the ``observers`` entry point)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gbx import hookimpl
+
+
+@hookimpl
+def register_observers(register: Any) -> None:
+    from gbx_observers.console import ConsoleObserver
+    from gbx_observers.gif import GifObserver
+    from gbx_observers.jsonl import JsonlObserver
+    from gbx_observers.plot import PlotObserver
+    from gbx_observers.tensorboard import TensorBoardObserver
+
+    register("jsonl", JsonlObserver, description="train_log.jsonl (schema v1), flushed per record")
+    register("console", ConsoleObserver, description="live progress on a TTY, sparse lines otherwise")
+    register("plot", PlotObserver, description="media/train.png training curves at run end")
+    register("gif", GifObserver, description="media/eval_<step>/rollout.gif at each evaluation")
+    register(
+        "tensorboard", TensorBoardObserver,
+        description="TensorBoard scalars (needs gbx-observers[tensorboard])",
+    )
+
+
+@hookimpl
+def register_artifact_writers(register: Any) -> None:
+    from gbx_observers.artifacts import write_failure_frames, write_media
+
+    register("failure", write_failure_frames, description="PNG frames of a failure's last steps")
+    register("media", write_media, description="PNG/GIF files under media/")
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    from gbx_observers.cli import gif_command, log_group
+
+    cli.add_command(log_group)
+    cli.add_command(gif_command)

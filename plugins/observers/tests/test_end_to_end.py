@@ -1,0 +1,46 @@
+"""The plugin loaded through the core, and observers fed real metrics from the toy env."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import click
+import pytest
+from gbx_observers.console import ConsoleObserver
+from gbx_observers.jsonl import JsonlObserver
+from gbx_observers.logfile import load_log, validate_log
+from gbx_observers.plot import PlotObserver
+from observer_testdata import simulate_run
+
+pytest.importorskip("gbx.toy", reason="needs the core's toy env")
+
+
+def test_plugin_registers_through_the_core() -> None:
+    plugins = pytest.importorskip("gbx.plugins", reason="needs the core's plugin manager")
+    host = plugins.load_plugins(environ={"GBX_PLUGINS": "observers", "GBX_STRICT_PLUGINS": "1"})
+    names = set(host.registry.observers)
+    assert {"jsonl", "console", "plot", "gif", "tensorboard"} <= names
+    assert {w.kind for w in host.registry.writers if w.provider.plugin == "observers"} == {
+        "failure", "media"}
+    cli = click.Group("gbx")
+    host.add_commands(cli)
+    assert {"log", "gif"} <= set(cli.commands)
+    assert set(cli.commands["log"].commands) == {"validate", "plot"}  # type: ignore[attr-defined]
+
+
+def test_toy_run_produces_a_valid_log_and_plot(run: SimpleNamespace) -> None:
+    console_out = io.StringIO()
+    observers = [JsonlObserver(run), ConsoleObserver(run, stream=console_out, every=4),
+                 PlotObserver(run)]
+    simulate_run(run, observers, updates=8)
+    summary = validate_log(run.run_dir / "train_log.jsonl")
+    assert summary.ok, summary.first_problem
+    assert (summary.records, summary.evals, summary.errors) == (8, 2, 0)
+    log = load_log(run.run_dir / "train_log.jsonl")
+    first = log.records[0]
+    assert first["episodes"] > 0 and 0.0 <= first["dist_p10"] <= first["dist_p90"] <= 1.0
+    assert sum(first["action_hist"]) == 32 * 16
+    assert log.evals[0]["random_success_rate"] >= 0.0
+    assert (run.run_dir / "media" / "train.png").stat().st_size > 10_000
+    assert console_out.getvalue().count("steps ") >= 3
