@@ -9,9 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # gbx_testplugins, imported by path
 
-from gbx_testplugins import FakeEntryPoint, counter_plugin  # noqa: E402
+from gbx_testplugins import FakeEntryPoint, counter_plugin
 
-from gbx.plugins import PluginHost, load_plugins  # noqa: E402
+from gbx.plugins import PluginHost, load_plugins
 
 
 def make_host(*entry_points: FakeEntryPoint, environ: dict[str, str] | None = None,

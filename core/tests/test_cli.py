@@ -5,7 +5,7 @@ import json
 import click
 from click.testing import CliRunner
 from conftest import make_host
-from gbx_testplugins import FakeEntryPoint, PluginObject, counter_plugin, single_hook_plugin
+from gbx_testplugins import FakeEntryPoint, counter_plugin, single_hook_plugin
 
 from gbx.cli import build_cli
 
@@ -62,7 +62,6 @@ def test_bench_dispatches_to_registered_benchmarks() -> None:
     assert json.loads(CliRunner().invoke(cli, ["bench", "speed", "--n", "5"]).output) == {"n": 5}
     assert "speed" in CliRunner().invoke(cli, ["bench", "--help"]).output
     assert host.registry.provided_by("b")["benchmarks"] == ["speed"]
-    del PluginObject
 
 
 def test_config_command_prints_resolved_toml_and_explains_fields(invoke) -> None:

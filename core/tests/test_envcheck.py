@@ -34,15 +34,20 @@ def test_contract_violations_are_named(mutate, message: str) -> None:
         check_step_output(env, mutate(good_output(env)))
 
 
-def test_check_env_rejects_an_env_returning_wrong_device_attributes() -> None:
-    class Lying(ToyEnv):
-        @property
-        def obs_shape(self):  # type: ignore[override]
-            return (2, 72, 80)
+def test_check_env_rejects_a_cropped_reset_observation() -> None:
+    class Cropped(ToyEnv):
+        def reset(self) -> torch.Tensor:
+            return super().reset()[:, :, :10]
 
-        @obs_shape.setter
-        def obs_shape(self, value):
-            pass
+    with pytest.raises(EnvContractError, match=r"reset\(\) obs: expected shape"):
+        check_env(Cropped(ToyConfig(), 2, "cpu", seed=0))
 
-    with pytest.raises(EnvContractError, match="shape"):
-        check_env(Lying(ToyConfig(), 2, "cpu", seed=0))
+
+def test_check_env_rejects_an_env_without_reset_mask() -> None:
+    class NoMask(ToyEnv):
+        def step(self, actions):
+            obs, r, d, t, info = super().step(actions)
+            return obs, r, d, t, {"dist": info["dist"]}
+
+    with pytest.raises(EnvContractError, match="reset_mask"):
+        check_env(NoMask(ToyConfig(), 2, "cpu", seed=0))

@@ -63,3 +63,14 @@ def test_check_reads_the_device_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.Tensor, "item", counting_item)
     guard.check()
     assert len(reads) == 1
+
+
+def test_batch_stats_travel_with_the_traceback() -> None:
+    import traceback
+
+    guard = FiniteGuard("cpu")
+    guard.watch("loss", torch.tensor(math.nan))
+    with pytest.raises(NonFiniteError) as info:
+        guard.check({"rewards": torch.tensor([2.0, 4.0])})
+    text = "".join(traceback.format_exception(info.value))
+    assert "batch statistics:" in text and '"rewards"' in text and '"mean": 3.0' in text

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import tomllib
 import typing
@@ -46,6 +45,9 @@ def option(default: Any, help: str, validator: Any = None) -> Any:
     return attrs.field(default=default, validator=validator, metadata={"help": help})
 
 
+_matches = attrs.validators.matches_re
+
+
 def _names_tuple(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
@@ -56,21 +58,21 @@ def _names_tuple(value: Any) -> tuple[str, ...]:
 class RunConfig:
     """The ``run`` section: what to run, where, and for how long."""
 
-    algo: str = option("ppo", "algorithm name (see `gbx plugins`)", attrs.validators.matches_re(_NAME_RE))
-    env: str = option("toy", "environment name (see `gbx plugins`)", attrs.validators.matches_re(_NAME_RE))
+    algo: str = option("ppo", "algorithm name (see `gbx plugins`)", _matches(_NAME_RE))
+    env: str = option("toy", "environment name (see `gbx plugins`)", _matches(_NAME_RE))
     observers: tuple[str, ...] = option(
         (), "observer names; empty means `console` if installed, else `print`"
     )
     device: str = option(
         "auto", "auto | cpu | cuda | cuda:INDEX (auto picks CUDA when available)",
-        attrs.validators.matches_re(_DEVICE_RE),
+        _matches(_DEVICE_RE),
     )
     seed: int = option(0, "random seed of envs, models and sampling", attrs.validators.ge(0))
     steps: int = option(100_000, "total environment steps to train for", attrs.validators.ge(1))
     run_dir: str | None = option(
         None, "run directory; default runs/<timestamp>__<algo>__<env>__<tag>/"
     )
-    tag: str = option("", "free label appended to the run directory name", attrs.validators.matches_re(_TAG_RE))
+    tag: str = option("", "free label appended to the run directory name", _matches(_TAG_RE))
     resume: str | None = option(None, "run directory this run was resumed from")
     debug: bool = option(False, "check every env step output at the boundary (slow)")
 
@@ -238,7 +240,8 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"config file {p} is not valid {p.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+        kind = p.suffix.lstrip(".") or "toml"
+        raise ConfigError(f"config file {p} is not valid {kind}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p}: expected a table with sections {SECTIONS}")
     return data
@@ -381,6 +384,6 @@ def field_docs(cls: type) -> list[tuple[str, str, Any, str]]:
     for f in attrs.fields(attrs.resolve_types(cls)):
         default = f.default
         if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-            default = default.factory()  # type: ignore[union-attr]
+            default = default.factory()
         out.append((f.name, type_name(f.type), default, str(f.metadata.get("help", ""))))
     return out

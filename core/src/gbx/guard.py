@@ -10,6 +10,7 @@ statistics so the run's failure bundle can show them.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import Callable, Mapping
@@ -35,6 +36,9 @@ class NonFiniteError(RuntimeError):
         self.offending = list(offending)
         self.batch_stats = dict(batch_stats)
         self.step = step
+        # Notes travel with the formatted traceback, so failure bundles that store
+        # the traceback also keep the statistics.
+        self.add_note("batch statistics: " + json.dumps(self.batch_stats, default=str))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for failure bundles."""

@@ -71,11 +71,17 @@ def _conv_out(size: int, kernel: int, stride: int) -> int:
 
 
 def build_cnn(
-    obs_shape: Sequence[int], num_actions: int, *, hidden: int = 512, width: int = 1
+    obs_shape: Sequence[int],
+    num_actions: int,
+    *,
+    channels: Sequence[int] = (32, 64, 64),
+    hidden: int = 512,
 ) -> ActorCritic:
-    """Atari-style CNN actor-critic. ``width`` multiplies the channel counts."""
+    """Atari-style CNN actor-critic; ``channels`` of the three conv layers."""
     k, h, w = _check_obs_shape(obs_shape, num_actions)
-    c1, c2, c3 = 32 * width, 64 * width, 64 * width
+    if len(channels) != 3:
+        raise ValueError(f"model 'cnn' needs 3 channel counts, got {tuple(channels)}")
+    c1, c2, c3 = (int(c) for c in channels)
     oh = _conv_out(_conv_out(_conv_out(h, 8, 4), 4, 2), 3, 1)
     ow = _conv_out(_conv_out(_conv_out(w, 8, 4), 4, 2), 3, 1)
     if oh < 1 or ow < 1:
@@ -150,7 +156,7 @@ def build_impala(
 ModelBuilder = Callable[..., nn.Module]
 
 BUILTIN_MODELS: dict[str, tuple[ModelBuilder, str]] = {
-    "cnn": (build_cnn, "Atari-style 3-layer CNN actor-critic (options: hidden, width)"),
+    "cnn": (build_cnn, "Atari-style 3-layer CNN actor-critic (options: channels, hidden)"),
     "impala": (build_impala, "IMPALA-style residual CNN actor-critic (options: channels, hidden)"),
 }
 

@@ -198,8 +198,8 @@ def load_plugins(
             warn(f"gbx: warning: plugin {ep.name!r} from {dist} failed to load: {failure.error}")
             failures.append(failure)
             continue
-        module = obj.__name__ if isinstance(obj, ModuleType) else type(obj).__qualname__
-        plugins.append(LoadedPlugin(ep.name, dist, version, module, False))
+        where = obj.__name__ if isinstance(obj, ModuleType) else type(obj).__qualname__
+        plugins.append(LoadedPlugin(ep.name, dist, version, where, False))
 
     registry = Registry()
     by_name = {p.name: p for p in plugins}

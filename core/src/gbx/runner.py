@@ -179,7 +179,8 @@ class Run:
     def _stamp(self, metrics: Mapping[str, Any], kind: str) -> dict[str, Any]:
         self._seq += 1
         rec = {k: _host_value(v) for k, v in metrics.items()}
-        rec.setdefault("step", self.last_step)
+        # ``step`` counts env steps; trainers using the metrics schema send ``env_steps``.
+        rec.setdefault("step", rec.get("env_steps", self.last_step))
         rec.update(
             kind=kind,
             run_id=self.run_id,

@@ -1,11 +1,11 @@
 """``toy``: a tiny batched pixel env in pure torch, registered like any plugin.
 
 A player moves on a ``grid x grid`` board drawn into a Game Boy sized frame
-(shade indices 0..3). The player glows: a cell's shade is ``3 - d`` for its
-Manhattan distance ``d`` to the player (clamped at 0), so the frame changes
-smoothly as the player moves. The goal template is the frame with the player
-on the goal cell; the env scores the mean L1 pixel distance to it, exactly as
-the Game Boy goal envs do with their templates:
+(shade indices 0..3). The player's cell is drawn in shade 3 and the rectangle
+spanned by the top-left corner and the player in shade 1, so every step
+towards the goal (the bottom-right cell) brings the frame closer to the goal
+template, the frame with the player on the goal cell. The env scores the
+mean L1 pixel distance to that template, as the Game Boy goal envs do:
 
 * ``dist = mean(|frame - goal|) / 3`` in ``[0, 1]``;
 * ``reward = progress_scale * (dist_before - dist_after) + goal_bonus * done``;
@@ -95,8 +95,12 @@ class ToyEnv:
 
     def _cells(self, pos: torch.Tensor) -> torch.Tensor:
         """Board shades ``uint8 [N, G*G]`` for player cells ``pos [N, 2]``."""
-        d = (self._cell_rc.unsqueeze(0) - pos.unsqueeze(1)).abs().sum(dim=2)
-        return (3 - d).clamp(min=0).to(torch.uint8)
+        row = self._cell_rc[:, 0].view(1, -1)
+        col = self._cell_rc[:, 1].view(1, -1)
+        r, c = pos[:, 0:1], pos[:, 1:2]
+        inside = (row <= r) & (col <= c)
+        player = (row == r) & (col == c)
+        return inside.to(torch.uint8) + 2 * player.to(torch.uint8)
 
     def _frame(self, cells: torch.Tensor) -> torch.Tensor:
         """Upscale boards ``[N, G*G]`` to frames ``uint8 [N, H, W]``."""

@@ -8,10 +8,11 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
-from helpers import FakeContext, StatefulToyContext, comparable
+from ppo_helpers import FakeContext, StatefulToyContext, comparable
 
 from gbx.guard import NonFiniteError
 from gbx.toy import ToyConfig
@@ -21,7 +22,7 @@ from gbx_algo_ppo.buffer import MemoryBudgetError
 from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer
 
-SMALL = {"hidden": 32, "width": 1}
+SMALL = {"channels": (8, 16, 16), "hidden": 32}
 
 
 def small_config(**over: object) -> PPOConfig:
@@ -89,7 +90,7 @@ def test_learns_toy_well_above_random() -> None:
     torch.manual_seed(0)
     cfg = small_config(
         num_envs=32, rollout_steps=32, minibatches=4, update_epochs=4, lr=1e-3,
-        model_options={"hidden": 64},
+        model_options={"channels": (16, 32, 32), "hidden": 64},
     )
     ctx = FakeContext(cfg, steps=6 * cfg.batch_size)
     trainer = PPOTrainer(cfg, ctx)
@@ -175,21 +176,23 @@ def test_rollout_has_no_host_reads_and_update_reads_twice() -> None:
     assert sorted(calls) == ["item", "tolist"]
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_cuda_update_has_no_syncs() -> None:
-    cfg = small_config()
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_cuda_update_has_no_syncs(cuda_graphs: bool) -> None:
+    cfg = small_config(cuda_graphs=cuda_graphs)
     ctx = FakeContext(cfg, steps=2 * cfg.batch_size, device="cuda")
     trainer = PPOTrainer(cfg, ctx)
-    trainer._setup_training()
-    trainer._collect()  # warm-up (allocator, kernels)
-    trainer._update()
+    trainer.train()  # two updates warm up allocator, kernels and Adam's state
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         trainer._collect()
-        trainer._bootstrap()
+        guard, batch_stats = trainer._optimise()
     finally:
         torch.cuda.set_sync_debug_mode(0)
+    guard.check(batch_stats)  # the update's one intended read
+    assert len(trainer.metrics.summary()) > 5  # type: ignore[union-attr]
 
 
 def _roundtrip(state: dict) -> dict:
@@ -225,3 +228,29 @@ def test_refuses_a_rollout_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(MemoryBudgetError, match="lower algo.num_envs") as info:
         trainer.train()
     assert "\n" not in str(info.value)
+
+
+def test_nan_through_the_run_loop_writes_a_failure_bundle(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gbx.config import build_config
+    from gbx.errors import RunFailedError
+    from gbx.plugins import load_plugins
+    from gbx.runner import execute
+
+    monkeypatch.setattr(losses, "value_loss", lambda *a, **k: torch.tensor(math.nan))
+    host = load_plugins(environ={"GBX_PLUGINS": "ppo"})
+    config = build_config(
+        host.registry,
+        flags={"algo": "ppo", "env": "toy", "device": "cpu", "steps": 256,
+               "run_dir": str(tmp_path / "run"), "observers": ("print",)},
+        overrides=["algo.num_envs=8", "algo.rollout_steps=16", "algo.minibatches=2",
+                   "algo.model_options={channels=[8,16,16], hidden=32}"],
+    )
+    with pytest.raises(RunFailedError) as info:
+        execute(config, host)
+    trace_id = info.value.trace_id
+    bundle = tmp_path / "run" / "failures" / trace_id
+    text = (bundle / "error.txt").read_text()
+    assert "NonFiniteError" in text and "loss_value" in text
+    assert "batch statistics:" in text and '"advantages"' in text

@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gbx_gameboy.asm import AsmError, assemble, assemble_file
+
+from gbx_gameboy.asm import (
+    AsmError,
+    assemble,
+    assemble_file,
+    assemble_with_symbols,
+    format_symbols,
+)
 
 
 def code(src: str, at: int = 0x150, n: int = 16) -> bytes:
@@ -208,3 +215,54 @@ def test_header_conflict_and_rom_size_too_small() -> None:
 def test_build_is_deterministic() -> None:
     src = 'SECTION "a", ROM0[$150]\nLoop: jr Loop\n'
     assert assemble(src) == assemble(src)
+
+
+def test_symbols_are_returned_and_formatted() -> None:
+    src = """
+SECTION "code", ROM0[$0150]
+Start:
+.loop:
+    jr .loop
+SECTION "far", ROMX[$4000], BANK[3]
+Far:
+SECTION "vars", WRAM0[$C000]
+wVar: ds 1
+"""
+    rom, symbols = assemble_with_symbols(src)
+    assert symbols == {
+        "Start": (0, 0x150), "Start.loop": (0, 0x150), "Far": (3, 0x4000), "wVar": (0, 0xC000)
+    }
+    assert rom == assemble(src)
+    assert format_symbols(symbols).splitlines() == [
+        "00:0150 Start", "00:0150 Start.loop", "00:C000 wVar", "03:4000 Far"
+    ]
+
+
+def test_percent_is_binary_after_keywords_and_modulo_after_values() -> None:
+    src = "X EQU %101\n    db X % 3, X%3, (X) %11, X + %11\n    and %11"
+    assert list(code(src, n=6)) == [2, 2, 5, 8, 0xE6, 3]  # (X) %11 is 5 modulo eleven
+
+
+@pytest.mark.parametrize(
+    ("src", "message"),
+    [
+        ("    IF 1\n    nop", "IF without ENDC"),
+        ("    ELSE", "ELSE without IF"),
+        ("    REPT 2\n    nop", "REPT without ENDR"),
+        ("    ENDR", "ENDR/ENDM without REPT/MACRO"),
+        ("MACRO m\n    db \\2\nENDM\n    m 1", "macro 'm' uses \\2 but got 1 args"),
+        ("MACRO ld\nENDM", "macro name 'ld' is an instruction mnemonic"),
+        ("    ASSERT 1 == 2, \"one is not two\"", "assertion failed: one is not two"),
+        ('    INCLUDE "nowhere.inc"', "file 'nowhere.inc' not found"),
+        ("    db 256", "value 256 out of range for 8-bit operand"),
+        ("    dw $10000", "out of range for 16-bit operand"),
+        ("X EQU 1\n    ld X, a", "bad operands for 'ld'"),
+        ("    push sp", "bad operands for 'push'"),
+        ("    jr z", "bad operands for 'jr'"),
+        ("    jp pe, 0", "'jp' condition must be nz, z, nc or c"),
+    ],
+)
+def test_more_error_messages(src: str, message: str) -> None:
+    with pytest.raises(AsmError) as err:
+        assemble('SECTION "s", ROM0[$0150]\n' + src)
+    assert message in str(err.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from gbx_gameboy.asm import assemble
 
 pyboy = pytest.importorskip("pyboy", reason="PyBoy is the reference runner for this test")

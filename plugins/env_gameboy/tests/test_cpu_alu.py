@@ -140,4 +140,4 @@ def test_inc_dec_16bit_and_add_hl() -> None:
     assert (r["d"], r["e"]) == (0xFF, 0xFF)
     assert (r["h"], r["l"]) == (0x10, 0x00)
     flags = batch.read_memory(0, 0xCFFE)
-    assert flags == 0x20  # half carry out of bit 11; Z kept (0), N=0, C=0
+    assert flags == 0xA0  # Z kept from the boot flags (0xB0), H out of bit 11, N=0, C=0

@@ -70,3 +70,15 @@ def test_text_must_fit_the_box_and_the_font() -> None:
         encode_text("X" * 19, 18)
     with pytest.raises(ValueError, match="without a glyph"):
         encode_text("50%", 18)
+
+
+def test_solutions_use_the_seven_actions_and_env_timing() -> None:
+    from gbx_gameboy.game import solutions
+
+    assert solutions.ACTIONS == ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
+    assert set(solutions.SOLUTIONS) == {s.name for s in world.STAGES}
+    leave = solutions.SOLUTIONS["leave_house"]
+    assert solutions.action_indices(leave[:2]) == [4, 4]  # DOWN
+    assert solutions.as_presses(leave[:1]) == [("DOWN", 8, 16)]
+    lengths = [len(solutions.SOLUTIONS[s.name]) for s in world.STAGES]
+    assert lengths == sorted(lengths) and lengths[0] < 20 < lengths[-1]

@@ -66,7 +66,7 @@ class RandomTrainer:
         finished_return = 0.0
         iteration = 0
         while not ctx.should_stop():
-            obs, reward, done, trunc, info = env.step(self.act(obs))
+            obs, reward, _done, _trunc, info = env.step(self.act(obs))
             returns += reward
             ended = info["reset_mask"]
             # One host read per iteration keeps this example simple; real trainers batch it.

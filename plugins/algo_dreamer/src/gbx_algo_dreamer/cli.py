@@ -112,7 +112,9 @@ def cpu_gate_cmd(as_json: bool, regen: bool) -> None:
 
     if regen:
         click.echo(f"wrote {write_fixtures()}")
-    _report(cpu_gate(registry_env_factory("toy", torch.device("cpu"))), as_json)
+    cpu = torch.device("cpu")
+    _report(cpu_gate(registry_env_factory("toy", cpu),
+                     registry_env_factory("toy", cpu, height=24, width=32)), as_json)
 
 
 @dreamer_group.group("gate")

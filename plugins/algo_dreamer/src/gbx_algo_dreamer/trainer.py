@@ -194,6 +194,7 @@ class DreamerTrainer:
         elapsed = max(time.perf_counter() - window_start, 1e-9)
         rec["train_sps"] = (self.opt_steps - window_opt) / elapsed
         rec["env_steps"] = self.env_steps
+        rec["step"] = self.env_steps
         rec["opt_steps"] = self.opt_steps
         rec["replay_ratio"] = (self.opt_steps * self.cfg.batch_size * self.cfg.batch_length
                                / max(self.trained_env_steps, 1))

@@ -142,19 +142,22 @@ def tiny_config(**overrides: Any) -> DreamerConfig:
     return DreamerConfig(**base)
 
 
-def cpu_gate(factory: EnvFactory) -> dict[str, Any]:
-    """Fixture math, a 2-update smoke run and Standing Still on a tiny CPU config."""
+def cpu_gate(factory: EnvFactory, small_factory: EnvFactory) -> dict[str, Any]:
+    """Fixture math, a 2-update smoke run (full-size frames from ``factory``) and Standing
+    Still on a tiny CPU config (small frames from ``small_factory``, for speed)."""
     device = torch.device("cpu")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: threads only add hand-off cost
     try:
         problems = check_fixtures()
-        smoke_cfg = tiny_config(total_env_steps=40, train_ratio=16.0, learning_starts=32)
+        # 36 env steps, updates from step 32 on at 16/32 per env step: exactly 2 updates
+        smoke_cfg = tiny_config(total_env_steps=36, train_ratio=16.0, learning_starts=32,
+                                record_every=1)
         trainer, ctx, smoke_secs = _train(smoke_cfg, factory, device, 0)
-        smoke_ok = trainer.opt_steps >= 1 and _finite(ctx.records, ("loss_model",
+        smoke_ok = trainer.opt_steps == 2 and _finite(ctx.records, ("loss_model",
                                                                     "loss_actor"))
-        still = standing_still(device, factory, tiny_config(total_env_steps=256,
-                                                            train_ratio=64.0))
+        still = standing_still(device, small_factory, tiny_config(
+            batch_size=8, batch_length=16, total_env_steps=320, train_ratio=128.0))
     finally:
         torch.set_num_threads(threads)
     checks = {"fixtures": not problems, "smoke_updates": smoke_ok,

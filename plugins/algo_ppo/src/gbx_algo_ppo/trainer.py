@@ -230,14 +230,15 @@ class PPOTrainer:
                 for group in self._optimizer().param_groups:
                     group["lr"] = cfg.lr * max(frac, 0.0)
             self._collect()
-            stats = self._update()
+            self._update()
             self.updates += 1
-            record = self._record(stats, time.perf_counter() - started)
+            record = self._record(time.perf_counter() - started)
             self.ctx.record(record)
             if cfg.eval_every and self.updates % cfg.eval_every == 0:
                 summary = self.evaluate(cfg.eval_episodes, greedy=cfg.eval_greedy)
                 self.ctx.record_eval(
-                    {"env_steps": self.env_steps, "updates": self.updates, **summary}
+                    {"step": self.env_steps, "env_steps": self.env_steps,
+                     "updates": self.updates, **summary}
                 )
             if cfg.checkpoint_every and self.updates % cfg.checkpoint_every == 0:
                 self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
@@ -305,7 +306,13 @@ class PPOTrainer:
             _, next_value = forward(self.obs)
         return next_value.float()
 
-    def _update(self) -> dict[str, torch.Tensor]:
+    def _update(self) -> None:
+        """Optimise on the collected rollout, then the guard's one host read."""
+        guard, batch_stats = self._optimise()
+        guard.check(batch_stats, step=self.env_steps)
+
+    def _optimise(self) -> tuple[FiniteGuard, Callable[[], dict[str, Any]]]:
+        """All device work of an update (no host reads); returns the pending guard."""
         cfg = self.cfg
         buf, acc, model = self.buffer, self.metrics, self.model
         assert buf is not None and acc is not None and model is not None
@@ -387,18 +394,18 @@ class PPOTrainer:
                 "logprobs": buf.logprobs,
             }
 
-        guard.check(batch_stats, step=self.env_steps)
         acc.add_policy(value=buf.values)
         acc.add_scalars(
             explained_variance=losses.explained_variance(b_values, b_returns),
             trunc_overflow=buf.overflow().float(),
         )
-        return {}
+        return guard, batch_stats
 
-    def _record(self, _stats: Mapping[str, Any], seconds: float) -> dict[str, Any]:
+    def _record(self, seconds: float) -> dict[str, Any]:
         acc = self.metrics
         assert acc is not None
         record: dict[str, Any] = {
+            "step": self.env_steps,
             "env_steps": self.env_steps,
             "updates": self.updates,
             "opt_steps": self.opt_steps,

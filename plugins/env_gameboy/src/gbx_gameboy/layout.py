@@ -84,7 +84,8 @@ T_PPU_NEXT = 41  # next PPU mode/line transition
 T_SERIAL_END = 42  # serial transfer completion
 T_DMA_END = 43  # OAM DMA busy until this cycle
 T_DMA_START = 44
-ST_COUNT = 45
+S_PPU_PHASE = 45  # position inside the scanline (see ppu_timing.py)
+ST_COUNT = 46
 
 NEVER = 0x3FFFFFFF  # "no event" time; never rebased
 

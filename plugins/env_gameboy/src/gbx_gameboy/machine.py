@@ -134,10 +134,12 @@ class GameBoyBatch:
         st[L.S_BANKX] = 1
         st[L.S_RAMOFF] = 0 if (self.cart.mbc == 0 and self.cart.ram_bytes > 0) else -1
         st[L.S_PPU_MODE] = 2
+        st[L.S_PPU_PHASE] = 1  # mode 2 (OAM scan), see ppu_timing.py
         lcd_on = mem[L.IO_OFF + L.LCDC, 0] & 0x80
         st[L.T_PPU_NEXT] = 80 if lcd_on else L.CYCLES_PER_FRAME
         if not lcd_on:
             st[L.S_PPU_MODE] = 0
+            st[L.S_PPU_PHASE] = 3
         for k in (L.T_RELOAD, L.T_TIMER_NEXT, L.T_SERIAL_END):
             st[k] = L.NEVER
         st[L.T_DMA_END] = -1

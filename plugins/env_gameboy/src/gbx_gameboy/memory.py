@@ -63,6 +63,8 @@ MBC_2 = 2
 MBC_3 = 3
 MBC_5 = 5
 SERIAL_BIT_CYCLES = 512  # internal clock 8192 Hz
+# A CPU read samples PPU state one cycle before the end of its M-cycle.
+PPU_READ_LAG = 1
 
 
 # ----------------------------------------------------------------------------- cartridge
@@ -106,9 +108,10 @@ def mbc_update_banks(g: GB, env: int):
 
 
 @wp.func
-def rtc_latch(g: GB, env: int):
+def rtc_latch(g: GB, env: int, t: int):
     """MBC3 RTC: latch the time derived from emulated cycles (deterministic, no wall clock)."""
-    secs = (g.tm[TM_CLOCK, env] + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
+    now = g.tm[TM_CLOCK, env] + wp.int64(t)
+    secs = (now + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
     s = int(secs % wp.int64(60))
     m = int((secs // wp.int64(60)) % wp.int64(60))
     h = int((secs // wp.int64(3600)) % wp.int64(24))
@@ -121,7 +124,7 @@ def rtc_latch(g: GB, env: int):
 
 
 @wp.func
-def rom_write(g: GB, env: int, a: int, v: int):
+def rom_write(g: GB, env: int, a: int, v: int, t: int):
     """Writes to 0000-7FFF program the memory bank controller."""
     if g.mbc == MBC_1:
         if a < 0x2000:
@@ -160,7 +163,7 @@ def rom_write(g: GB, env: int, a: int, v: int):
                 g.st[S_RTC_SEL, env] = 0
         else:
             if g.st[S_RTC_LATCH, env] == 0 and v == 1:
-                rtc_latch(g, env)
+                rtc_latch(g, env, t)
             g.st[S_RTC_LATCH, env] = v
     elif g.mbc == MBC_5:
         if a < 0x2000:
@@ -191,9 +194,10 @@ def rtc_read(g: GB, env: int, sel: int) -> int:
 
 
 @wp.func
-def rtc_write(g: GB, env: int, sel: int, v: int):
+def rtc_write(g: GB, env: int, sel: int, v: int, t: int):
     """Set one RTC field: shift the cycle-driven clock so the running time has that value."""
-    secs = (g.tm[TM_CLOCK, env] + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
+    now = g.tm[TM_CLOCK, env] + wp.int64(t)
+    secs = (now + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
     s = secs % wp.int64(60)
     m = (secs // wp.int64(60)) % wp.int64(60)
     h = (secs // wp.int64(3600)) % wp.int64(24)
@@ -210,8 +214,8 @@ def rtc_write(g: GB, env: int, sel: int, v: int):
     else:
         d = (d & wp.int64(0xFF)) | ((vv & wp.int64(1)) << wp.int64(8))
     total = ((d * wp.int64(24) + h) * wp.int64(60) + m) * wp.int64(60) + s
-    g.tm[TM_RTC_OFF, env] = total * wp.int64(4194304) - g.tm[TM_CLOCK, env]
-    rtc_latch(g, env)
+    g.tm[TM_RTC_OFF, env] = total * wp.int64(4194304) - now
+    rtc_latch(g, env, t)
 
 
 @wp.func
@@ -230,11 +234,11 @@ def cart_ram_read(g: GB, env: int, a: int) -> int:
 
 
 @wp.func
-def cart_ram_write(g: GB, env: int, a: int, v: int):
+def cart_ram_write(g: GB, env: int, a: int, v: int, t: int):
     off = g.st[S_RAMOFF, env]
     if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
         if (g.st[S_RAMG, env] & 0x0F) == 0x0A:
-            rtc_write(g, env, g.st[S_RTC_SEL, env], v)
+            rtc_write(g, env, g.st[S_RTC_SEL, env], v, t)
     elif off >= 0:
         if g.mbc == MBC_2:
             g.cram[a & 0x1FF, env] = wp.uint8(v & 0x0F)
@@ -332,9 +336,9 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
         serial_sync(g, env, t)
         v = int(g.mem[IO_OFF + IF, env]) | 0xE0
     elif i == STAT:
-        v = stat_read(g, env, t)
+        v = stat_read(g, env, t - PPU_READ_LAG)
     elif i == LY:
-        ppu_sync(g, env, t)
+        ppu_sync(g, env, t - PPU_READ_LAG)
         v = int(g.mem[IO_OFF + LY, env])
     elif i == SC:
         serial_sync(g, env, t)
@@ -347,7 +351,11 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
 @wp.func
 def io_write(g: GB, env: int, i: int, v: int, t: int):
     if i == P1:
+        # Selecting a row with a held button pulls a line low: joypad interrupt.
+        before = joypad_value(g, env) & 0x0F
         g.mem[IO_OFF + P1, env] = wp.uint8(v & 0x30)
+        if (before & ~joypad_value(g, env)) != 0:
+            raise_if(g, env, 0x10)
     elif i == SC:
         serial_sync(g, env, t)
         g.mem[IO_OFF + SC, env] = wp.uint8(v)
@@ -391,7 +399,7 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
 def oam_blocked(g: GB, env: int, t: int) -> bool:
     blocked = t >= g.st[T_DMA_START, env] and t < g.st[T_DMA_END, env]
     if not blocked:
-        mode = ppu_mode_at(g, env, t)
+        mode = ppu_mode_at(g, env, t - PPU_READ_LAG)
         blocked = mode == 2 or mode == 3
     return blocked
 
@@ -432,7 +440,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
     elif a < 0x8000:
         v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a < 0xA000:
-        if ppu_mode_at(g, env, t) != 3:
+        if ppu_mode_at(g, env, t - PPU_READ_LAG) != 3:
             v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
     elif a < 0xC000:
         v = cart_ram_read(g, env, a)
@@ -455,12 +463,12 @@ def wr(g: GB, env: int, a: int, v: int, t: int):
     """CPU write of byte v to address a at cycle t."""
     v = v & 0xFF
     if a < 0x8000:
-        rom_write(g, env, a, v)
+        rom_write(g, env, a, v, t)
     elif a < 0xA000:
         if ppu_mode_at(g, env, t) != 3:
             g.mem[VRAM_OFF + (a - 0x8000), env] = wp.uint8(v)
     elif a < 0xC000:
-        cart_ram_write(g, env, a, v)
+        cart_ram_write(g, env, a, v, t)
     elif a < 0xFE00:
         g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v)
     elif a < 0xFEA0:

@@ -22,3 +22,4 @@ def register_benchmarks(register: Any) -> None:
 
 
 # --- environments: register_envs lives in env.py ---
+from gbx_gameboy.env import register_envs  # noqa: E402, F401

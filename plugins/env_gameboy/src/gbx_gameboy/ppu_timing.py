@@ -23,6 +23,7 @@ from gbx_gameboy.layout import (
     S_LFRAMES,
     S_MODE3_LEN,
     S_PPU_MODE,
+    S_PPU_PHASE,
     S_STAT_LINE,
     S_WIN_LINE,
     SCX,
@@ -60,29 +61,41 @@ else:
         render_line = _no_render
 
 
-MODE2_CYCLES = 80
 LINE_CYCLES = 456
+MODE2_START = 4  # STAT shows mode 0 for the first 4 dots of a line, then mode 2
+MODE3_START = 84
 MODE3_BASE = 172
+LCDON_MODE3_START = 80  # the first line after LCD on has no OAM scan (mode 0, then mode 3)
+
+# Scanline phases (S_PPU_PHASE): each one ends at T_PPU_NEXT.
+PH_LINE_START = 0  # dots 0-3: LY changed, OAM-scan IRQ condition already up, STAT mode 0
+PH_OAM = 1  # mode 2 until MODE3_START
+PH_DRAW = 2  # mode 3
+PH_HBLANK = 3  # mode 0 until the end of the line
+PH_VBLANK = 4  # a whole line in mode 1
 
 
 @wp.func
 def stat_update(g: GB, env: int):
     """Re-evaluate the STAT interrupt line; a rising edge requests IF bit 1."""
-    line = int(0)
+    line = 0
     if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
         stat = int(g.mem[IO_OFF + STAT, env])
         mode = g.st[S_PPU_MODE, env]
+        phase = g.st[S_PPU_PHASE, env]
         ly = int(g.mem[IO_OFF + LY, env])
         if (stat & 0x40) != 0 and ly == int(g.mem[IO_OFF + LYC, env]):
-            line = int(1)
-        if mode == 0 and (stat & 0x08) != 0:
-            line = int(1)
-        if mode == 2 and (stat & 0x20) != 0:
-            line = int(1)
+            line = 1
+        if mode == 0 and phase == PH_HBLANK and (stat & 0x08) != 0:
+            line = 1
+        # Lines 1-143 raise the OAM-scan condition as LY changes; line 0 only at mode 2.
+        oam_cond = mode == 2 or (phase == PH_LINE_START and ly > 0 and ly < 144)
+        if oam_cond and (stat & 0x20) != 0:
+            line = 1
         if mode == 1 and (stat & 0x10) != 0:
-            line = int(1)
+            line = 1
         if mode == 1 and ly == 144 and (stat & 0x20) != 0:
-            line = int(1)  # DMG: the OAM condition also fires as VBlank starts
+            line = 1  # DMG: the OAM condition also fires as VBlank starts
     if line != 0 and g.st[S_STAT_LINE, env] == 0:
         raise_if(g, env, 2)
     g.st[S_STAT_LINE, env] = line
@@ -103,37 +116,49 @@ def ppu_sync(g: GB, env: int, t: int):
             frame_done(g, env)  # LCD off: a frame still lasts 70224 cycles
             g.st[T_PPU_NEXT, env] = ev + CYCLES_PER_FRAME
         else:
+            phase = g.st[S_PPU_PHASE, env]
             mode = g.st[S_PPU_MODE, env]
             ly = int(g.mem[IO_OFF + LY, env])
             nxt = ev
-            if mode == 2:
-                mode = int(3)
-                len3 = MODE3_BASE + (int(g.mem[IO_OFF + SCX, env]) & 7)
+            if phase == PH_LINE_START:
+                phase = PH_OAM
+                mode = 2
+                nxt = ev + (MODE3_START - MODE2_START)
+            elif phase == PH_OAM:
+                phase = PH_DRAW
+                mode = 3
+                # Fine scroll discards SCX%8 pixels; the delay shows in whole M-cycles.
+                len3 = MODE3_BASE + ((int(g.mem[IO_OFF + SCX, env]) & 7) + 3) // 4 * 4
                 g.st[S_MODE3_LEN, env] = len3
                 nxt = ev + len3
-            elif mode == 3:
+            elif phase == PH_DRAW:
                 if g.render_frame == g.st[S_LFRAMES, env]:
                     g.st[S_WIN_LINE, env] = render_line(
                         g.mem, env, ly, g.st[S_WIN_LINE, env], g.fb
                     )
-                mode = int(0)
-                nxt = ev + (LINE_CYCLES - MODE2_CYCLES) - g.st[S_MODE3_LEN, env]
-            else:
+                phase = PH_HBLANK
+                mode = 0
+                nxt = ev + (LINE_CYCLES - MODE3_START) - g.st[S_MODE3_LEN, env]
+            else:  # end of a line (HBlank or VBlank line)
                 ly = ly + 1
                 nxt = ev + LINE_CYCLES
                 if ly == 144:
-                    mode = int(1)
+                    phase = PH_VBLANK
+                    mode = 1
                     raise_if(g, env, 1)
                     frame_done(g, env)
                 elif ly > 153:
-                    ly = int(0)
-                    mode = int(2)
+                    ly = 0
+                    phase = PH_LINE_START
+                    mode = 0
                     g.st[S_WIN_LINE, env] = 0
-                    nxt = ev + MODE2_CYCLES
+                    nxt = ev + MODE2_START
                 elif ly < 144:
-                    mode = int(2)
-                    nxt = ev + MODE2_CYCLES
+                    phase = PH_LINE_START
+                    mode = 0
+                    nxt = ev + MODE2_START
                 g.mem[IO_OFF + LY, env] = wp.uint8(ly)
+            g.st[S_PPU_PHASE, env] = phase
             g.st[S_PPU_MODE, env] = mode
             g.st[T_PPU_NEXT, env] = nxt
             stat_update(g, env)
@@ -157,12 +182,14 @@ def lcdc_write(g: GB, env: int, v: int, t: int):
     if (old & 0x80) != 0 and (v & 0x80) == 0:
         g.mem[IO_OFF + LY, env] = wp.uint8(0)
         g.st[S_PPU_MODE, env] = 0
+        g.st[S_PPU_PHASE, env] = PH_HBLANK
         g.st[T_PPU_NEXT, env] = t + CYCLES_PER_FRAME
     elif (old & 0x80) == 0 and (v & 0x80) != 0:
         g.mem[IO_OFF + LY, env] = wp.uint8(0)
-        g.st[S_PPU_MODE, env] = 2
+        g.st[S_PPU_MODE, env] = 0
+        g.st[S_PPU_PHASE, env] = PH_OAM  # no OAM scan IRQ or mode 2 on this first line
         g.st[S_WIN_LINE, env] = 0
-        g.st[T_PPU_NEXT, env] = t + MODE2_CYCLES
+        g.st[T_PPU_NEXT, env] = t + LCDON_MODE3_START
     stat_update(g, env)
 
 

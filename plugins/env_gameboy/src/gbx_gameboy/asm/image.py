@@ -171,9 +171,8 @@ def build_rom(sections: list[Section], header: list[HeaderField], origin: str) -
                     field_.file, field_.line,
                 )
             rom[at] = value
-    if written[HEADER_CHECKSUM] and rom[HEADER_CHECKSUM] or any(
-        written[GLOBAL_CHECKSUM : GLOBAL_CHECKSUM + 2]
-    ) and any(rom[GLOBAL_CHECKSUM : GLOBAL_CHECKSUM + 2]):
+    checksum_area = range(HEADER_CHECKSUM, GLOBAL_CHECKSUM + 2)
+    if any(written[i] and rom[i] for i in checksum_area):
         raise AsmError("section data writes the checksum bytes $014D-$014F (leave them 0)", origin)
     rom[HEADER_CHECKSUM] = header_checksum(rom)
     total = global_checksum(rom)

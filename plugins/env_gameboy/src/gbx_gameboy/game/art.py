@@ -7,6 +7,8 @@ the village, flowers and bushes in the meadow, dark rock in the cave).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .tiles import Grid, blank, overlay, parse_art
 
 _PERSON_DOWN = (
@@ -92,7 +94,7 @@ def sprites() -> dict[str, Grid]:
 
 
 # ----- map blocks ------------------------------------------------------------------------------
-def _pattern(fn) -> Grid:  # type: ignore[no-untyped-def]
+def _pattern(fn: Callable[[int, int], int]) -> Grid:
     return [[fn(x, y) for x in range(16)] for y in range(16)]
 
 
@@ -206,17 +208,15 @@ def sign() -> Grid:
 
 
 def arrow(base: Grid, right: bool) -> Grid:
-    rows = ("#   ", "##  ", "### ", "####", "### ", "##  ", "#   ")
+    rows: tuple[str, ...] = ("#   ", "##  ", "### ", "####", "### ", "##  ", "#   ")
     if not right:
         rows = tuple(r[::-1] for r in rows)
     return overlay(overlay(base, rows, 2, 4), rows, 9, 4)
 
 
-def gem_block(background: int) -> Grid:
-    art = [r.replace(".", ".") for r in GEM]
-    grid = parse_art(art, 16, 16)
-    return [[background if (v == 0 and ch == ".") else v for v, ch in zip(row, src, strict=True)]
-            for row, src in zip(grid, art, strict=True)]
+def gem_block() -> Grid:
+    """The gem as a background block (white where the sprite is transparent)."""
+    return parse_art(GEM, 16, 16)
 
 
 def star() -> Grid:
@@ -236,8 +236,8 @@ def frame_tiles() -> dict[str, Grid]:
     """8x8 pieces of the text box border: a 2-pixel black line, white inside."""
     def piece(top: bool, bottom: bool, left: bool, right: bool, corner: bool) -> Grid:
         def px(x: int, y: int) -> int:
-            on_h = (top and y in (2, 3) or bottom and y in (4, 5))
-            on_v = (left and x in (2, 3) or right and x in (4, 5))
+            on_h = ((top and y in (2, 3)) or (bottom and y in (4, 5)))
+            on_v = ((left and x in (2, 3)) or (right and x in (4, 5)))
             if corner:
                 in_x = x >= 2 if left else x <= 5
                 in_y = y >= 2 if top else y <= 5

@@ -40,10 +40,18 @@ SOLUTIONS: dict[str, tuple[str, ...]] = {
     "finish_quest": LEAVE_HOUSE + TO_MEADOW + TO_CAVE + TAKE_GEM + BACK_TO_VILLAGE + GIVE_GEM,
 }
 
-# In the house: face mom, talk (A), close (B), open the START menu, close it (START).
-TALK_AND_MENU = _run(("RIGHT", 2), ("A", 1), ("B", 1), ("START", 1), ("START", 1))
+# In the house: walk up to mom; talk (A) and close with B, talk and close with A; open the
+# START menu and close it with START, open it, press A (no effect), close it with B.
+TALK_AND_MENU = _run(
+    ("RIGHT", 2), ("A", 1), ("B", 1), ("A", 2), ("START", 2), ("START", 1), ("A", 1), ("B", 1)
+)
 
 
 def action_indices(buttons: tuple[str, ...]) -> list[int]:
     """Buttons as indices into :data:`ACTIONS` (the 7-button action set)."""
     return [ACTIONS.index(b) for b in buttons]
+
+
+def as_presses(buttons: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """Buttons as ``(button, hold_frames, wait_frames)``: held 8 frames, then 16 released."""
+    return [(b, HOLD_FRAMES, STEP_FRAMES - HOLD_FRAMES) for b in buttons]

@@ -121,12 +121,16 @@ SECTION "main", ROM0[$0150]
 Boot:
     di
     ld sp, $E000
+    ldh a, [rLCDC]
+    bit 7, a
+    jr z, .lcdIsOff                 ; (LY stays 0 while the LCD is off)
 .waitVBlank:                        ; the LCD may only be switched off during VBlank
     ldh a, [rLY]
     cp 144
     jr c, .waitVBlank
     xor a
     ldh [rLCDC], a
+.lcdIsOff:
     ld hl, $C000                    ; clear all of WRAM (inline: the stack lives there)
     ld bc, $2000
 .clearWram:

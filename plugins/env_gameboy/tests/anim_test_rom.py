@@ -1,0 +1,91 @@
+"""A tiny ROM whose picture and RAM change every frame (for state round trips).
+
+Every VBlank the ROM scrolls the background one pixel (SCX += 1), counts
+frames at $C000, stores DIV at $C001 and TIMA at $C002 (the timer runs at
+16 cycles per tick), so a state that lands a frame or a timer phase off shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gbx_gameboy.asm import assemble
+
+SOURCE = """
+HEADER_TITLE "GBX ANIM TEST"
+HEADER_CART_TYPE $03
+HEADER_RAM_SIZE $02
+SECTION "vblank", ROM0[$0040]
+    jp VBlank
+SECTION "entry", ROM0[$0100]
+    nop
+    jp Main
+SECTION "main", ROM0[$0150]
+Main:
+    di
+    ld sp, $DFFF
+.waitvb:
+    ldh a, [$44]
+    cp 144
+    jr c, .waitvb
+    xor a
+    ldh [$40], a
+    ld hl, $8000
+    ld bc, $1000
+.tiles:
+    ld a, l
+    xor h
+    ld [hl+], a
+    dec bc
+    ld a, b
+    or c
+    jr nz, .tiles
+    ld hl, $9800
+    ld bc, $400
+.map:
+    ld a, l
+    and $3F
+    ld [hl+], a
+    dec bc
+    ld a, b
+    or c
+    jr nz, .map
+    ld a, $E4
+    ldh [$47], a
+    xor a
+    ldh [$42], a
+    ldh [$43], a
+    ld [$C000], a
+    ld a, $0A
+    ld [$0000], a
+    ld a, $05
+    ldh [$07], a
+    ld a, $91
+    ldh [$40], a
+    ld a, 1
+    ldh [$FF], a
+    ei
+Loop:
+    halt
+    nop
+    jr Loop
+VBlank:
+    ldh a, [$43]
+    inc a
+    ldh [$43], a
+    ld a, [$C000]
+    inc a
+    ld [$C000], a
+    ld [$A000], a
+    ldh a, [$04]
+    ld [$C001], a
+    ldh a, [$05]
+    ld [$C002], a
+    reti
+"""
+
+
+def write_anim_test_rom(folder: Path) -> Path:
+    path = folder / "anim.gb"
+    path.write_bytes(assemble(SOURCE))
+    return path

@@ -1,0 +1,250 @@
+"""Interrupts, HALT, EI delay, timer, serial, joypad and illegal opcodes on micro-ROMs."""
+
+from __future__ import annotations
+
+import torch
+from gbx_gameboy.machine import GameBoyBatch
+from gbx_gameboy.microrom import micro_rom
+
+# Interrupt vectors: each handler bumps a counter in HRAM and returns.
+VECTORS = """
+SECTION "vblank", ROM0[$0040]
+    jp OnVBlank
+SECTION "timer", ROM0[$0050]
+    jp OnTimer
+SECTION "serial", ROM0[$0058]
+    jp OnSerial
+SECTION "joypad", ROM0[$0060]
+    jp OnJoypad
+SECTION "handlers", ROM0[$1000]
+OnVBlank:
+    push af
+    ldh a, [$90]
+    inc a
+    ldh [$90], a
+    pop af
+    reti
+OnTimer:
+    push af
+    ldh a, [$91]
+    inc a
+    ldh [$91], a
+    jr nz, .no_carry
+    ldh a, [$92]
+    inc a
+    ldh [$92], a
+.no_carry:
+    pop af
+    reti
+OnSerial:
+    push af
+    ldh a, [$93]
+    inc a
+    ldh [$93], a
+    pop af
+    reti
+OnJoypad:
+    push af
+    ldh a, [$94]
+    inc a
+    ldh [$94], a
+    pop af
+    reti
+"""
+
+
+def hram(batch: GameBoyBatch, addr: int, env: int = 0) -> int:
+    return batch.read_memory(env, addr)
+
+
+def test_timer_interrupt_wakes_halt_at_the_programmed_rate() -> None:
+    # TAC=5: 262144 Hz, TMA=0 -> one overflow per 256*16 = 4096 cycles.
+    body = """
+    xor a
+    ldh [$91], a
+    ldh [$92], a
+    ldh [$06], a
+    ldh [$05], a
+    ld a, $05
+    ldh [$07], a
+    ld a, $04
+    ldh [$FF], a
+    xor a
+    ldh [$0F], a
+    ei
+.wait:
+    halt
+    jr .wait
+"""
+    batch = GameBoyBatch(micro_rom(body, extra=VECTORS), 1, "cpu")
+    batch.run_frames(60)
+    count = hram(batch, 0xFF91) | (hram(batch, 0xFF92) << 8)
+    cycles = int(batch.cycle_count[0])
+    assert abs(count - cycles // 4096) <= 1
+    assert int(batch.instruction_count[0]) < 20 * count  # halted between interrupts
+
+
+def test_vblank_interrupt_once_per_frame() -> None:
+    body = """
+    ld a, $01
+    ldh [$FF], a
+    xor a
+    ldh [$90], a
+    ldh [$0F], a
+    ei
+.wait:
+    halt
+    jr .wait
+"""
+    batch = GameBoyBatch(micro_rom(body, extra=VECTORS), 1, "cpu")
+    batch.run_frames(10)
+    first = hram(batch, 0xFF90)
+    batch.run_frames(25)
+    assert hram(batch, 0xFF90) - first == 25
+
+
+def test_ei_delays_by_one_instruction_and_di_cancels() -> None:
+    # IF has VBlank pending and IE enables it: EI; DI must not let it through,
+    # while EI; NOP takes it after the NOP.
+    body = """
+    ld a, $01
+    ldh [$FF], a
+    ldh [$0F], a
+    xor a
+    ldh [$90], a
+    ei
+    di
+    ldh a, [$90]
+    ld [$C000], a
+    ei
+    nop
+    ldh a, [$90]
+    ld [$C001], a
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body, extra=VECTORS), 1, "cpu")
+    batch.run_frames(3)
+    assert batch.read_memory(0, 0xC000) == 0
+    assert batch.read_memory(0, 0xC001) == 1
+
+
+def test_halt_bug_executes_next_byte_twice() -> None:
+    # IME=0 with an interrupt pending: HALT does not halt and "inc a" runs twice.
+    body = """
+    ld a, $01
+    ldh [$FF], a
+    ldh [$0F], a
+    di
+    xor a
+    halt
+    inc a
+    ld [$C000], a
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(2)
+    assert batch.read_memory(0, 0xC000) == 2
+
+
+def test_serial_bytes_are_captured_and_complete_with_interrupt() -> None:
+    body = """
+    ld a, $08
+    ldh [$FF], a
+    xor a
+    ldh [$93], a
+    ld hl, Text
+.next:
+    ld a, [hl+]
+    and a
+    jr z, .end
+    ldh [$01], a
+    ld a, $81
+    ldh [$02], a
+.busy:
+    ldh a, [$02]
+    bit 7, a
+    jr nz, .busy
+    jr .next
+.end:
+    ldh a, [$01]
+    ld [$C000], a
+    ldh a, [$0F]
+    ld [$C001], a
+    DONE
+Text:
+    db "Hi!", 0
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(3)
+    assert batch.serial_output(0) == b"Hi!"
+    assert batch.read_memory(0, 0xC000) == 0xFF  # nothing connected: ones shifted in
+    assert batch.read_memory(0, 0xC001) & 0x08  # serial interrupt requested
+
+
+def test_joypad_register_and_interrupt_follow_the_button_mask() -> None:
+    body = """
+    ld a, $10
+    ldh [$FF], a
+    xor a
+    ldh [$94], a
+    ldh [$0F], a
+    ei
+.loop:
+    ld a, $10          ; select the action buttons (P15 low)
+    ldh [$00], a
+    ldh a, [$00]
+    ld [$C000], a
+    ld a, $20          ; select the direction keys (P14 low)
+    ldh [$00], a
+    ldh a, [$00]
+    ld [$C001], a
+    jr .loop
+"""
+    batch = GameBoyBatch(micro_rom(body, extra=VECTORS), 3, "cpu")
+    batch.run_frames(1)
+    buttons = torch.tensor([0x00, 0x80 | 0x10, 0x01 | 0x08], dtype=torch.int32)
+    batch.step_frames(buttons, frames=4, release_after=4, render_last=False)
+    # bit0..3 of P1: A/Right, B/Left, Select/Up, Start/Down; 0 = pressed
+    assert [batch.read_memory(e, 0xC000) & 0x0F for e in range(3)] == [0x0F, 0x06, 0x0F]
+    assert [batch.read_memory(e, 0xC001) & 0x0F for e in range(3)] == [0x0F, 0x0F, 0x06]
+    irqs = [batch.read_memory(e, 0xFF94) for e in range(3)]
+    assert irqs[0] == 0 and irqs[1] >= 1 and irqs[2] >= 1
+    batch.step_frames(buttons, frames=4, release_after=0, render_last=False)
+    assert [batch.read_memory(e, 0xC000) & 0x0F for e in range(3)] == [0x0F, 0x0F, 0x0F]
+
+
+def test_illegal_opcode_locks_only_that_env() -> None:
+    body = """
+.loop:
+    ld a, $20
+    ldh [$00], a
+    ldh a, [$00]
+    bit 0, a           ; RIGHT pressed -> run the illegal opcode
+    jr nz, .loop
+    db $D3
+"""
+    batch = GameBoyBatch(micro_rom(body), 2, "cpu")
+    batch.step_frames(torch.tensor([1, 0], dtype=torch.int32), 5, 5, render_last=False)
+    assert batch.locked.tolist() == [1, 0]
+    assert batch.regs(0)["pc"] == batch.regs(0)["pc"]  # frozen at the opcode
+    frames_before = batch.frame_count.tolist()
+    batch.run_frames(3)
+    assert batch.frame_count.tolist() == [frames_before[0], frames_before[1] + 3]
+    code = micro_rom(body)
+    assert code[batch.regs(0)["pc"]] == 0xD3
+
+
+def test_timer_div_write_resets_divider() -> None:
+    body = """
+    ld b, 0
+.spin:
+    dec b
+    jr nz, .spin
+    ldh [$04], a       ; reset DIV
+    ldh a, [$04]
+    ld [$C000], a
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(2)
+    assert batch.read_memory(0, 0xC000) == 0

@@ -1,0 +1,325 @@
+"""GameBoyBatch API: stepping, frames, zero-copy state, independence of envs, MBC banking."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gbx_gameboy import layout as L
+from gbx_gameboy.machine import GameBoyBatch
+from gbx_gameboy.microrom import micro_rom
+
+WAIT_VBLANK = """
+    ld a, $01
+    ldh [$FF], a
+    ld a, $01
+"""
+
+# Every frame: wait for VBlank, read both joypad rows, fold them into a hash in WRAM and
+# scatter the hash over WRAM, so different inputs give different machine states.
+INPUT_HASH = """
+    ld a, $01
+    ldh [$FF], a
+    xor a
+    ldh [$0F], a
+    ld hl, $C100
+.frame:
+    halt
+    xor a
+    ldh [$0F], a
+    ld a, $10
+    ldh [$00], a
+    ldh a, [$00]
+    ld b, a
+    ld a, $20
+    ldh [$00], a
+    ldh a, [$00]
+    swap a
+    xor b
+    ld b, a
+    ld a, [$C000]
+    rlca
+    xor b
+    add a, $3B
+    ld [$C000], a
+    ld [hl+], a
+    ld a, h
+    cp $D0
+    jr nz, .frame
+    ld hl, $C100
+    jr .frame
+"""
+
+
+def test_run_frames_counts_vblank_entries_and_frames_last_70224_cycles() -> None:
+    batch = GameBoyBatch(micro_rom(INPUT_HASH), 2, "cpu")
+    batch.run_frames(3)
+    assert batch.frame_count.tolist() == [3, 3]
+    c0 = batch.cycle_count.clone()
+    batch.run_frames(5)
+    assert batch.frame_count.tolist() == [8, 8]
+    dt = (batch.cycle_count - c0).tolist()
+    assert all(abs(d - 5 * L.CYCLES_PER_FRAME) < 24 for d in dt)
+
+
+def test_run_cycles_stops_at_first_instruction_boundary_after_n() -> None:
+    batch = GameBoyBatch(micro_rom(".spin:\n    inc a\n    jr .spin"), 1, "cpu")
+    batch.run_cycles(10_000)
+    c = int(batch.cycle_count[0])
+    assert 10_000 <= c < 10_000 + 24
+    batch.run_cycles(1)
+    assert int(batch.cycle_count[0]) > c
+
+
+def test_lcd_off_frames_still_last_70224_cycles() -> None:
+    body = """
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vbl
+    xor a
+    ldh [$40], a
+.spin:
+    inc b
+    jr .spin
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(2)
+    assert batch.read_memory(0, 0xFF40) == 0
+    c0 = int(batch.cycle_count[0])
+    batch.run_frames(4)
+    assert abs(int(batch.cycle_count[0]) - c0 - 4 * L.CYCLES_PER_FRAME) < 24
+
+
+def test_lyc_stat_interrupt_fires_on_the_matching_line() -> None:
+    body = """
+    ld a, 100
+    ldh [$45], a
+    ld a, $40
+    ldh [$41], a
+    ld a, $02
+    ldh [$FF], a
+    xor a
+    ldh [$0F], a
+    ld [$C001], a
+    ei
+.spin:
+    halt
+    jr .spin
+"""
+    handler = """
+SECTION "stat", ROM0[$0048]
+    jp OnStat
+SECTION "h", ROM0[$1000]
+OnStat:
+    ldh a, [$44]
+    ld [$C000], a
+    ld a, [$C001]
+    inc a
+    ld [$C001], a
+    reti
+"""
+    batch = GameBoyBatch(micro_rom(body, extra=handler), 1, "cpu")
+    batch.run_frames(10)
+    assert batch.read_memory(0, 0xC000) == 100
+    assert batch.read_memory(0, 0xC001) in (9, 10)
+
+
+def test_state_tensors_are_zero_copy_views() -> None:
+    batch = GameBoyBatch(micro_rom("    DONE"), 3, "cpu")
+    views = batch.state_tensors()
+    assert views["st"].shape == (L.ST_COUNT, 3)
+    assert views["mem"].shape == (L.MEM_BYTES, 3)
+    assert views["fb"].shape == (3, 144, 160)
+    assert views["st"].data_ptr() == batch.arrays.st.ptr
+    views["st"][L.R_A, 1] = 0x5A
+    assert batch.regs(1)["a"] == 0x5A
+    assert batch.fb.data_ptr() == batch.arrays.fb.ptr
+
+
+def test_post_boot_state() -> None:
+    batch = GameBoyBatch(micro_rom("    DONE"), 1, "cpu")
+    r = batch.regs(0)
+    assert (r["a"], r["f"], r["b"], r["c"], r["d"], r["e"], r["h"], r["l"]) == (
+        0x01, 0xB0, 0x00, 0x13, 0x00, 0xD8, 0x01, 0x4D)
+    assert (r["sp"], r["pc"]) == (0xFFFE, 0x0100)
+    assert batch.read_memory(0, 0xFF40) == 0x91
+    assert batch.read_memory(0, 0xFF47) == 0xFC
+
+
+def test_optional_boot_rom_runs_first_and_unmaps_itself() -> None:
+    boot = bytearray(256)
+    boot[0:3] = bytes([0x06, 0x42, 0x00])  # ld b, $42
+    boot[0xFC:0x100] = bytes([0x3E, 0x01, 0xE0, 0x50])  # ld a,1 ; ldh [$50],a
+    body = "    ld a, b\n    ld [$C000], a\n    ld a, [$0000]\n    ld [$C001], a\n    DONE"
+    rom = micro_rom(body)
+    batch = GameBoyBatch(rom, 1, "cpu", boot_rom=bytes(boot))
+    assert batch.regs(0)["pc"] == 0
+    batch.run_frames(2)
+    assert batch.read_memory(0, 0xC000) == 0x42
+    assert batch.read_memory(0, 0xC001) == rom[0]  # boot ROM unmapped
+
+
+def _random_buttons(seed: int, steps: int, n: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (steps, n), generator=g, dtype=torch.int32)
+
+
+def test_envs_with_different_inputs_diverge_and_match_single_env_runs() -> None:
+    n, steps = 4, 5
+    rom = micro_rom(INPUT_HASH)
+    inputs = _random_buttons(7, steps, n)
+    batch = GameBoyBatch(rom, n, "cpu")
+    for s in range(steps):
+        batch.step_frames(inputs[s], frames=6, release_after=3, render_last=False)
+    full = {k: v.clone() for k, v in batch.state_tensors().items()}
+    mem = full["mem"]
+    assert len({bytes(mem[:, e].numpy()) for e in range(n)}) == n  # all diverged
+    for e in range(n):
+        single = GameBoyBatch(rom, 1, "cpu")
+        for s in range(steps):
+            single.step_frames(inputs[s, e : e + 1], frames=6, release_after=3, render_last=False)
+        for name, t in single.state_tensors().items():
+            ref = full[name][e] if name == "fb" else full[name][:, e]
+            got = t[0] if name == "fb" else t[:, 0]
+            assert torch.equal(ref, got), f"env {e}: {name} differs from its 1-env run"
+
+
+MBC_BANKS = "".join(
+    f'SECTION "bank{b}", ROMX[$4000], BANK[{b}]\n    db ${b * 17 + 3:02X}\n' for b in range(1, 8)
+)
+
+
+def test_mbc1_rom_banking_and_bank_zero_maps_to_one() -> None:
+    body = """
+    ld hl, $C000
+    ld b, 0
+.next:
+    ld a, b
+    ld [$2000], a
+    ld a, [$4000]
+    ld [hl+], a
+    inc b
+    ld a, b
+    cp 8
+    jr nz, .next
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body, cart_type=0x01, extra=MBC_BANKS), 1, "cpu")
+    batch.run_frames(2)
+    got = [batch.read_memory(0, 0xC000 + i) for i in range(8)]
+    assert got == [1 * 17 + 3] + [b * 17 + 3 for b in range(1, 8)]
+
+
+def test_mbc1_ram_banks_in_mode_1() -> None:
+    body = """
+    ld a, $0A
+    ld [$0000], a
+    ld a, 1
+    ld [$6000], a
+    ld b, 0
+.wr:
+    ld a, b
+    ld [$4000], a
+    add a, $A0
+    ld [$A123], a
+    inc b
+    ld a, b
+    cp 4
+    jr nz, .wr
+    ld hl, $C000
+    ld b, 0
+.rd:
+    ld a, b
+    ld [$4000], a
+    ld a, [$A123]
+    ld [hl+], a
+    inc b
+    ld a, b
+    cp 4
+    jr nz, .rd
+    xor a
+    ld [$0000], a
+    ld a, [$A123]
+    ld [hl], a
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body, cart_type=0x03, ram_size=3), 1, "cpu")
+    batch.run_frames(2)
+    got = [batch.read_memory(0, 0xC000 + i) for i in range(5)]
+    assert got == [0xA0, 0xA1, 0xA2, 0xA3, 0xFF]  # last: RAM disabled reads open bus
+
+
+def test_mbc5_maps_bank_zero_at_4000() -> None:
+    body = """
+    xor a
+    ld [$2000], a
+    ld a, [$4000]
+    ld [$C000], a
+    ld a, 5
+    ld [$2000], a
+    ld a, [$4000]
+    ld [$C001], a
+    DONE
+"""
+    rom = micro_rom(body, cart_type=0x19, extra=MBC_BANKS)
+    batch = GameBoyBatch(rom, 1, "cpu")
+    batch.run_frames(2)
+    assert batch.read_memory(0, 0xC000) == rom[0]
+    assert batch.read_memory(0, 0xC001) == 5 * 17 + 3
+
+
+def test_mbc3_rtc_counts_emulated_seconds() -> None:
+    body = """
+    ld a, $0A
+    ld [$0000], a
+    ld a, $08
+    ld [$4000], a
+.loop:
+    xor a
+    ld [$6000], a
+    inc a
+    ld [$6000], a
+    ld a, [$A000]
+    ld [$C000], a
+    jr .loop
+"""
+    batch = GameBoyBatch(micro_rom(body, cart_type=0x10, ram_size=2), 1, "cpu")
+    batch.run_frames(300)  # 300 * 70224 cycles = 5.02 s
+    assert batch.read_memory(0, 0xC000) == int(batch.cycle_count[0]) // L.CPU_HZ == 5
+
+
+def test_serial_ring_buffer_keeps_the_last_bytes() -> None:
+    body = """
+    ld b, 0
+.next:
+    ld a, b
+    ldh [$01], a
+    ld a, $81
+    ldh [$02], a
+.busy:
+    ldh a, [$02]
+    bit 7, a
+    jr nz, .busy
+    inc b
+    ld a, b
+    cp 40
+    jr nz, .next
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu", serial_capacity=16)
+    batch.run_frames(5)
+    assert batch.serial_output(0) == bytes(range(24, 40))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_matches_cpu() -> None:
+    rom = micro_rom(INPUT_HASH)
+    inputs = _random_buttons(3, 3, 8)
+    out = []
+    for dev in ("cpu", "cuda"):
+        batch = GameBoyBatch(rom, 8, dev)
+        for s in range(3):
+            batch.step_frames(inputs[s].to(dev), frames=6, release_after=3)
+        out.append({k: v.cpu() for k, v in batch.state_tensors().items()})
+    for k in out[0]:
+        assert torch.equal(out[0][k], out[1][k]), k

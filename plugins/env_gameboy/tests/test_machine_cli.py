@@ -1,0 +1,75 @@
+"""``gbx gameboy run/conformance`` and ``gbx bench emulator`` through click, plus the hooks."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+from gbx_gameboy import conformance as conf
+from gbx_gameboy import plugin
+from gbx_gameboy.bench import emulator_bench
+from gbx_gameboy.cli import gameboy
+from gbx_gameboy.microrom import micro_rom
+
+ROOT = conf.testroms_dir()
+needs_roms = pytest.mark.skipif(not ROOT.is_dir(), reason=f"test ROMs not found at {ROOT}")
+
+
+def _last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+@needs_roms
+def test_run_prints_serial_output() -> None:
+    rom = ROOT / "blargg/cpu_instrs/individual/06-ld r,r.gb"
+    res = CliRunner().invoke(gameboy, ["run", str(rom), "--serial", "--frames", "120"])
+    assert res.exit_code == 0, res.output
+    assert "Passed" in res.output
+
+
+def test_run_prints_registers_as_json(tmp_path) -> None:
+    path = tmp_path / "m.gb"
+    path.write_bytes(micro_rom("    ld a, $12\n    ld b, $34\n    DONE"))
+    res = CliRunner().invoke(gameboy, ["run", str(path), "--regs", "--frames", "2", "--envs", "2"])
+    assert res.exit_code == 0, res.output
+    regs = json.loads(_last_line(res.output))
+    assert regs["b"] == 0x34 and regs["frames"] == 2 and regs["locked_envs"] == 0
+
+
+def test_bad_rom_is_a_one_line_error_with_exit_2(tmp_path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(gameboy, ["run", str(tmp_path / "missing.gb")])
+    assert res.exit_code == 2
+    assert "not found" in res.output and len(res.output.strip().splitlines()) == 1
+    bad = tmp_path / "bad.gb"
+    bad.write_bytes(b"\x00" * 0x8000)
+    res = runner.invoke(gameboy, ["run", str(bad)])
+    assert res.exit_code == 2 and "header checksum" in res.output
+
+
+@needs_roms
+def test_conformance_command_json() -> None:
+    res = CliRunner().invoke(gameboy, ["conformance", "--json", "--fast", "timer/tim00.gb"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(_last_line(res.output))
+    assert rows == [{"rom": "mooneye/acceptance/timer/tim00", "passed": True,
+                     "frames": rows[0]["frames"], "detail": "Fibonacci registers"}]
+
+
+def test_bench_prints_one_json_record() -> None:
+    res = CliRunner().invoke(emulator_bench, ["--envs", "2", "--frames", "24"])
+    assert res.exit_code == 0, res.output
+    rec = json.loads(_last_line(res.output))
+    assert rec["envs"] == 2 and rec["frames_per_s"] > 0 and rec["instructions_per_s"] > 0
+    assert {"compile_s", "run_s", "warp", "torch", "device"} <= rec.keys()
+
+
+def test_plugin_hooks_register_the_command_group_and_benchmark() -> None:
+    cli = click.Group()
+    plugin.register_commands(cli)
+    assert "gameboy" in cli.commands
+    got = {}
+    plugin.register_benchmarks(lambda name, cmd: got.setdefault(name, cmd))
+    assert got == {"emulator": emulator_bench}
