@@ -9,16 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # gbx_testplugins, imported by path
 
-from gbx_testplugins import FakeEntryPoint, counter_plugin
+from gbx_testplugins import FakeEntryPoint, counter_plugin, make_host
 
-from gbx.plugins import PluginHost, load_plugins
-
-
-def make_host(*entry_points: FakeEntryPoint, environ: dict[str, str] | None = None,
-              warnings: list[str] | None = None) -> PluginHost:
-    sink = warnings if warnings is not None else []
-    return load_plugins(entry_points=list(entry_points), environ=environ or {},
-                        warn=sink.append)
+from gbx.plugins import PluginHost
 
 
 @pytest.fixture

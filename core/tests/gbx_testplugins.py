@@ -12,6 +12,7 @@ import torch
 
 from gbx import hookimpl
 from gbx.config import option
+from gbx.plugins import PluginHost, load_plugins
 
 
 @attrs.frozen
@@ -48,6 +49,7 @@ class CounterConfig:
     fail_at: int = option(-1, "raise once this many env steps were taken (-1: never)")
     signal_at: int = option(-1, "send SIGTERM to itself at this step (-1: never)")
     name: str = option("c", "a text field")
+    save: bool = option(True, "checkpoint after every record")
 
 
 class CounterTrainer:
@@ -75,7 +77,8 @@ class CounterTrainer:
             if 0 <= self.config.signal_at <= self.steps:
                 os.kill(os.getpid(), signal.SIGTERM)
             self.ctx.record({"step": self.steps, "reward_sum": torch.tensor(self.reward_sum)})
-            self.ctx.checkpoint(self.state_dict(), step=self.steps)
+            if self.config.save:
+                self.ctx.checkpoint(self.state_dict(), step=self.steps)
 
     def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
         return {"episodes": episodes, "greedy": greedy, "steps_trained": self.steps}
@@ -141,3 +144,11 @@ counter_plugin = make_counter_plugin()
 
 def single_hook_plugin(hook: str, fn: Any) -> PluginObject:
     return PluginObject(**{hook: hookimpl(fn)})
+
+
+def make_host(*entry_points: FakeEntryPoint, environ: dict[str, str] | None = None,
+              warnings: list[str] | None = None) -> PluginHost:
+    """Built-ins plus the given fake entry points; warnings go to ``warnings``."""
+    sink = warnings if warnings is not None else []
+    return load_plugins(entry_points=list(entry_points), environ=environ or {},
+                        warn=sink.append)

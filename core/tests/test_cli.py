@@ -4,8 +4,7 @@ import json
 
 import click
 from click.testing import CliRunner
-from conftest import make_host
-from gbx_testplugins import FakeEntryPoint, counter_plugin, single_hook_plugin
+from gbx_testplugins import FakeEntryPoint, counter_plugin, make_host, single_hook_plugin
 
 from gbx.cli import build_cli
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+
 from gbx.metrics import (
     MetricsAccumulator,
     categorical_entropy,
@@ -107,11 +108,12 @@ def test_accumulator_summary_hand_checked() -> None:
 
 def test_accumulator_window_resets_but_episodes_carry_over() -> None:
     acc = MetricsAccumulator(num_envs=2, num_actions=2, device="cpu")
-    acc.add_step(torch.tensor([1.0, 1.0]), torch.tensor([False, False]), torch.tensor([False, False]))
+    no = torch.tensor([False, False])
+    acc.add_step(torch.tensor([1.0, 1.0]), no, no)
     first = acc.summary()
     assert first["episodes"] == 0
     assert "success_rate" not in first and "dist_p50" not in first and "entropy_mean" not in first
-    acc.add_step(torch.tensor([2.0, 0.0]), torch.tensor([True, False]), torch.tensor([False, False]))
+    acc.add_step(torch.tensor([2.0, 0.0]), torch.tensor([True, False]), no)
     second = acc.summary()
     assert second["reward_mean"] == pytest.approx(1.0)
     assert second["episodes"] == 1

@@ -6,8 +6,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import make_host
-from gbx_testplugins import FakeEntryPoint, counter_plugin
+from gbx_testplugins import FakeEntryPoint, counter_plugin, make_host
 
 from gbx.cli import build_cli
 from gbx.errors import PluginError
@@ -41,6 +40,10 @@ def test_gbx_plugins_selects_entry_points_and_empty_selects_none() -> None:
     only = make_host(*eps, environ={"GBX_PLUGINS": "counter"})
     assert [p.name for p in only.plugins if not p.builtin] == ["counter"]
     assert only.failures == []
+    warnings: list[str] = []
+    make_host(*eps, environ={"GBX_PLUGINS": "counter,nope"}, warnings=warnings)
+    assert warnings == ["gbx: warning: GBX_PLUGINS names nope, which no installed "
+                        "distribution provides"]
     none = make_host(*eps, environ={"GBX_PLUGINS": ""})
     assert [p.name for p in none.plugins if not p.builtin] == []
     assert "toy" in none.registry.envs  # built-ins always load

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from conftest import make_host
 from gbx_testplugins import (
     FakeEntryPoint,
     counter_plugin,
     make_counter_plugin,
+    make_host,
     single_hook_plugin,
 )
 

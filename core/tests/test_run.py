@@ -88,6 +88,7 @@ def test_trainer_exception_writes_failure_bundle_and_exits_1(invoke, tmp_path) -
     assert (bundle / "repro.txt").read_text().startswith("gbx run --config ")
     failures = [v for k, v in EVENTS if k == "failure"]
     assert len(failures) == 1 and failures[0]["trace_id"] == trace_id
+    assert EVENTS[-1][0] == "end" and EVENTS[-1][1]["status"] == "failed"
 
 
 def test_trace_id_of_the_exception_names_the_bundle(host, tmp_path) -> None:
@@ -160,3 +161,12 @@ def test_auto_device_picks_cpu_without_cuda(host) -> None:
 
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert resolve_device("auto").type == expected
+
+
+def test_core_saves_a_final_checkpoint_when_the_trainer_did_not(invoke, tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    result = invoke(*run_args(run_dir, "--set", "algo.save=false"))
+    assert result.exit_code == 0, result.output
+    assert [k for k, _ in EVENTS].count("checkpoint") == 1
+    payload = load_checkpoint(run_dir)
+    assert payload["step"] == 64 and payload["state"]["steps"] == 64

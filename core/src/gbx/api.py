@@ -85,7 +85,12 @@ class RunContext(RunInfo, Protocol):
         ...
 
     def record(self, metrics: Mapping[str, Any]) -> None:
-        """Emit one metrics record (host numbers, read once per update)."""
+        """Emit one metrics record (host numbers, read once per update).
+
+        ``step`` (or ``env_steps``) is the number of env steps so far; the
+        core stamps ``run_id``, ``seq``, ``wall_time_s``, ``trace_id`` and
+        ``kind`` and forwards the record to every observer's ``on_record``.
+        """
         ...
 
     def record_eval(self, metrics: Mapping[str, Any]) -> None:
@@ -97,7 +102,8 @@ class RunContext(RunInfo, Protocol):
         ...
 
     def should_stop(self) -> bool:
-        """True once a stop was requested (signal, step budget)."""
+        """True once a stop was requested (SIGINT/SIGTERM) or the recorded
+        ``step`` reached ``config.run.steps``."""
         ...
 
 

@@ -95,7 +95,7 @@ def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str
     lengths = per_episode["length"]
     success = per_episode["success"]
     count = len(returns)
-    to_goal = sorted(l for l, s in zip(lengths, success, strict=True) if s > 0.5)
+    to_goal = sorted(n for n, s in zip(lengths, success, strict=True) if s > 0.5)
     median: float | None
     if not to_goal:
         median = None

@@ -92,6 +92,14 @@ def register_artifact_writers(register: WriterRegistrar) -> None:
     callable ``writer(run_dir, payload) -> pathlib.Path`` that persists the
     payload atomically (write to a temporary file, then rename) and returns
     the path it wrote. Several writers may serve one kind; all are called.
+
+    Payloads the core hands over (see :mod:`gbx.artifacts` for the built-ins):
+
+    * ``meta``: ``{"meta": {...}, "config": {...}}`` at run start;
+    * ``checkpoint``: ``{"format", "step", "run_id", "config", "state"}``;
+    * ``failure``: ``{"trace_id", "run_id", "step", "error", "message",
+      "traceback", "config", "records", "repro"}``;
+    * ``media``: whatever the producer passes to ``Run.write_artifact("media", ...)``.
     """
 
 

@@ -40,7 +40,7 @@ def percentiles(
     """
     n = values.numel()
     if n == 0:
-        raise ValueError("percentiles() got an empty tensor; skip the call when there are no samples")
+        raise ValueError("percentiles() got an empty tensor; skip the call without samples")
     ordered = torch.sort(values.reshape(-1).to(torch.float32)).values
     picked = []
     for q in quantiles:
@@ -67,7 +67,7 @@ def histogram(indices: torch.Tensor, num_bins: int) -> torch.Tensor:
 
 
 def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy in nats of categorical distributions given by ``logits [..., A]``; shape ``[...]``."""
+    """Entropy (nats) of categorical distributions given by ``logits [..., A]``; shape ``[...]``."""
     log_p = torch.log_softmax(logits.to(torch.float32), dim=-1)
     return -(log_p.exp() * log_p).sum(dim=-1)
 

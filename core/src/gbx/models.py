@@ -167,10 +167,8 @@ def register_models(register: Any) -> None:
         register(name, builder, description=description)
 
 
-def build_model(
-    name: str, obs_shape: Sequence[int], num_actions: int, **options: Any
-) -> nn.Module:
-    """Build the model registered as ``name`` (built-in or from any plugin)."""
+def require_model(name: str) -> Callable[..., nn.Module]:
+    """The builder registered as ``name``; a one-line ConfigError listing the known names."""
     from gbx.errors import ConfigError
     from gbx.plugins import get_host
 
@@ -179,7 +177,17 @@ def build_model(
     if spec is None:
         known = ", ".join(sorted(models)) or "none"
         raise ConfigError(f"unknown model {name!r}: registered models are {known}")
+    return spec.builder
+
+
+def build_model(
+    name: str, obs_shape: Sequence[int], num_actions: int, **options: Any
+) -> nn.Module:
+    """Build the model registered as ``name`` (built-in or from any plugin)."""
+    from gbx.errors import ConfigError
+
+    builder = require_model(name)
     try:
-        return spec.builder(tuple(obs_shape), int(num_actions), **options)
+        return builder(tuple(obs_shape), int(num_actions), **options)
     except TypeError as exc:
         raise ConfigError(f"model {name!r} rejected its options {options!r}: {exc}") from exc

@@ -179,7 +179,12 @@ def load_plugins(
         plugins.append(LoadedPlugin(modname, CORE_DISTRIBUTION, __version__, modname, True))
 
     selected = _selected_names(environ)
-    for ep in sorted(entry_points, key=lambda e: e.name):
+    entry_points = sorted(entry_points, key=lambda e: e.name)
+    unknown = sorted((selected or set()) - {ep.name for ep in entry_points})
+    if unknown:
+        warn(f"gbx: warning: GBX_PLUGINS names {', '.join(unknown)}, which no installed "
+             "distribution provides")
+    for ep in entry_points:
         if selected is not None and ep.name not in selected:
             continue
         dist, version = _dist_of(ep)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import datetime as _dt
+import importlib.metadata
 import platform
 import shlex
 import signal
@@ -70,11 +71,9 @@ def versions() -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
     }
-    try:
-        import warp
-
-        out["warp"] = warp.config.version
-    except Exception:  # warp is optional for the core
+    try:  # read from the metadata: importing warp would initialise it
+        out["warp"] = importlib.metadata.version("warp-lang")
+    except importlib.metadata.PackageNotFoundError:
         out["warp"] = None
     return out
 
@@ -116,6 +115,7 @@ class Run:
         self.observers: list[Any] = []
         self.env_meta: dict[str, Any] = {}
         self.last_step = int(resume["step"]) if resume else 0
+        self.last_checkpoint_step: int | None = None
         self._stop_reason: str | None = None
         self._seq = 0
         self._started = False
@@ -153,6 +153,7 @@ class Run:
         if not paths:
             raise GbxError("no 'checkpoint' artifact writer is registered")
         self.last_step = max(self.last_step, int(step))
+        self.last_checkpoint_step = int(step)
         self._emit("on_checkpoint", paths[0], int(step))
         return paths[0]
 
@@ -225,6 +226,15 @@ class Run:
         self.write_artifact("meta", {"meta": meta, "config": meta["config"]})
         self._emit("on_run_start", meta)
 
+    def summary(self, status: str) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "status": status,
+            "step": self.last_step,
+            "wall_time_s": round(self.elapsed(), 3),
+        }
+
     def repro_command(self, bundle: Path) -> str:
         """One command that reruns this configuration into a fresh directory."""
         return (
@@ -241,6 +251,7 @@ class Run:
             "run_id": self.run_id,
             "step": self.last_step,
             "error": message,
+            "message": message,
             "traceback": "".join(traceback.format_exception(exc)),
             "config": to_dict(self.config),
             "records": list(self._records),
@@ -339,21 +350,22 @@ def execute(
                 trainer.load_state_dict(checkpoint["state"])
             run._ensure_started()
             trainer.train()
+            if run.last_checkpoint_step != run.last_step:
+                # Whatever the trainer saved, a finished or stopped run can be resumed
+                # and evaluated from where it ended.
+                run.checkpoint(trainer.state_dict(), step=run.last_step)
         except KeyboardInterrupt:
             status = "interrupted"
         except GbxError:
             raise
         except Exception as exc:
-            raise run.fail(exc) from exc
+            error = run.fail(exc)
+            # Observers close their files in on_run_end, so they get it after a failure too.
+            run._emit("on_run_end", run.summary("failed"))
+            raise error from exc
     if run._stop_reason == "signal":
         status = "stopped"
-    summary = {
-        "run_id": run.run_id,
-        "run_dir": str(run.run_dir),
-        "status": status,
-        "step": run.last_step,
-        "wall_time_s": round(run.elapsed(), 3),
-    }
+    summary = run.summary(status)
     run._emit("on_run_end", summary)
     return summary
 

@@ -4,8 +4,8 @@ import attrs
 import pytest
 import torch
 from fakes import FakeContext
-from gbx.guard import NonFiniteError
 
+from gbx.guard import NonFiniteError
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.trainer import DreamerTrainer
 

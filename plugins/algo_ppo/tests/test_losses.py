@@ -22,7 +22,11 @@ def _gae_case() -> dict[str, torch.Tensor]:
         "next_value": t([0.2, 0.4, 1.0, 7.0]),
         # Only the truncated entries matter; the rest is garbage (NaN) on purpose.
         "trunc_values": t(
-            [[math.nan, math.nan, 5.0, math.nan], [math.nan] * 4, [math.nan, math.nan, math.nan, 100.0]]
+            [
+                [math.nan, math.nan, 5.0, math.nan],
+                [math.nan] * 4,
+                [math.nan, math.nan, math.nan, 100.0],
+            ]
         ),
     }
 
@@ -40,7 +44,12 @@ def test_gae_matches_hand_computation() -> None:
     # env3: d2 = 1 - .5 = .5 (done beats trunc); d1 = -0 + .9*.5 = .45; d0 = 0
     expected = torch.tensor(
         [
-            [0.86 + 0.72 * (-0.13 + 0.72 * 1.88), 0.08 + 0.72 * 0.8, 4.0, 0.72 * (0.45 + 0.72 * 0.5)],
+            [
+                0.86 + 0.72 * (-0.13 + 0.72 * 1.88),
+                0.08 + 0.72 * 0.8,
+                4.0,
+                0.72 * (0.45 + 0.72 * 0.5),
+            ],
             [-0.13 + 0.72 * 1.88, 0.8, 0.7 + 0.72 * -2.1, 0.45 + 0.72 * 0.5],
             [1.88, 0.06, -2.1, 0.5],
         ]
@@ -59,7 +68,8 @@ def test_gae_lambda_one_is_discounted_return_minus_value() -> None:
         gamma=0.5, gae_lambda=1.0,
     )
     torch.testing.assert_close(
-        ret.squeeze(1), torch.tensor([1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 10, 2 + 0.5 * 3 + 0.25 * 10, 3 + 5.0])
+        ret.squeeze(1),
+        torch.tensor([1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 10, 2 + 0.5 * 3 + 0.25 * 10, 3 + 5.0]),
     )
 
 
@@ -124,7 +134,8 @@ def test_entropy_logprob_and_explained_variance() -> None:
     logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [math.log(3.0), 0.0, -1e9, -1e9]])
     ent = losses.categorical_entropy(logits)
     assert ent[0].item() == pytest.approx(math.log(4))
-    assert ent[1].item() == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)), rel=1e-5)
+    two_way = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))
+    assert ent[1].item() == pytest.approx(two_way, rel=1e-5)
     lp = losses.categorical_logprob(logits, torch.tensor([2, 0]))
     assert lp.tolist() == pytest.approx([math.log(0.25), math.log(0.75)], rel=1e-5)
     y = torch.tensor([1.0, 2.0, 3.0, 4.0])

@@ -14,11 +14,11 @@ import pytest
 import torch
 from ppo_helpers import FakeContext, StatefulToyContext, comparable
 
+from gbx import rl_common
 from gbx.guard import NonFiniteError
+from gbx.rl_common import MemoryBudgetError
 from gbx.toy import ToyConfig
-from gbx_algo_ppo import buffer as buffer_mod
 from gbx_algo_ppo import losses
-from gbx_algo_ppo.buffer import MemoryBudgetError
 from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer
 
@@ -71,19 +71,19 @@ def test_truncated_steps_bootstrap_from_final_obs_value() -> None:
     trainer._bootstrap()
     truncs = buf.truncs.nonzero().tolist()
     assert truncs, "the rollout must contain truncations"
-    count = int(buf.trunc_count)
+    count = int(buf.truncated.count)
     assert count == len(truncs)
     with torch.no_grad():
-        _, v = trainer.model_or_fail()(buf.trunc_obs[:count])
-    pos = buf.trunc_pos[:count].tolist()
+        _, v = trainer.model_or_fail()(buf.truncated.obs[:count])
+    pos = buf.truncated.positions[:count].tolist()
     assert sorted(pos) == sorted(t * cfg.num_envs + n for t, n in truncs)
     flat = buf.trunc_values.flatten()
-    torch.testing.assert_close(flat[buf.trunc_pos[:count]], v)
+    torch.testing.assert_close(flat[buf.truncated.positions[:count]], v)
     # The final observation differs from the (reset) observation stored at the next step.
     t, n = truncs[0]
     if t + 1 < cfg.rollout_steps:
         slot = pos.index(t * cfg.num_envs + n)
-        assert not torch.equal(buf.trunc_obs[slot], buf.obs[t + 1, n])
+        assert not torch.equal(buf.truncated.obs[slot], buf.obs[t + 1, n])
 
 
 def test_learns_toy_well_above_random() -> None:
@@ -102,6 +102,8 @@ def test_learns_toy_well_above_random() -> None:
     assert out["success_rate"] >= 0.9
     assert out["success_rate"] >= out["random_success_rate"] + 0.25
     assert out["median_steps_to_goal"] < out["random_median_steps_to_goal"]
+    again = trainer.evaluate(64, greedy=True)  # same eval seeds: same episodes
+    assert again == out
     sampled = trainer.evaluate(16, greedy=False)
     assert sampled["greedy"] is False and 0.0 <= sampled["success_rate"] <= 1.0
     actions = trainer.act(torch.zeros(3, 1, 72, 80, dtype=torch.uint8), greedy=True)
@@ -222,7 +224,7 @@ def test_resume_from_state_dict_reproduces_records() -> None:
 
 
 def test_refuses_a_rollout_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(buffer_mod, "available_bytes", lambda device: 1_000_000)
+    monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1_000_000)
     cfg = small_config()
     trainer = PPOTrainer(cfg, FakeContext(cfg, steps=cfg.batch_size))
     with pytest.raises(MemoryBudgetError, match="lower algo.num_envs") as info:

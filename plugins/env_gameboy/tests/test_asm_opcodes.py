@@ -1,4 +1,4 @@
-"""Every SM83 opcode (245 base + 256 CB) assembles to the bytes the encoding rules give.
+"""Every SM83 opcode (244 base + 256 CB-prefixed) assembles to its bit-field encoding.
 
 The expected table comes from decoding each opcode byte by its bit fields
 (x = bits 7-6, y = bits 5-3, z = bits 2-0, p = y >> 1, q = y & 1), written here

@@ -11,17 +11,11 @@ from gbx_gameboy import conformance as conf
 
 ROOT = conf.testroms_dir()
 
-# PPU timing details not modelled yet (mode-3 length with sprites/SCX edge cases, first
-# line after LCD on, STAT mode-2 IRQ timing) and the DMG DIV phase at boot.
+# Not modelled yet: the mode-3 sprite penalty, the first line after LCD on, DI at the
+# interrupt-sampling edge.
 KNOWN_FAILING = {
-    "mooneye/acceptance/boot_div-dmgABCmgb": "divider phase at 0x0100 not matched yet",
     "mooneye/acceptance/di_timing-GS": "DI vs. interrupt sampling at the M-cycle edge",
-    "mooneye/acceptance/ppu/hblank_ly_scx_timing-GS": "mode 0 start with SCX not exact",
-    "mooneye/acceptance/ppu/intr_1_2_timing-GS": "mode 1 -> 2 IRQ timing",
-    "mooneye/acceptance/ppu/intr_2_0_timing": "mode 2 -> 0 IRQ timing",
     "mooneye/acceptance/ppu/intr_2_mode0_timing_sprites": "sprite penalty in mode 3",
-    "mooneye/acceptance/ppu/intr_2_mode3_timing": "mode 2 -> 3 timing",
-    "mooneye/acceptance/ppu/intr_2_oam_ok_timing": "OAM access at mode 2 IRQ",
     "mooneye/acceptance/ppu/lcdon_write_timing-GS": "first line after LCD on",
 }
 

@@ -80,6 +80,7 @@ def simulate_run(run: Any, observers: list[Any], *, updates: int, num_envs: int 
     import math
 
     import torch
+
     from gbx import toy
     from gbx.evaluation import evaluate_policy
     from gbx.metrics import MetricsAccumulator, categorical_entropy

@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 
 import pytest
+from observer_testdata import META, ppo_record
+
 from gbx_observers.console import (
     ConsoleObserver,
     find_total_steps,
     format_eta,
     summary_line,
 )
-from observer_testdata import META, ppo_record
 
 
 class _Terminal(io.StringIO):

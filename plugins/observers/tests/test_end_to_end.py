@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import click
 import pytest
+from click.testing import CliRunner
+from observer_testdata import simulate_run
+from PIL import Image
+
+from gbx_observers.cli import gif_command
 from gbx_observers.console import ConsoleObserver
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log, validate_log
 from gbx_observers.plot import PlotObserver
-from observer_testdata import simulate_run
 
 pytest.importorskip("gbx.toy", reason="needs the core's toy env")
 
@@ -44,3 +50,33 @@ def test_toy_run_produces_a_valid_log_and_plot(run: SimpleNamespace) -> None:
     assert log.evals[0]["random_success_rate"] >= 0.0
     assert (run.run_dir / "media" / "train.png").stat().st_size > 10_000
     assert console_out.getvalue().count("steps ") >= 3
+
+
+def test_gif_command_replays_a_checkpoint(tmp_path: Path) -> None:
+    plugins = pytest.importorskip("gbx.plugins", reason="needs the core's plugin manager")
+    from gbx.artifacts import write_checkpoint
+    from gbx.config import build_config, to_dict
+
+    host = plugins.load_plugins(
+        entry_points=[],
+        builtin_modules=(*plugins.BUILTIN_MODULES, "gbx_observers.plugin", "observer_test_walker"),
+    )
+    config = build_config(
+        host.registry, base={"run": {"algo": "walker", "env": "toy"},
+                             "env": {"random_start": False}},
+    )
+    run_dir = tmp_path / "run"
+    write_checkpoint(run_dir, {"step": 4096, "run_id": "walk-1", "config": to_dict(config),
+                               "state": {"cycle": [6, 4]}})  # RIGHT, DOWN: reaches the goal
+    out = tmp_path / "gif"
+    result = CliRunner().invoke(
+        gif_command, ["--checkpoint", str(run_dir), "--out", str(out), "--steps", "10"], obj=host
+    )
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "rollout.jsonl").read_text().splitlines()]
+    assert [r["action"] for r in rows[:4]] == [6, 4, 6, 4]
+    assert rows[5]["done"]  # six moves from the top-left corner of the 4x4 board
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["run_id"] == "walk-1" and meta["env_steps"] == 4096 and meta["algo"] == "walker"
+    with Image.open(out / "rollout.gif") as gif:
+        assert gif.n_frames == 11

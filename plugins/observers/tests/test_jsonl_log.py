@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from observer_testdata import META, NUM_ENVS, a2c_record, dreamer_record, ppo_record
+
 from gbx_observers.cli import log_group
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log, validate_log
 from gbx_observers.schema import SchemaError, TrainRecord, parse, required_keys
-from observer_testdata import META, NUM_ENVS, a2c_record, dreamer_record, ppo_record
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -188,8 +189,9 @@ def test_resume_repairs_a_torn_line_and_appends(run: SimpleNamespace) -> None:
 def test_records_before_the_resume_step_are_flagged(tmp_path: Path) -> None:
     path = tmp_path / "train_log.jsonl"
     resume = {"resume": {"run_id": "run-a", "time": "t", "env_steps": 1000}}
-    path.write_text("\n".join(json.dumps(x) for x in [{"meta": META}, resume, ppo_record(1)]) + "\n")
-    assert "before the resume step" in validate_log(path).first_problem["message"]  # type: ignore[index]
+    path.write_text("\n".join(json.dumps(x) for x in [{"meta": META}, resume, ppo_record(1)]))
+    problem = validate_log(path).first_problem
+    assert problem is not None and "before the resume step" in problem["message"]
 
 
 def test_cli_validate_exit_codes(run: SimpleNamespace, tmp_path: Path) -> None:

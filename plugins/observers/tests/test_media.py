@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from observer_testdata import META, dreamer_record, ppo_record
+from PIL import Image
+
 from gbx_observers.artifacts import write_failure_frames, write_media
 from gbx_observers.cli import log_group
 from gbx_observers.gif import GifObserver
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.plot import PlotObserver, plot_log
 from gbx_observers.rollout import DMG_GREENS, encode_gif, record_rollout, shades_to_rgb
-from observer_testdata import META, dreamer_record, ppo_record
-from PIL import Image
 
 toy = pytest.importorskip("gbx.toy", reason="the core's toy env is needed for rollouts")
 
@@ -163,8 +164,9 @@ def test_failure_frames_and_media(tmp_path: Path) -> None:
 
 def test_tensorboard_scalars(run: SimpleNamespace) -> None:
     pytest.importorskip("tensorboard", reason="tensorboard is an optional extra")
-    from gbx_observers.tensorboard import TensorBoardObserver
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from gbx_observers.tensorboard import TensorBoardObserver
 
     observer = TensorBoardObserver(run)
     observer.on_run_start(META)
@@ -180,3 +182,16 @@ def test_tensorboard_scalars(run: SimpleNamespace) -> None:
     points = [(e.step, e.value) for e in events.Scalars("train/reward_mean")]
     assert points == [(256, pytest.approx(0.05)), (512, pytest.approx(0.1)),
                       (768, pytest.approx(0.15))]
+
+
+def test_tensorboard_missing_is_one_clear_error(
+    run: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from gbx.errors import PluginNotInstalledError
+    from gbx_observers.tensorboard import TensorBoardObserver
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails
+    with pytest.raises(PluginNotInstalledError, match=r"gbx-observers\[tensorboard\]"):
+        TensorBoardObserver(run)

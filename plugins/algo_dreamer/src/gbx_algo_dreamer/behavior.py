@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from gbx.metrics import categorical_entropy
 from torch import nn
 
+from gbx.metrics import categorical_entropy
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.math_ops import (
     ReturnNorm,

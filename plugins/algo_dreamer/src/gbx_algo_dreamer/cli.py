@@ -128,7 +128,6 @@ def gate_group() -> None:
 def capture_cmd(run_dir: Path, out: Path) -> None:
     """Write the baseline of RUN_DIR/train_log.jsonl to OUT."""
     from gbx.config import write_json_atomic
-
     from gbx_algo_dreamer.gate import capture, read_records
 
     try:

@@ -6,6 +6,8 @@ lists each figure and its source).
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 MODES = ("full", "standing_still", "recon_check")
@@ -38,7 +40,7 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
-def _in(*choices: str) -> object:
+def _in(*choices: str) -> Any:
     return attrs.validators.in_(choices)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gbx.config import write_json_atomic
 
+from gbx.config import write_json_atomic
 from gbx_algo_dreamer.config import SizePreset
 from gbx_algo_dreamer.math_ops import (
     ReturnNorm,

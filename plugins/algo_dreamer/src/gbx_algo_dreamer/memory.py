@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import torch
@@ -64,7 +65,7 @@ def check_memory(cfg: DreamerConfig, obs_shape: tuple[int, int, int], num_action
             f"GiB + params/optimiser {est['param_bytes'] / gib:.2f} GiB + activations "
             f"{est['activation_bytes'] / gib:.2f} GiB = {est['total_bytes'] / gib:.2f} GiB "
             f"(free {free / gib:.1f} GiB)")
-    print(line, flush=True)
+    print(line, file=sys.stderr, flush=True)  # stderr: keeps --json output clean
     if est["total_bytes"] > cfg.memory_fraction * free:
         raise MemoryError(line + ": will not fit; lower algo.replay_capacity, "
                           "algo.batch_size or algo.size")

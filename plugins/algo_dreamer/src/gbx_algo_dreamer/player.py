@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from gbx.metrics import categorical_entropy
 
+from gbx.metrics import categorical_entropy
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.math_ops import sample_categorical, twohot_mean
 from gbx_algo_dreamer.world_model import Latent, WorldModel

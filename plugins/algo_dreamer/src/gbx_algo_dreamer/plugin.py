@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from gbx import hookimpl
-
 from gbx_algo_dreamer.config import DreamerConfig
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import attrs
 import torch
-from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
-from gbx.evaluation import evaluate_policy
-from gbx.metrics import MetricsAccumulator
 
+from gbx.evaluation import evaluate_policy
+from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
+from gbx.metrics import MetricsAccumulator
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
@@ -190,7 +190,7 @@ class DreamerTrainer:
             replay_size=valid.sum().to(torch.float32),
             ready_steps=torch.clamp(valid - self.cfg.batch_length + 1, min=0).sum().float(),
             nonfinite_seen=self._bad.float())
-        rec = self.metrics.summary()  # the one host read of this record
+        rec: dict[str, Any] = dict(self.metrics.summary())  # the one host read
         elapsed = max(time.perf_counter() - window_start, 1e-9)
         rec["train_sps"] = (self.opt_steps - window_opt) / elapsed
         rec["env_steps"] = self.env_steps

@@ -135,9 +135,10 @@ def stage1(device: torch.device, factory: EnvFactory, cfg: DreamerConfig,
 
 
 def tiny_config(**overrides: Any) -> DreamerConfig:
-    base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=32.0,
-                replay_capacity=2048, learning_starts=32, record_every=8,
-                total_env_steps=160, checkpoint_every=0, model_lr=1e-3)
+    base: dict[str, Any] = dict(
+        size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=32.0,
+        replay_capacity=2048, learning_starts=32, record_every=8, total_env_steps=160,
+        checkpoint_every=0, model_lr=1e-3)
     base.update(overrides)
     return DreamerConfig(**base)
 
@@ -150,8 +151,8 @@ def cpu_gate(factory: EnvFactory, small_factory: EnvFactory) -> dict[str, Any]:
     torch.set_num_threads(1)  # tiny models: threads only add hand-off cost
     try:
         problems = check_fixtures()
-        # 36 env steps, updates from step 32 on at 16/32 per env step: exactly 2 updates
-        smoke_cfg = tiny_config(total_env_steps=36, train_ratio=16.0, learning_starts=32,
+        # updates start at env step 32, 16/32 updates per env step x 4 envs: exactly 2
+        smoke_cfg = tiny_config(total_env_steps=32, train_ratio=16.0, learning_starts=32,
                                 record_every=1)
         trainer, ctx, smoke_secs = _train(smoke_cfg, factory, device, 0)
         smoke_ok = trainer.opt_steps == 2 and _finite(ctx.records, ("loss_model",

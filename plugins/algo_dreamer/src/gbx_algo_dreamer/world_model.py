@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from gbx.metrics import categorical_entropy
 from torch import nn
 
+from gbx.metrics import categorical_entropy
 from gbx_algo_dreamer.config import SizePreset
 from gbx_algo_dreamer.math_ops import (
     kl_balanced,
@@ -68,10 +68,11 @@ class RSSM(nn.Module):
         stoch = F.one_hot(logits.argmax(-1), self.classes).to(deter.dtype)
         return Latent(deter, stoch)
 
-    def reset_where(self, state: Latent, action: torch.Tensor, is_first: torch.Tensor
-                    ) -> tuple[Latent, torch.Tensor]:
+    def reset_where(self, state: Latent, action: torch.Tensor, is_first: torch.Tensor,
+                    init: Latent | None = None) -> tuple[Latent, torch.Tensor]:
         """Replace state and previous action by the initial ones where ``is_first``."""
-        init = self.initial(is_first.shape[0])
+        if init is None:
+            init = self.initial(is_first.shape[0])
         keep = (~is_first).to(state.deter.dtype)
         deter = keep[:, None] * state.deter + (1 - keep[:, None]) * init.deter
         stoch = keep[:, None, None] * state.stoch + (1 - keep[:, None, None]) * init.stoch
@@ -85,17 +86,21 @@ class RSSM(nn.Module):
         logits = self._logits(self.prior_net, deter)
         return Latent(deter, straight_through_sample(logits, generator)), logits
 
+    def _post_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
+                   is_first: torch.Tensor, init: Latent | None,
+                   generator: torch.Generator | None) -> tuple[Latent, torch.Tensor]:
+        state, action = self.reset_where(state, action, is_first, init)
+        x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
+        deter = self.gru(x.float(), state.deter.float())
+        post_logits = self._logits(self.post_net, torch.cat([deter, embed], -1))
+        return Latent(deter, straight_through_sample(post_logits, generator)), post_logits
+
     def obs_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
                  is_first: torch.Tensor, generator: torch.Generator | None = None
                  ) -> tuple[Latent, torch.Tensor, torch.Tensor]:
         """Posterior step; returns ``(posterior state, posterior logits, prior logits)``."""
-        state, action = self.reset_where(state, action, is_first)
-        x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
-        deter = self.gru(x.float(), state.deter.float())
-        prior_logits = self._logits(self.prior_net, deter)
-        post_logits = self._logits(self.post_net, torch.cat([deter, embed], -1))
-        return Latent(deter, straight_through_sample(post_logits, generator)), post_logits, \
-            prior_logits
+        post, post_logits = self._post_step(state, action, embed, is_first, None, generator)
+        return post, post_logits, self._logits(self.prior_net, post.deter)
 
     def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
                 state: Latent | None = None, generator: torch.Generator | None = None
@@ -103,21 +108,23 @@ class RSSM(nn.Module):
         """Scan posterior steps over batch-major ``[B, T, ...]`` inputs.
 
         Returns stacked posterior states ``[B, T, ...]``, posterior and prior logits
-        ``[B, T, S, C]`` and the last state.
+        ``[B, T, S, C]`` and the last state. Only the posterior is needed inside the scan
+        (its sample feeds the next step), so the prior head runs once on all steps after it.
         """
         batch, length = embed.shape[:2]
+        init = self.initial(batch)
         if state is None:
-            state = self.initial(batch)
-        deters, stochs, posts, priors = [], [], [], []
+            state = init
+        deters, stochs, posts = [], [], []
         for t in range(length):
-            state, post, prior = self.obs_step(state, actions[:, t], embed[:, t],
-                                               is_first[:, t], generator)
+            state, post = self._post_step(state, actions[:, t], embed[:, t], is_first[:, t],
+                                          init, generator)
             deters.append(state.deter)
             stochs.append(state.stoch)
             posts.append(post)
-            priors.append(prior)
         seq = Latent(torch.stack(deters, 1), torch.stack(stochs, 1))
-        return seq, torch.stack(posts, 1), torch.stack(priors, 1), state
+        priors = self._logits(self.prior_net, seq.deter)
+        return seq, torch.stack(posts, 1), priors, state
 
 
 @dataclass

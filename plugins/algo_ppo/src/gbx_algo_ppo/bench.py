@@ -79,7 +79,7 @@ def measure_training(
         "updates_per_s": len(records) / seconds,
     }
     if len(records) >= 2:
-        (t0, r0), (t1, r1) = records[0], records[-1]
+        (t0, r0), (t1, _) = records[0], records[-1]
         s0 = float(r0.get("env_steps", r0.get("step", 0)))
         out["steady_env_steps_per_s"] = (last_steps - s0) / max(t1 - t0, 1e-9)
         out["steady_updates_per_s"] = (len(records) - 1) / max(t1 - t0, 1e-9)

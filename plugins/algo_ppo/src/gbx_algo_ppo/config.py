@@ -56,7 +56,9 @@ class PPOConfig:
         validator=_positive_or_none,
         metadata=_help("clip range of value updates around the rollout values; None = off"),
     )
-    lr: float = attrs.field(default=2.5e-4, validator=v.gt(0.0), metadata=_help("Adam learning rate"))
+    lr: float = attrs.field(
+        default=2.5e-4, validator=v.gt(0.0), metadata=_help("Adam learning rate")
+    )
     lr_anneal: bool = attrs.field(
         default=True, metadata=_help("anneal the learning rate linearly to 0 over the budget")
     )

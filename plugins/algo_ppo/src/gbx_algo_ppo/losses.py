@@ -1,7 +1,10 @@
-"""PPO's pure math: returns, advantages, losses and diagnostics.
+"""PPO's pure math: advantages, losses and diagnostics.
 
 Every function here is a pure function of tensors on one device; none reads
-back to the host, so they can sit inside the training hot path.
+back to the host, so they can sit inside the training hot path. The math
+shared with other on-policy algorithms (GAE, categorical log-probabilities
+and sampling, explained variance) lives in :mod:`gbx.rl_common` and is
+re-exported here so PPO's whole loss toolbox is importable from one place.
 
 Time layout: tensors are ``[T, N]`` (rollout step, env). At step ``t`` the
 agent saw ``obs[t]`` (value ``values[t]``), acted, received ``rewards[t]``
@@ -17,6 +20,12 @@ from typing import NamedTuple
 import torch
 
 from gbx.metrics import categorical_entropy
+from gbx.rl_common import (
+    categorical_logprob,
+    compute_gae,
+    explained_variance,
+    sample_categorical,
+)
 
 __all__ = [
     "PolicyLoss",
@@ -31,41 +40,6 @@ __all__ = [
     "scale_rewards",
     "value_loss",
 ]
-
-
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    truncs: torch.Tensor,
-    next_value: torch.Tensor,
-    trunc_values: torch.Tensor,
-    *,
-    gamma: float,
-    gae_lambda: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimates and value targets, ``[T, N]`` each.
-
-    ``next_value`` ``[N]`` is the value of the observation after the last
-    step. Where ``dones[t]`` the step has no successor; where ``truncs[t]``
-    (and not done) it bootstraps from ``trunc_values[t]``. In both cases the
-    advantage recursion stops at the episode boundary, since ``obs[t+1]``
-    already belongs to the next episode (auto-reset).
-    """
-    steps = rewards.shape[0]
-    dones_f = dones.to(rewards.dtype)
-    truncs = truncs.bool()
-    next_values = torch.cat([values[1:], next_value.unsqueeze(0)], dim=0)
-    # The truncated state's value replaces the successor's (which is the next episode's start).
-    bootstrap = torch.where(truncs, trunc_values, next_values)
-    deltas = rewards + gamma * bootstrap * (1.0 - dones_f) - values
-    carry = gamma * gae_lambda * (~(dones.bool() | truncs)).to(rewards.dtype)
-    advantages = torch.empty_like(rewards)
-    last = torch.zeros_like(next_value)
-    for t in range(steps - 1, -1, -1):
-        last = deltas[t] + carry[t] * last
-        advantages[t] = last
-    return advantages, advantages + values
 
 
 class PolicyLoss(NamedTuple):
@@ -112,27 +86,6 @@ def value_loss(
     clipped_values = old_values + (new_values - old_values).clamp(-clip, clip)
     clipped_error = (clipped_values - returns).square()
     return 0.5 * torch.maximum(error, clipped_error).mean()
-
-
-def categorical_logprob(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-    """Log-probability of integer ``actions`` ``[...]`` under ``logits`` ``[..., A]``."""
-    logp = torch.log_softmax(logits, dim=-1)
-    return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-
-
-def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """Sample actions by the Gumbel-max trick: no host sync, works under graph capture."""
-    u = torch.rand(logits.shape, device=logits.device, generator=generator)
-    gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)))
-    return (logits.detach() + gumbel).argmax(-1)
-
-
-def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """``1 - Var[target - predicted] / Var[target]``; NaN when the target has no variance."""
-    var_target = target.float().var(unbiased=False)
-    var_residual = (target.float() - predicted.float()).var(unbiased=False)
-    nan = torch.full_like(var_target, float("nan"))
-    return torch.where(var_target > 0, 1.0 - var_residual / var_target.clamp_min(1e-30), nan)
 
 
 def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

@@ -8,7 +8,6 @@ record), plus the budget/stop checks that use host-side counters only.
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 import time
@@ -24,66 +23,23 @@ from gbx.api import Env, RunContext
 from gbx.evaluation import evaluate_policy
 from gbx.guard import FiniteGuard
 from gbx.metrics import MetricsAccumulator
-from gbx.models import build_model
-from gbx_algo_ppo import losses
-from gbx_algo_ppo.buffer import (
-    RolloutBuffer,
+from gbx.models import build_model, require_model
+from gbx.rl_common import (
+    activation_bytes,
+    capture_rng_state,
     check_memory,
-    estimate_buffer_bytes,
+    env_batch_state,
     format_bytes,
+    model_bytes,
+    restore_env_batch,
+    restore_rng_state,
 )
+from gbx_algo_ppo import losses
+from gbx_algo_ppo.buffer import RolloutBuffer, estimate_buffer_bytes
 from gbx_algo_ppo.config import PPOConfig
 
 # Eval envs are seeded apart from the training envs.
 EVAL_SEED_OFFSET = 1_000_003
-
-
-def model_bytes(model: nn.Module) -> int:
-    """Parameters, gradients and Adam's two moments."""
-    return 4 * sum(p.numel() * p.element_size() for p in model.parameters())
-
-
-def activation_bytes(model: nn.Module, obs_shape: tuple[int, ...], batch: int) -> int:
-    """Forward activations of a ``batch`` (kept for backward), measured on one sample."""
-    total = 0
-
-    def count(_m: nn.Module, _i: Any, out: Any) -> None:
-        nonlocal total
-        for t in out if isinstance(out, tuple) else (out,):
-            if isinstance(t, torch.Tensor):
-                total += t.numel() * 4
-
-    device = next(model.parameters()).device
-    handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
-    try:
-        with torch.no_grad():
-            model(torch.zeros((1, *obs_shape), dtype=torch.uint8, device=device))
-    finally:
-        for h in handles:
-            h.remove()
-    # Inputs as float, activations and their gradients.
-    return batch * (2 * total + 4 * math.prod(obs_shape))
-
-
-def _rng_state(device: torch.device, generator: torch.Generator) -> dict[str, Any]:
-    state: dict[str, Any] = {
-        "torch_cpu": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
-        "sampler": generator.get_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["torch_cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None:
-    torch.set_rng_state(state["torch_cpu"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-    generator.set_state(state["sampler"])
-    if "torch_cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["torch_cuda"])
 
 
 class _GraphedForward:
@@ -116,6 +72,7 @@ class PPOTrainer:
     """PPO bound to one run (implements :class:`gbx.api.Trainer`)."""
 
     def __init__(self, config: PPOConfig, ctx: RunContext) -> None:
+        require_model(config.model)  # fail before any env or buffer is built
         self.cfg = config
         self.ctx = ctx
         self.device = torch.device(ctx.device)
@@ -140,6 +97,7 @@ class PPOTrainer:
         self._rollout_forward: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
         self._spec: tuple[tuple[int, ...], int] | None = None
         self._pending_env_state: Mapping[str, Any] | None = None
+        self._baselines: dict[int, dict[str, Any]] = {}
 
     # -- setup -------------------------------------------------------------------
 
@@ -176,11 +134,14 @@ class PPOTrainer:
             + model_bytes(model)
             + activation_bytes(model, obs_shape, cfg.minibatch_size)
         )
-        line = check_memory(required, self.device)
+        line = check_memory(
+            required, self.device, algo="ppo",
+            fix="the rollout will not fit; lower algo.num_envs or algo.rollout_steps",
+        )
+        rollout = estimate_buffer_bytes(cfg.rollout_steps, cfg.num_envs, obs_shape)
         print(
             f"ppo: {cfg.num_envs} envs x {cfg.rollout_steps} steps, obs {obs_shape}; "
-            f"rollout buffer {format_bytes(estimate_buffer_bytes(cfg.rollout_steps, cfg.num_envs, obs_shape))}; "  # noqa: E501
-            f"{line}",
+            f"rollout buffer {format_bytes(rollout)}; {line}",
             file=sys.stderr,
             flush=True,
         )
@@ -209,7 +170,7 @@ class PPOTrainer:
         """Actions int64 ``[N]``: argmax of the policy, or a sample from it."""
         model = self.model_or_fail()
         with torch.no_grad():
-            logits, _ = (self._forward or model)(obs.to(self.device))
+            logits, _ = (self._forward if self._forward is not None else model)(obs.to(self.device))
         if greedy:
             return logits.argmax(-1)
         return losses.sample_categorical(logits, self.generator)
@@ -255,7 +216,7 @@ class PPOTrainer:
         forward = self._rollout_forward
         assert forward is not None
         obs = self.obs
-        buf.start_rollout()
+        buf.truncated.start()
         for t in range(self.cfg.rollout_steps):
             with torch.no_grad():
                 logits, value = forward(obs)
@@ -270,7 +231,7 @@ class PPOTrainer:
             buf.truncs[t] = trunc
             final_obs = info.get("final_obs")
             if final_obs is not None:
-                buf.add_truncated(t, trunc, final_obs)
+                buf.truncated.add(t, trunc, final_obs)
             dist = info.get("dist")
             acc.add_step(
                 reward,
@@ -290,17 +251,17 @@ class PPOTrainer:
         """Values of the truncated states, then of the observation after the rollout."""
         buf = self.buffer
         assert buf is not None and self.obs is not None and self.model is not None
-        forward = self._forward or self.model
+        forward = self._forward if self._forward is not None else self.model
         with torch.no_grad():
             # Default for truncations without final_obs (or beyond the side buffer):
             # the value of the state one step before the cut.
             buf.trunc_values.copy_(buf.values)
+            side = buf.truncated
             chunk = self.cfg.minibatch_size
-            cap = buf.trunc_capacity
-            for start in range(0, cap, chunk):
-                stop = min(start + chunk, cap)
-                _, v = forward(buf.trunc_obs[start:stop])
-                pos = buf.trunc_pos[start:stop]
+            for start in range(0, side.capacity, chunk):
+                stop = min(start + chunk, side.capacity)
+                _, v = forward(side.obs[start:stop])
+                pos = side.positions[start:stop]
                 # Unused slots point at the spare element past the end.
                 buf.trunc_values_flat.scatter_(0, pos, v.float())
             _, next_value = forward(self.obs)
@@ -316,7 +277,7 @@ class PPOTrainer:
         cfg = self.cfg
         buf, acc, model = self.buffer, self.metrics, self.model
         assert buf is not None and acc is not None and model is not None
-        forward = self._forward or model
+        forward = self._forward if self._forward is not None else model
         optimizer = self._optimizer()
         next_value = self._bootstrap()
         rewards = buf.rewards
@@ -397,7 +358,7 @@ class PPOTrainer:
         acc.add_policy(value=buf.values)
         acc.add_scalars(
             explained_variance=losses.explained_variance(b_values, b_returns),
-            trunc_overflow=buf.overflow().float(),
+            trunc_overflow=buf.truncated.overflow().float(),
         )
         return guard, batch_stats
 
@@ -433,7 +394,7 @@ class PPOTrainer:
                 # A separate generator keeps training's sampling stream untouched by evaluation.
                 eval_gen = torch.Generator(device=self.device)
                 eval_gen.manual_seed(int(self.ctx.seed) + EVAL_SEED_OFFSET)
-                forward = self._forward or model
+                forward = self._forward if self._forward is not None else model
 
                 def policy(obs: torch.Tensor) -> torch.Tensor:
                     logits, _ = forward(obs)
@@ -441,10 +402,18 @@ class PPOTrainer:
                         return logits.argmax(-1)
                     return losses.sample_categorical(logits, eval_gen)
 
-                return evaluate_policy(
-                    env, policy, int(episodes), greedy=greedy,
+                # Eval envs are seeded identically every time, so the random
+                # baseline for a given episode count is computed once per run.
+                cached = self._baselines.get(int(episodes))
+                summary = evaluate_policy(
+                    env, policy, int(episodes), greedy=greedy, baseline=cached is None,
                     seed=int(self.ctx.seed) + EVAL_SEED_OFFSET,
                 )
+                if cached is None:
+                    cached = {k: v for k, v in summary.items() if k.startswith("random_")}
+                    self._baselines[int(episodes)] = cached
+                summary.update(cached)
+                return summary
             finally:
                 model.train(was_training)
         finally:
@@ -453,31 +422,15 @@ class PPOTrainer:
     # -- state ---------------------------------------------------------------------
 
     def _env_state(self) -> dict[str, Any] | None:
-        if self.env is None or self.obs is None:
-            return None
-        state: dict[str, Any] = {"obs": self.obs.clone()}
-        env_state = getattr(self.env, "state_dict", None)
-        if callable(env_state):
-            state["env"] = env_state()
-        if self.metrics is not None:
-            state["metrics"] = _accumulator_state(self.metrics)
-        if self.discounted is not None:
+        state = env_batch_state(self.env, self.obs, self.metrics)
+        if state is not None and self.discounted is not None:
             state["discounted"] = self.discounted.clone()
         return state
 
     def _restore_env(self, state: Mapping[str, Any]) -> None:
-        assert self.env is not None
-        load = getattr(self.env, "load_state_dict", None)
-        if "env" in state and callable(load):
-            load(state["env"])
-            self.obs = state["obs"].to(self.device)
-        else:
-            print(
-                "ppo: warning: the env cannot restore its state; resumed episodes start afresh",
-                file=sys.stderr,
-            )
-        if "metrics" in state and self.metrics is not None:
-            _load_accumulator_state(self.metrics, state["metrics"])
+        obs = restore_env_batch(self.env, state, self.metrics, self.device, algo="ppo")
+        if obs is not None:
+            self.obs = obs
         if "discounted" in state:
             self.discounted = state["discounted"].to(self.device)
 
@@ -497,7 +450,7 @@ class PPOTrainer:
                 "opt_steps": self.opt_steps,
             },
             "reward_stats": self.reward_stats.state_dict(),
-            "rng": _rng_state(self.device, self.generator),
+            "rng": capture_rng_state(self.generator),
             "env": self._env_state(),
         }
 
@@ -513,7 +466,7 @@ class PPOTrainer:
         self.updates = int(counters["updates"])
         self.opt_steps = int(counters["opt_steps"])
         self.reward_stats.load_state_dict(state["reward_stats"])
-        _set_rng_state(state["rng"], self.generator)
+        restore_rng_state(state["rng"], self.generator)
         env_state = state.get("env")
         if env_state is not None:
             if self.env is not None:
@@ -521,19 +474,3 @@ class PPOTrainer:
             else:
                 self._pending_env_state = env_state
 
-
-def _accumulator_state(acc: MetricsAccumulator) -> dict[str, torch.Tensor]:
-    """Per-env running episode sums, so episodes spanning a checkpoint are counted once."""
-    state = getattr(acc, "state_dict", None)
-    if callable(state):
-        return dict(state())
-    return {"ep_return": acc._ep_return.clone(), "ep_length": acc._ep_length.clone()}
-
-
-def _load_accumulator_state(acc: MetricsAccumulator, state: Mapping[str, torch.Tensor]) -> None:
-    load = getattr(acc, "load_state_dict", None)
-    if callable(load):
-        load(state)
-        return
-    acc._ep_return.copy_(state["ep_return"])
-    acc._ep_length.copy_(state["ep_length"])

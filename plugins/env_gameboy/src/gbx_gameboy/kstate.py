@@ -29,3 +29,9 @@ class GB:
     has_boot: int
     ser_cap: int
     render_frame: int  # launch-relative frame whose lines are drawn; -1 draws none
+    # PPU timing constants (dots), see ppu_timing.py; set by GameBoyBatch.
+    ppu_pre: int  # OAM-scan IRQ of lines 1-143 rises this long before LY changes
+    ppu_m2: int  # STAT shows mode 2 this long after LY changes
+    ppu_m3: int  # mode 3 starts this long after LY changes
+    ppu_l0: int  # 1: line 0's OAM-scan IRQ rises with LY like lines 1-143
+    ppu_lag: int  # CPU reads see the PPU state this many cycles before their M-cycle ends

@@ -24,7 +24,10 @@ DEFAULT_SERIAL_CAPACITY = 1024
 MAX_FRAMES_PER_LAUNCH = 20000
 MAX_CYCLES_PER_LAUNCH = MAX_FRAMES_PER_LAUNCH * L.CYCLES_PER_FRAME
 # Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
-POST_BOOT_DIV = 0xABCC
+POST_BOOT_DIV = 0xABC8
+
+# PPU timing constants (dots): see GB in kstate.py.
+PPU_TIMING = (4, 4, 80, 0, 1)
 
 # Post-boot IO register values (FF00-FF7F) of a DMG; unlisted registers start at 0.
 POST_BOOT_IO: dict[int, int] = {
@@ -103,6 +106,7 @@ class GameBoyBatch:
         g.has_boot = 1 if boot else 0
         g.ser_cap = serial_capacity
         g.render_frame = -1
+        g.ppu_pre, g.ppu_m2, g.ppu_m3, g.ppu_l0, g.ppu_lag = PPU_TIMING
         self._g = g
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
         self.last_compile_s = 0.0

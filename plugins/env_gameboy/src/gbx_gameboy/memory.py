@@ -63,8 +63,7 @@ MBC_2 = 2
 MBC_3 = 3
 MBC_5 = 5
 SERIAL_BIT_CYCLES = 512  # internal clock 8192 Hz
-# A CPU read samples PPU state one cycle before the end of its M-cycle.
-PPU_READ_LAG = 1
+SERIAL_PHASE = 4
 
 
 # ----------------------------------------------------------------------------- cartridge
@@ -284,8 +283,9 @@ def serial_start(g: GB, env: int, t: int):
     n = g.st[S_SER_LEN, env]
     g.ser[n % g.ser_cap, env] = g.mem[IO_OFF + SB, env]
     g.st[S_SER_LEN, env] = n + 1
-    # 8 bits clocked on falling edges of divider bit 8 (8192 Hz).
-    d = div_at(g, env, t)
+    # 8 bits clocked at 8192 Hz by the divider; the serial clock edge sits 4 cycles after
+    # divider bit 8 falls (matches the DMG boot alignment).
+    d = div_at(g, env, t) + SERIAL_PHASE
     g.st[T_SERIAL_END, env] = t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512
 
 
@@ -336,9 +336,9 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
         serial_sync(g, env, t)
         v = int(g.mem[IO_OFF + IF, env]) | 0xE0
     elif i == STAT:
-        v = stat_read(g, env, t - PPU_READ_LAG)
+        v = stat_read(g, env, t - g.ppu_lag)
     elif i == LY:
-        ppu_sync(g, env, t - PPU_READ_LAG)
+        ppu_sync(g, env, t - g.ppu_lag)
         v = int(g.mem[IO_OFF + LY, env])
     elif i == SC:
         serial_sync(g, env, t)
@@ -399,7 +399,7 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
 def oam_blocked(g: GB, env: int, t: int) -> bool:
     blocked = t >= g.st[T_DMA_START, env] and t < g.st[T_DMA_END, env]
     if not blocked:
-        mode = ppu_mode_at(g, env, t - PPU_READ_LAG)
+        mode = ppu_mode_at(g, env, t - g.ppu_lag)
         blocked = mode == 2 or mode == 3
     return blocked
 
@@ -440,7 +440,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
     elif a < 0x8000:
         v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a < 0xA000:
-        if ppu_mode_at(g, env, t - PPU_READ_LAG) != 3:
+        if ppu_mode_at(g, env, t - g.ppu_lag) != 3:
             v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
     elif a < 0xC000:
         v = cart_ram_read(g, env, a)

@@ -73,6 +73,7 @@ PH_OAM = 1  # mode 2 until MODE3_START
 PH_DRAW = 2  # mode 3
 PH_HBLANK = 3  # mode 0 until the end of the line
 PH_VBLANK = 4  # a whole line in mode 1
+PH_PRE = 5  # last dots of a line: OAM-scan IRQ of the next line already up
 
 
 @wp.func
@@ -86,10 +87,14 @@ def stat_update(g: GB, env: int):
         ly = int(g.mem[IO_OFF + LY, env])
         if (stat & 0x40) != 0 and ly == int(g.mem[IO_OFF + LYC, env]):
             line = 1
-        if mode == 0 and phase == PH_HBLANK and (stat & 0x08) != 0:
+        if mode == 0 and (phase == PH_HBLANK or phase == PH_PRE) and (stat & 0x08) != 0:
             line = 1
         # Lines 1-143 raise the OAM-scan condition as LY changes; line 0 only at mode 2.
-        oam_cond = mode == 2 or (phase == PH_LINE_START and ly > 0 and ly < 144)
+        oam_cond = mode == 2
+        if phase == PH_LINE_START and ly < 144 and (ly > 0 or g.ppu_l0 != 0):
+            oam_cond = True
+        if phase == PH_PRE and ly < 143:
+            oam_cond = True
         if oam_cond and (stat & 0x20) != 0:
             line = 1
         if mode == 1 and (stat & 0x10) != 0:
@@ -123,7 +128,7 @@ def ppu_sync(g: GB, env: int, t: int):
             if phase == PH_LINE_START:
                 phase = PH_OAM
                 mode = 2
-                nxt = ev + (MODE3_START - MODE2_START)
+                nxt = ev + (g.ppu_m3 - g.ppu_m2)
             elif phase == PH_OAM:
                 phase = PH_DRAW
                 mode = 3
@@ -138,8 +143,13 @@ def ppu_sync(g: GB, env: int, t: int):
                     )
                 phase = PH_HBLANK
                 mode = 0
-                nxt = ev + (LINE_CYCLES - MODE3_START) - g.st[S_MODE3_LEN, env]
-            else:  # end of a line (HBlank or VBlank line)
+                nxt = ev + (LINE_CYCLES - g.ppu_m3 - g.ppu_pre) - g.st[S_MODE3_LEN, env]
+                if g.ppu_pre == 0:
+                    phase = PH_PRE
+            elif phase == PH_HBLANK:
+                phase = PH_PRE
+                nxt = ev + g.ppu_pre
+            else:  # end of a line (PH_PRE or a VBlank line)
                 ly = ly + 1
                 nxt = ev + LINE_CYCLES
                 if ly == 144:
@@ -152,11 +162,11 @@ def ppu_sync(g: GB, env: int, t: int):
                     phase = PH_LINE_START
                     mode = 0
                     g.st[S_WIN_LINE, env] = 0
-                    nxt = ev + MODE2_START
+                    nxt = ev + g.ppu_m2
                 elif ly < 144:
                     phase = PH_LINE_START
                     mode = 0
-                    nxt = ev + MODE2_START
+                    nxt = ev + g.ppu_m2
                 g.mem[IO_OFF + LY, env] = wp.uint8(ly)
             g.st[S_PPU_PHASE, env] = phase
             g.st[S_PPU_MODE, env] = mode

@@ -25,7 +25,7 @@ def safe_name(text: str) -> str:
 
 
 def frames_of(value: Any) -> list[np.ndarray]:
-    """Split a stack of observations/frames (``[T, K, H, W]``, ``[T, H, W]`` or a list) into frames."""
+    """Split observations/frames (``[T, K, H, W]``, ``[T, H, W]`` or a list) into frames."""
     if isinstance(value, torch.Tensor | np.ndarray):
         if value.ndim < 3:
             raise ValueError(f"frames need a leading time axis, got shape {tuple(value.shape)}")
@@ -83,7 +83,8 @@ def write_media(run_dir: Path, payload: Mapping[str, Any]) -> Path:
         return atomic_write_bytes(path, encode_png(frame_of(payload["frame"]), scale=scale))
     if "frames" in payload and suffix == ".gif":
         fps = int(payload.get("fps", 15))
-        return atomic_write_bytes(path, encode_gif(frames_of(payload["frames"]), scale=scale, fps=fps))
+        gif = encode_gif(frames_of(payload["frames"]), scale=scale, fps=fps)
+        return atomic_write_bytes(path, gif)
     raise ValueError(
         f"media {name!r}: give 'data' bytes, a 'frame' for a .png or 'frames' for a .gif"
     )

@@ -85,6 +85,7 @@ class LoadedPolicy:
 def load_policy(checkpoint: Path, *, device: str, seed: int) -> LoadedPolicy:
     """Rebuild the trainer stored in ``checkpoint`` (as ``gbx eval`` does) for one rollout."""
     import attrs
+
     from gbx.artifacts import latest_checkpoint, load_checkpoint
     from gbx.config import from_dict
     from gbx.plugins import get_host

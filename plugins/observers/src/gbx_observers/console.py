@@ -109,7 +109,8 @@ class ConsoleObserver:
                 str(run_id), total=self.total, line="starting"
             )
         else:
-            self._print(f"run {run_id} started" + (f", {self.total:,} env steps" if self.total else ""))
+            budget = f", {self.total:,} env steps" if self.total else ""
+            self._print(f"run {run_id} started{budget}")
 
     def on_record(self, record: Mapping[str, Any]) -> None:
         self._count += 1

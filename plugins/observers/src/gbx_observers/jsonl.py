@@ -85,7 +85,7 @@ class JsonlObserver:
         meta_dict = to_jsonable(dict(meta))
         self.run_id = str(meta_dict.get("run_id", self.run_id))
         self._num_envs = _num_envs(meta_dict)
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        self._file = open(self.path, "a", encoding="utf-8")  # held open for the whole run
         if resuming:
             previous = last_record(self.path)
             resume = {

@@ -106,6 +106,18 @@ def _draw_panel(ax: Any, log: LoadedLog, panel: Panel) -> None:
         ax.legend(fontsize=8, loc="best")
 
 
+def _heading(meta: Mapping[str, Any]) -> str:
+    """``run_id | algo | env`` from the meta line (top level or the resolved config)."""
+    config = meta.get("config")
+    run_section = config.get("run") if isinstance(config, Mapping) else None
+    run_section = run_section if isinstance(run_section, Mapping) else {}
+    parts = [meta.get("run_id")]
+    for key in ("algo", "env"):
+        value = meta.get(key)
+        parts.append(value if isinstance(value, str) else run_section.get(key))
+    return " | ".join(str(p) for p in parts if p)
+
+
 def render_png(log: LoadedLog, *, title: str | None = None) -> bytes:
     """Draw the panels for a loaded log and return PNG bytes (Agg, no display needed)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -118,10 +130,7 @@ def render_png(log: LoadedLog, *, title: str | None = None) -> bytes:
         _draw_panel(ax, log, panel)
     for ax in axes[-1]:
         ax.set_xlabel("env steps")
-    meta = log.meta
-    heading = title or " | ".join(
-        str(v) for v in (meta.get("run_id"), meta.get("algo"), meta.get("env")) if v
-    )
+    heading = title or _heading(log.meta)
     if heading:
         figure.suptitle(heading, fontsize=11)
     buffer = io.BytesIO()

@@ -16,7 +16,9 @@ def register_observers(register: Any) -> None:
     from gbx_observers.tensorboard import TensorBoardObserver
 
     register("jsonl", JsonlObserver, description="train_log.jsonl (schema v1), flushed per record")
-    register("console", ConsoleObserver, description="live progress on a TTY, sparse lines otherwise")
+    register(
+        "console", ConsoleObserver, description="live progress on a TTY, sparse lines otherwise"
+    )
     register("plot", PlotObserver, description="media/train.png training curves at run end")
     register("gif", GifObserver, description="media/eval_<step>/rollout.gif at each evaluation")
     register(

@@ -67,7 +67,7 @@ class TrainRecord:
     entropy_mean: float | None = _field("nonneg")
     value_mean: float | None = _field("finite")
     value_std: float | None = _field("nonneg")
-    action_hist: list[int] | None = _field("hist")  # noqa: RUF009 (an attrs field, default None)
+    action_hist: list[int] | None = _field("hist")
     extras: dict[str, Any] = attrs.field(factory=dict)
 
 

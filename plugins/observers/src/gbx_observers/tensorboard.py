@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-# Identity and counter keys are the x axis or labels, not curves.
-_NOT_SCALARS = frozenset({"run_id", "trace_id", "env_steps", "opt_steps"})
+# Identity, counter and bookkeeping keys are the x axis or labels, not curves.
+_NOT_SCALARS = frozenset({"run_id", "trace_id", "env_steps", "opt_steps", "step", "seq"})
 
 
 def scalars_of(record: Mapping[str, Any], prefix: str) -> dict[str, float]:
@@ -34,7 +34,9 @@ class TensorBoardObserver:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as exc:  # the extra is not installed
-            raise RuntimeError(
+            from gbx.errors import PluginNotInstalledError
+
+            raise PluginNotInstalledError(
                 "the tensorboard observer needs the tensorboard package: "
                 "pip install 'gbx-observers[tensorboard]'"
             ) from exc

@@ -1,0 +1,345 @@
+"""Helpers shared by the on-policy trainers (PPO, A2C): one canonical copy of each.
+
+* RNG state capture/restore, so a resumed run samples exactly what an
+  uninterrupted one would have;
+* the device memory budget check run before any large buffer is allocated;
+* categorical policy math that never reads the device from the host
+  (log-probabilities, Gumbel-max sampling, explained variance, GAE);
+* a side buffer that compacts the final observations of truncated envs on
+  the device, so bootstrapping from ``info["final_obs"]`` needs no host sync;
+* saving and restoring the live env batch (observation, env state, the
+  metrics accumulator's per-env episode sums) inside a checkpoint.
+
+Everything tensor-valued here is a pure function of its inputs or works on
+preallocated buffers; nothing reads back to the host except the memory check
+and the restore paths, which run outside the hot loop.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from gbx.errors import GbxError
+from gbx.metrics import MetricsAccumulator
+
+__all__ = [
+    "MemoryBudgetError",
+    "TruncatedObsBuffer",
+    "activation_bytes",
+    "available_bytes",
+    "capture_rng_state",
+    "categorical_logprob",
+    "check_memory",
+    "compute_gae",
+    "env_batch_state",
+    "explained_variance",
+    "format_bytes",
+    "model_bytes",
+    "restore_env_batch",
+    "restore_rng_state",
+    "sample_categorical",
+    "trunc_capacity",
+]
+
+# ---------------------------------------------------------------------------
+# Random number generators
+# ---------------------------------------------------------------------------
+
+
+def capture_rng_state(generator: torch.Generator) -> dict[str, Any]:
+    """Global torch/numpy/python RNG states plus the trainer's own sampling ``generator``."""
+    state: dict[str, Any] = {
+        "torch_cpu": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+        "sampler": generator.get_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["torch_cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None:
+    """Inverse of :func:`capture_rng_state`."""
+    torch.set_rng_state(state["torch_cpu"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    generator.set_state(state["sampler"])
+    if "torch_cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["torch_cuda"])
+
+
+# ---------------------------------------------------------------------------
+# Memory budget
+# ---------------------------------------------------------------------------
+
+
+class MemoryBudgetError(GbxError):
+    """The run's buffers would not fit in the device's free memory."""
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Free memory on ``device`` (None when it cannot be determined)."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    if device.type == "cpu":
+        try:  # MemAvailable counts reclaimable page cache, unlike free pages
+            with open("/proc/meminfo", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return None
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``; whole bytes below 1 KiB, GiB at most."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def check_memory(
+    required: int,
+    device: torch.device,
+    *,
+    algo: str,
+    fix: str,
+    headroom: float = 0.9,
+) -> str:
+    """Return a one-line memory summary, or raise :class:`MemoryBudgetError` if it won't fit.
+
+    ``algo`` prefixes the error, ``fix`` says what to lower, e.g.
+    ``"the rollout will not fit; lower algo.num_envs or algo.rollout_steps"``.
+    """
+    free = available_bytes(device)
+    if free is None:
+        return f"needs ~{format_bytes(required)} on {device} (free memory unknown)"
+    line = f"needs ~{format_bytes(required)} on {device}, {format_bytes(free)} free"
+    if required > headroom * free:
+        raise MemoryBudgetError(f"{algo} {line}: {fix}")
+    return line
+
+
+def model_bytes(model: nn.Module) -> int:
+    """Parameters, gradients and an optimiser's two moments per parameter."""
+    return 4 * sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def activation_bytes(model: nn.Module, obs_shape: tuple[int, ...], batch: int) -> int:
+    """Forward activations of a ``batch`` (kept for backward), measured on one sample."""
+    total = 0
+
+    def count(_m: nn.Module, _i: Any, out: Any) -> None:
+        nonlocal total
+        for t in out if isinstance(out, tuple) else (out,):
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * 4
+
+    device = next(model.parameters()).device
+    handles = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            model(torch.zeros((1, *obs_shape), dtype=torch.uint8, device=device))
+    finally:
+        for h in handles:
+            h.remove()
+    # Inputs as float, activations and their gradients.
+    return batch * (2 * total + 4 * math.prod(obs_shape))
+
+
+# ---------------------------------------------------------------------------
+# Categorical policies and returns
+# ---------------------------------------------------------------------------
+
+
+def categorical_logprob(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Log-probability of integer ``actions`` ``[...]`` under ``logits`` ``[..., A]``."""
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Sample actions by the Gumbel-max trick: no host sync, works under graph capture."""
+    u = torch.rand(logits.shape, device=logits.device, generator=generator)
+    gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)))
+    return (logits.detach() + gumbel).argmax(-1)
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``1 - Var[target - predicted] / Var[target]``; NaN when the target has no variance."""
+    var_target = target.float().var(unbiased=False)
+    var_residual = (target.float() - predicted.float()).var(unbiased=False)
+    nan = torch.full_like(var_target, float("nan"))
+    return torch.where(var_target > 0, 1.0 - var_residual / var_target.clamp_min(1e-30), nan)
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    truncs: torch.Tensor,
+    next_value: torch.Tensor,
+    trunc_values: torch.Tensor,
+    *,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimates and value targets, ``[T, N]`` each.
+
+    Layout ``[T, N]`` (step, env). ``next_value`` ``[N]`` is the value of the
+    observation after the last step. Where ``dones[t]`` the step has no
+    successor; where ``truncs[t]`` (and not done) it bootstraps from
+    ``trunc_values[t]``, the value of ``info["final_obs"]``. In both cases the
+    recursion stops at the episode boundary, since ``obs[t+1]`` already
+    belongs to the next episode (auto-reset).
+    """
+    steps = rewards.shape[0]
+    dones_f = dones.to(rewards.dtype)
+    truncs = truncs.bool()
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)], dim=0)
+    # The truncated state's value replaces the successor's (the next episode's start).
+    bootstrap = torch.where(truncs, trunc_values, next_values)
+    deltas = rewards + gamma * bootstrap * (1.0 - dones_f) - values
+    carry = gamma * gae_lambda * (~(dones.bool() | truncs)).to(rewards.dtype)
+    advantages = torch.empty_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in range(steps - 1, -1, -1):
+        last = deltas[t] + carry[t] * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+# ---------------------------------------------------------------------------
+# Final observations of truncated envs
+# ---------------------------------------------------------------------------
+
+
+def trunc_capacity(num_envs: int, steps: int) -> int:
+    """Side-buffer slots for truncated observations per window of ``steps`` env steps.
+
+    Room for one truncation per env every 8 steps (at least one per env);
+    truncations beyond it fall back to the value of the state one step
+    before the cut and are reported by :meth:`TruncatedObsBuffer.overflow`.
+    """
+    return num_envs * max(1, math.ceil(steps / 8))
+
+
+class TruncatedObsBuffer:
+    """Compacts ``final_obs`` of truncated envs into preallocated slots, without host syncs.
+
+    Slot ``capacity`` is a sink for rows that are not truncated (or do not
+    fit); ``positions`` holds the flat index ``t * num_envs + env`` of each
+    stored observation, and ``steps * num_envs`` (one past the end of a
+    ``[T, N]`` table) for unused slots, so a scatter into a table with one
+    spare element at the end needs no masking.
+    """
+
+    def __init__(
+        self, steps: int, num_envs: int, obs_shape: Sequence[int], device: torch.device | str
+    ) -> None:
+        self.steps = steps
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        cap = trunc_capacity(num_envs, steps)
+        self.capacity = cap
+        kw: dict[str, Any] = {"device": self.device}
+        self.obs = torch.zeros((cap + 1, *obs_shape), dtype=torch.uint8, **kw)
+        self.positions = torch.full((cap + 1,), steps * num_envs, dtype=torch.int64, **kw)
+        self.count = torch.zeros((), dtype=torch.int64, **kw)
+        self._env_index = torch.arange(num_envs, dtype=torch.int64, **kw)
+        self._sink = torch.full((num_envs,), cap, dtype=torch.int64, **kw)
+
+    def start(self) -> None:
+        """Forget the previous window's truncations."""
+        self.positions.fill_(self.steps * self.num_envs)
+        self.count.zero_()
+
+    def add(self, t: int, trunc: torch.Tensor, final_obs: torch.Tensor) -> None:
+        """Append the final observations of the envs truncated at window step ``t``."""
+        trunc = trunc.to(torch.bool)
+        rank = self.count + torch.cumsum(trunc.to(torch.int64), 0) - 1
+        slot = torch.where(trunc & (rank < self.capacity), rank, self._sink)
+        self.obs.index_copy_(0, slot, final_obs)
+        self.positions.index_copy_(0, slot, t * self.num_envs + self._env_index)
+        self.count += trunc.sum()
+        # The sink slot must keep pointing at the spare element. fill_ launches a kernel;
+        # assigning a Python number by index would copy it from the host and sync.
+        self.positions[self.capacity :].fill_(self.steps * self.num_envs)
+
+    def overflow(self) -> torch.Tensor:
+        """Truncations beyond the capacity in this window (device scalar)."""
+        return (self.count - self.capacity).clamp_min(0)
+
+    def nbytes(self) -> int:
+        return sum(x.numel() * x.element_size() for x in (self.obs, self.positions))
+
+    @staticmethod
+    def estimate_bytes(steps: int, num_envs: int, obs_shape: Sequence[int]) -> int:
+        frame = math.prod(int(d) for d in obs_shape)
+        return (trunc_capacity(num_envs, steps) + 1) * (frame + 8)
+
+
+# ---------------------------------------------------------------------------
+# The live env batch inside checkpoints
+# ---------------------------------------------------------------------------
+
+
+def env_batch_state(
+    env: Any, obs: torch.Tensor | None, metrics: MetricsAccumulator | None
+) -> dict[str, Any] | None:
+    """The current observation, the env's own state (if it can save one) and episode sums."""
+    if env is None or obs is None:
+        return None
+    state: dict[str, Any] = {"obs": obs.clone()}
+    save = getattr(env, "state_dict", None)
+    if callable(save):
+        state["env"] = save()
+    if metrics is not None:
+        state["metrics"] = metrics.state_dict()
+    return state
+
+
+def restore_env_batch(
+    env: Any,
+    state: Mapping[str, Any],
+    metrics: MetricsAccumulator | None,
+    device: torch.device,
+    *,
+    algo: str,
+) -> torch.Tensor | None:
+    """Restore what :func:`env_batch_state` saved; return the observation to continue from.
+
+    Returns None (after a warning) when the env cannot load a state: the
+    caller keeps the observation of its fresh reset and episodes restart.
+    """
+    obs: torch.Tensor | None = None
+    load = getattr(env, "load_state_dict", None)
+    if "env" in state and callable(load):
+        load(state["env"])
+        obs = state["obs"].to(device)
+    else:
+        print(
+            f"{algo}: warning: the env cannot restore its state; resumed episodes start afresh",
+            file=sys.stderr,
+        )
+    if "metrics" in state and metrics is not None:
+        metrics.load_state_dict(state["metrics"])
+    return obs

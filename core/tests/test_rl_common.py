@@ -1,0 +1,192 @@
+"""The on-policy helpers shared by the trainers, checked by hand."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from gbx import rl_common
+from gbx.metrics import MetricsAccumulator
+from gbx.rl_common import (
+    MemoryBudgetError,
+    TruncatedObsBuffer,
+    activation_bytes,
+    capture_rng_state,
+    categorical_logprob,
+    check_memory,
+    compute_gae,
+    env_batch_state,
+    explained_variance,
+    format_bytes,
+    model_bytes,
+    restore_env_batch,
+    restore_rng_state,
+    sample_categorical,
+    trunc_capacity,
+)
+
+
+def _draws(gen: torch.Generator) -> list[Any]:
+    return [torch.rand(2).tolist(), np.random.rand(2).tolist(), random.random(),
+            torch.rand(2, generator=gen).tolist()]
+
+
+def test_rng_state_roundtrip_restores_every_stream() -> None:
+    gen = torch.Generator().manual_seed(5)
+    torch.manual_seed(1)
+    np.random.seed(2)
+    random.seed(3)
+    state = capture_rng_state(gen)
+    first = _draws(gen)
+    torch.manual_seed(99)
+    np.random.seed(99)
+    random.seed(99)
+    gen.manual_seed(99)
+    restore_rng_state(state, gen)
+    assert _draws(gen) == first
+
+
+def test_format_bytes() -> None:
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.5 KiB"
+    assert format_bytes(3 * 1024**2) == "3.0 MiB"
+    assert format_bytes(5 * 1024**4) == "5120.0 GiB"
+
+
+def test_check_memory_fits_refuses_and_handles_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1000 * 1024)
+    assert check_memory(100 * 1024, cpu, algo="x", fix="lower y") == (
+        "needs ~100.0 KiB on cpu, 1000.0 KiB free")
+    with pytest.raises(MemoryBudgetError) as info:
+        check_memory(950 * 1024, cpu, algo="a2c", fix="the window will not fit; lower z")
+    assert str(info.value) == (
+        "a2c needs ~950.0 KiB on cpu, 1000.0 KiB free: the window will not fit; lower z")
+    monkeypatch.setattr(rl_common, "available_bytes", lambda device: None)
+    assert "free memory unknown" in check_memory(10**15, cpu, algo="x", fix="y")
+
+
+def test_available_bytes_on_cpu_is_positive() -> None:
+    free = rl_common.available_bytes(torch.device("cpu"))
+    assert free is None or free > 0
+
+
+class _Tiny(nn.Module):
+    """Flatten and one linear layer (28 float32 parameters) over uint8 frames."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flat = nn.Flatten()
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.flat(obs.float()))
+
+
+def test_model_and_activation_bytes() -> None:
+    model = _Tiny()
+    assert model_bytes(model) == 4 * 28 * 4
+    # Per sample: the flatten output (6) and the linear output (4), doubled for
+    # gradients, plus the float input (6 values).
+    assert activation_bytes(model, (1, 2, 3), batch=10) == 10 * (2 * (6 + 4) * 4 + 4 * 6)
+
+
+def test_logprob_sampling_and_explained_variance() -> None:
+    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [math.log(3.0), 0.0, -1e9, -1e9]])
+    lp = categorical_logprob(logits, torch.tensor([2, 0]))
+    assert lp.tolist() == pytest.approx([math.log(0.25), math.log(0.75)], rel=1e-5)
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.tensor([0.1, 0.2, 0.7])
+    draws = sample_categorical(probs.log().expand(20000, 3), gen)
+    assert draws.dtype == torch.int64
+    freq = torch.bincount(draws, minlength=3).float() / 20000
+    torch.testing.assert_close(freq, probs, atol=0.015, rtol=0)
+    y = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert explained_variance(y, y).item() == pytest.approx(1.0)
+    # var(y) = 1.25; the residual [0, 0, 0, 2] has variance 0.75.
+    pred = torch.tensor([1.0, 2.0, 3.0, 2.0])
+    assert explained_variance(pred, y).item() == pytest.approx(1 - 0.75 / 1.25)
+    assert math.isnan(explained_variance(y, torch.ones(4)).item())
+
+
+def test_gae_by_hand_with_terminal_and_truncation() -> None:
+    # Two steps, three envs, gamma 0.5, lambda 0.5. env0 no boundary; env1 terminal at
+    # t=0 (the 9 of the next episode's first state must not leak back); env2 truncated
+    # at t=0 with a final observation worth 6.
+    rewards = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    values = torch.tensor([[2.0, 2.0, 2.0], [9.0, 9.0, 9.0]])
+    dones = torch.tensor([[False, True, False], [False, False, False]])
+    truncs = torch.tensor([[False, False, True], [False, False, False]])
+    trunc_values = torch.tensor([[math.nan, math.nan, 6.0], [math.nan] * 3])
+    adv, ret = compute_gae(rewards, values, dones, truncs, torch.tensor([4.0, 4.0, 4.0]),
+                           trunc_values, gamma=0.5, gae_lambda=0.5)
+    # Step 1 (all envs): delta = 0 + .5*4 - 9 = -7.
+    # env0 step 0: delta = 1 + .5*9 - 2 = 3.5, plus .25 * -7.
+    # env1 step 0: delta = 1 - 2 = -1; env2 step 0: delta = 1 + .5*6 - 2 = 2 (no carry).
+    expected = torch.tensor([[3.5 - 1.75, -1.0, 2.0], [-7.0, -7.0, -7.0]])
+    torch.testing.assert_close(adv, expected)
+    torch.testing.assert_close(ret, expected + values)
+
+
+def test_truncated_obs_buffer_compacts_without_host_reads() -> None:
+    steps, n = 2, 4
+    buf = TruncatedObsBuffer(steps, n, (1, 2), "cpu")
+    assert buf.capacity == trunc_capacity(n, steps) == 4
+    obs = torch.arange(n, dtype=torch.uint8).view(n, 1, 1).expand(n, 1, 2).contiguous()
+    buf.start()
+    buf.add(0, torch.tensor([False, True, False, True]), obs)
+    buf.add(1, torch.tensor([True, False, False, False]), obs + 10)
+    assert int(buf.count) == 3 and int(buf.overflow()) == 0
+    assert buf.positions[:3].tolist() == [0 * n + 1, 0 * n + 3, 1 * n + 0]
+    assert buf.obs[:3, 0, 0].tolist() == [1, 3, 10]
+    # Unused slots and the sink point one past a [steps, n] table.
+    assert buf.positions[3:].tolist() == [steps * n, steps * n]
+    buf.add(1, torch.tensor([False, True, True, True]), obs + 20)
+    assert int(buf.count) == 6 and int(buf.overflow()) == 2
+    assert buf.obs[3, 0, 0].item() == 21  # the first that fitted; the rest went to the sink
+    assert buf.positions[buf.capacity].item() == steps * n
+    buf.start()
+    assert int(buf.count) == 0 and buf.positions.tolist() == [steps * n] * 5
+    assert buf.nbytes() == TruncatedObsBuffer.estimate_bytes(steps, n, (1, 2))
+
+
+class _CounterEnv:
+    """An env whose whole state is one counter tensor."""
+
+    def __init__(self) -> None:
+        self.counter = torch.zeros(2)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"counter": self.counter.clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.counter = state["counter"].clone()
+
+
+def test_env_batch_state_roundtrip(capsys: pytest.CaptureFixture[str]) -> None:
+    cpu = torch.device("cpu")
+    env = _CounterEnv()
+    env.counter += 3
+    acc = MetricsAccumulator(2, 3, cpu)
+    acc.add_step(torch.tensor([1.0, 2.0]), torch.zeros(2, dtype=torch.bool),
+                 torch.zeros(2, dtype=torch.bool))
+    obs = torch.tensor([[7, 8]], dtype=torch.uint8)
+    state = env_batch_state(env, obs, acc)
+    assert state is not None and env_batch_state(env, None, acc) is None
+
+    fresh_env = _CounterEnv()
+    fresh_acc = MetricsAccumulator(2, 3, cpu)
+    restored = restore_env_batch(fresh_env, state, fresh_acc, cpu, algo="a2c")
+    assert restored is not None and torch.equal(restored, obs)
+    assert fresh_env.counter.tolist() == [3.0, 3.0]
+    assert fresh_acc.state_dict()["ep_return"].tolist() == [1.0, 2.0]
+
+    # An env without load_state_dict keeps its reset state; a warning says so.
+    assert restore_env_batch(object(), state, None, cpu, algo="a2c") is None
+    assert "a2c: warning: the env cannot restore its state" in capsys.readouterr().err

@@ -1,0 +1,333 @@
+"""The A2C trainer end to end on the toy env, through an in-memory run context."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from a2c_helpers import FakeContext, StatefulToyContext, comparable, roundtrip
+
+from gbx import rl_common
+from gbx.guard import NonFiniteError
+from gbx.rl_common import MemoryBudgetError
+from gbx.toy import ToyConfig
+from gbx_algo_a2c import returns as rl
+from gbx_algo_a2c.config import A2CConfig
+from gbx_algo_a2c.trainer import A2CTrainer
+from gbx_algo_a2c.window import estimate_window_bytes
+
+SMALL = {"channels": (8, 16, 16), "hidden": 32}
+
+
+def small_config(**over: object) -> A2CConfig:
+    base: dict[str, object] = dict(
+        num_envs=8, update_every=5, lr=1e-3, log_every=2, checkpoint_every=0,
+        model_options=SMALL,
+    )
+    base.update(over)
+    return A2CConfig(**base)  # type: ignore[arg-type]
+
+
+def test_records_carry_the_shared_schema() -> None:
+    cfg = small_config(grad_accum=2)
+    # Episodes of at most 6 steps: at most one truncation per env per 5-step window,
+    # which the side buffer always holds.
+    ctx = FakeContext(cfg, steps=4 * cfg.batch_size, env_config=ToyConfig(max_steps=6))
+    trainer = A2CTrainer(cfg, ctx)
+    trainer._setup_training()
+    before = [p.detach().clone() for p in trainer.model_or_fail().parameters()]
+    trainer.train()
+    after = list(trainer.model_or_fail().parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    assert [r["opt_steps"] for r in ctx.records] == [2, 4]
+    rec = ctx.records[-1]
+    assert rec["env_steps"] == rec["step"] == 4 * cfg.batch_size
+    for key in (
+        "sps", "reward_mean", "done_rate", "trunc_rate", "reset_rate", "entropy_mean",
+        "value_mean", "value_std", "loss_policy", "loss_value", "loss_entropy",
+        "explained_variance", "grad_norm", "dist_p10", "dist_p50", "dist_p90",
+    ):
+        assert isinstance(rec[key], float), key
+    assert "nonfinite" not in rec
+    # Two windows per record: every action of both is in the histogram.
+    assert sum(rec["action_hist"]) == 2 * cfg.batch_size and len(rec["action_hist"]) == 7
+    assert rec["trunc_rate"] > 0 and rec["trunc_overflow"] == 0.0
+
+
+def test_budget_ending_inside_a_logging_window_still_records() -> None:
+    cfg = small_config(log_every=4)
+    ctx = FakeContext(cfg, steps=6 * cfg.batch_size)
+    A2CTrainer(cfg, ctx).train()
+    assert [r["opt_steps"] for r in ctx.records] == [4, 6]
+
+
+def test_truncated_steps_bootstrap_from_final_obs_value() -> None:
+    # n_step=1 makes each target r + gamma * V(next state): checkable per step.
+    cfg = small_config(n_step=1, gamma=0.9)
+    ctx = FakeContext(cfg, steps=cfg.batch_size, env_config=ToyConfig(max_steps=3))
+    trainer = A2CTrainer(cfg, ctx)
+    trainer._setup_training()
+    trainer._collect()
+    win = trainer.window
+    assert win is not None
+    _, returns = trainer.targets()
+    truncs = (win.truncs & ~win.dones).nonzero().tolist()
+    assert truncs, "the window must contain truncations"
+    side = win.truncated
+    count = int(side.count)
+    assert count == int(win.truncs.sum())
+    with torch.no_grad():
+        _, v_final = trainer.model_or_fail()(side.obs[:count])
+    positions = side.positions[:count].tolist()
+    differs = 0
+    for t, n in truncs:
+        slot = positions.index(t * cfg.num_envs + n)
+        expected = win.rewards[t, n] + 0.9 * v_final[slot]
+        torch.testing.assert_close(returns[t, n], expected)
+        if t + 1 < cfg.update_every:
+            differs += not torch.equal(side.obs[slot], win.obs[t + 1, n])
+    # The final observations are not the reset observations the envs continued from
+    # (a reset may land on the same cell by chance, so not for every env).
+    assert differs > 0
+
+
+def test_learns_toy_well_above_random() -> None:
+    torch.manual_seed(0)
+    cfg = small_config(num_envs=32, log_every=10, lr=1e-3)
+    ctx = FakeContext(cfg, steps=120 * cfg.batch_size)
+    trainer = A2CTrainer(cfg, ctx)
+    trainer.train()
+    assert len(ctx.records) == 12
+    out = trainer.evaluate(64, greedy=True)
+    assert out["episodes"] == 64
+    assert out["random_success_rate"] < 0.7
+    assert out["success_rate"] >= 0.9
+    assert out["success_rate"] >= out["random_success_rate"] + 0.25
+    assert out["median_steps_to_goal"] < out["random_median_steps_to_goal"]
+    sampled = trainer.evaluate(16, greedy=False)
+    assert sampled["greedy"] is False and 0.0 <= sampled["success_rate"] <= 1.0
+    actions = trainer.act(torch.zeros(3, 1, 72, 80, dtype=torch.uint8), greedy=True)
+    assert actions.dtype == torch.int64 and actions.shape == (3,)
+
+
+def test_gae_and_adam_variant_trains() -> None:
+    cfg = small_config(gae_lambda=0.95, optimizer="adam", norm_adv=True, max_grad_norm=0.0,
+                       eval_every=2, eval_episodes=8)
+    ctx = FakeContext(cfg, steps=2 * cfg.batch_size)
+    A2CTrainer(cfg, ctx).train()
+    assert len(ctx.records) == 1 and math.isfinite(ctx.records[0]["loss_value"])
+    assert len(ctx.evals) == 1 and ctx.evals[0]["opt_steps"] == 2
+
+
+def test_nan_in_loss_stops_with_trace_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = rl.a2c_loss
+
+    def poisoned(*args: object, **kwargs: object) -> rl.A2CLoss:
+        out = real(*args, **kwargs)  # type: ignore[arg-type]
+        value = out.value * math.nan
+        return out._replace(value=value, total=out.total + value)
+
+    monkeypatch.setattr(rl, "a2c_loss", poisoned)
+    cfg = small_config()
+    ctx = FakeContext(cfg, steps=4 * cfg.batch_size)
+    with pytest.raises(NonFiniteError) as info:
+        A2CTrainer(cfg, ctx).train()
+    err = info.value
+    assert "loss_value" in err.offending and err.trace_id in str(err)
+    assert err.step == cfg.log_every * cfg.batch_size
+    assert {"rewards", "advantages", "returns", "values", "obs"} <= set(err.batch_stats)
+    assert err.batch_stats["rewards"]["numel"] == cfg.batch_size
+    assert ctx.records == []  # the failing window is not recorded
+
+
+@contextmanager
+def count_host_reads(forbid: bool) -> Iterator[list[str]]:
+    """Count (or forbid) every Python-level device-to-host read on tensors.
+
+    Reads made inside torch.optim are skipped: optimisers keep their step
+    counters on the host, so reading them does not wait for the device.
+    """
+    calls: list[str] = []
+    names = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
+    saved = {n: getattr(torch.Tensor, n) for n in names}
+
+    def wrap(name: str):  # type: ignore[no-untyped-def]
+        original = saved[name]
+
+        def reader(self: torch.Tensor, *a: object, **k: object):  # type: ignore[no-untyped-def]
+            caller = sys._getframe(1).f_code.co_filename
+            if f"torch{os.sep}optim{os.sep}" in caller:
+                return original(self, *a, **k)
+            if forbid:
+                raise AssertionError(f"host read Tensor.{name} in the hot path")
+            calls.append(name)
+            return original(self, *a, **k)
+
+        return reader
+
+    for n in names:
+        setattr(torch.Tensor, n, wrap(n))
+    try:
+        yield calls
+    finally:
+        for n, f in saved.items():
+            setattr(torch.Tensor, n, f)
+
+
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
+def test_steps_have_no_host_reads_and_a_record_reads_once(optimizer: str) -> None:
+    cfg = small_config(optimizer=optimizer, log_every=3)
+    ctx = FakeContext(cfg, steps=6 * cfg.batch_size, env_config=ToyConfig(max_steps=3))
+    trainer = A2CTrainer(cfg, ctx)
+    trainer._setup_training()
+    with count_host_reads(forbid=True):
+        for _ in range(3):
+            trainer._collect()
+            trainer._optimise()
+    with count_host_reads(forbid=False) as calls:
+        trainer._emit_record()
+    assert calls == ["tolist"]
+    with count_host_reads(forbid=False) as calls:
+        trainer.train()  # three more windows and their record
+    assert calls == ["tolist"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
+def test_cuda_windows_have_no_syncs(optimizer: str) -> None:
+    cfg = small_config(optimizer=optimizer)
+    ctx = FakeContext(cfg, steps=2 * cfg.batch_size, device="cuda")
+    trainer = A2CTrainer(cfg, ctx)
+    trainer.train()  # warms up allocator, kernels and the optimiser's state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(cfg.log_every):
+            trainer._collect()
+            trainer._optimise()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    trainer._emit_record()  # the record's one intended read
+    assert ctx.records[-1]["opt_steps"] == 2 * cfg.log_every
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_memory_does_not_grow_with_steps() -> None:
+    cfg = small_config(num_envs=256, log_every=4)
+    ctx = FakeContext(cfg, steps=10**12, device="cuda")
+    trainer = A2CTrainer(cfg, ctx)
+    trainer._setup_training()
+
+    def logging_window() -> None:
+        for _ in range(cfg.log_every):
+            trainer._collect()
+            trainer._optimise()
+        trainer._emit_record()
+
+    logging_window()  # allocates the optimiser's state
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    logging_window()
+    first = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(8):
+        logging_window()
+    assert torch.cuda.max_memory_allocated() <= first
+
+
+def test_window_size_is_fixed_and_matches_the_estimate() -> None:
+    sizes = []
+    for steps in (2, 8):
+        cfg = small_config()
+        ctx = FakeContext(cfg, steps=steps * cfg.batch_size)
+        trainer = A2CTrainer(cfg, ctx)
+        trainer.train()
+        assert trainer.window is not None
+        sizes.append(trainer.window.nbytes())
+    assert sizes[0] == sizes[1]
+    estimate = estimate_window_bytes(cfg.update_every, cfg.num_envs, (1, 72, 80))
+    assert sizes[0] <= estimate <= 1.1 * sizes[0]
+
+
+def test_resume_from_state_dict_reproduces_records() -> None:
+    cfg = small_config(checkpoint_every=4, log_every=2)
+    env_cfg = ToyConfig(max_steps=10)
+    full = StatefulToyContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
+    A2CTrainer(cfg, full).train()
+    assert len(full.records) == 4
+    step, state = full.checkpoints[0]
+    assert step == 4 * cfg.batch_size
+    # Perturb global RNGs: the checkpoint must restore them.
+    torch.manual_seed(12345)
+    resumed_ctx = StatefulToyContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
+    resumed = A2CTrainer(cfg, resumed_ctx)
+    resumed.load_state_dict(roundtrip(dict(state)))
+    resumed.train()
+    assert [comparable(r) for r in resumed_ctx.records] == [
+        comparable(r) for r in full.records[2:]
+    ]
+
+
+def test_refuses_a_window_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1_000_000)
+    cfg = small_config()
+    trainer = A2CTrainer(cfg, FakeContext(cfg, steps=cfg.batch_size))
+    with pytest.raises(MemoryBudgetError, match="lower algo.num_envs") as info:
+        trainer.train()
+    assert str(info.value).startswith("a2c needs") and "\n" not in str(info.value)
+    assert trainer.window is None  # refused before allocating
+
+
+def test_nan_through_the_run_loop_writes_a_failure_bundle(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gbx.config import build_config
+    from gbx.errors import RunFailedError
+    from gbx.plugins import load_plugins
+    from gbx.runner import execute
+
+    real = rl.a2c_loss
+
+    def poisoned(*args: object, **kwargs: object) -> rl.A2CLoss:
+        out = real(*args, **kwargs)  # type: ignore[arg-type]
+        return out._replace(value=out.value * math.nan)
+
+    monkeypatch.setattr(rl, "a2c_loss", poisoned)
+    host = load_plugins(environ={"GBX_PLUGINS": "a2c"})
+    config = build_config(
+        host.registry,
+        flags={"algo": "a2c", "env": "toy", "device": "cpu", "steps": 160,
+               "run_dir": str(tmp_path / "run"), "observers": ("print",)},
+        overrides=["algo.num_envs=8", "algo.update_every=5", "algo.log_every=2",
+                   "algo.model_options={channels=[8,16,16], hidden=32}"],
+    )
+    with pytest.raises(RunFailedError) as info:
+        execute(config, host)
+    trace_id = info.value.trace_id
+    bundle = tmp_path / "run" / "failures" / trace_id
+    text = (bundle / "error.txt").read_text()
+    assert "NonFiniteError" in text and "loss_value" in text
+    assert "batch statistics:" in text and '"advantages"' in text
+
+
+def test_resuming_between_records_keeps_the_record_and_checkpoint_schedule() -> None:
+    cfg = small_config(log_every=2, checkpoint_every=4)
+    env_cfg = ToyConfig(max_steps=10)
+    first_ctx = StatefulToyContext(cfg, steps=3 * cfg.batch_size, env_config=env_cfg)
+    first = A2CTrainer(cfg, first_ctx)
+    first.train()  # the budget ends one step into a logging window
+    assert [r["opt_steps"] for r in first_ctx.records] == [2, 3]
+    ctx = StatefulToyContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg)
+    resumed = A2CTrainer(cfg, ctx)
+    resumed.load_state_dict(roundtrip(first.state_dict()))
+    resumed.train()
+    assert [r["opt_steps"] for r in ctx.records] == [4, 6, 8]
+    assert [step for step, _ in ctx.checkpoints] == [4 * cfg.batch_size, 8 * cfg.batch_size]

@@ -1,0 +1,32 @@
+"""dreamer_v3 through the core run loop: `gbx run`, then `gbx eval` on its checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from gbx.cli import build_cli
+from gbx.plugins import get_host
+
+TINY = ["--set", "algo.size=tiny", "--set", "algo.num_envs=4", "--set", "algo.batch_size=4",
+        "--set", "algo.batch_length=8", "--set", "algo.learning_starts=32",
+        "--set", "algo.record_every=4", "--set", "algo.replay_capacity=512",
+        "--set", "env.height=24", "--set", "env.width=32"]
+
+
+def test_gbx_run_then_eval_on_the_toy_env(tmp_path):
+    host = get_host()
+    assert "dreamer_v3" in host.registry.algorithms
+    cli = build_cli(host)
+    run_dir = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["run", "--algo", "dreamer_v3", "--env", "toy", "--device",
+                                   "cpu", "--steps", "48", "--observer", "print",
+                                   "--run-dir", str(run_dir), *TINY])
+    assert res.exit_code == 0, res.output
+    assert "loss_model" in res.output
+    assert list((run_dir / "checkpoints").glob("*.pt"))
+    res = CliRunner().invoke(cli, ["eval", "--checkpoint", str(run_dir), "--episodes", "2",
+                                   "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output[res.output.index("{"):])
+    assert summary["episodes"] == 2 and 0.0 <= summary["success_rate"] <= 1.0

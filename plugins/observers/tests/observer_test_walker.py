@@ -1,0 +1,47 @@
+"""A test-only algorithm whose policy is a fixed action cycle stored in its state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import torch
+
+from gbx import hookimpl
+
+
+@attrs.frozen
+class WalkerConfig:
+    pass
+
+
+class WalkerTrainer:
+    """``act`` repeats ``cycle`` (restored by ``load_state_dict``); no learning."""
+
+    def __init__(self, config: WalkerConfig, ctx: Any) -> None:
+        self.ctx = ctx
+        self.cycle: list[int] = [0]
+        self.calls = 0
+
+    def act(self, obs: torch.Tensor, *, greedy: bool = True) -> torch.Tensor:
+        action = self.cycle[self.calls % len(self.cycle)]
+        self.calls += 1
+        return torch.full((obs.shape[0],), action, dtype=torch.int64, device=obs.device)
+
+    def train(self) -> None:
+        return None
+
+    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"cycle": list(self.cycle)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.cycle = list(state["cycle"])
+
+
+@hookimpl
+def register_algorithms(register: Any) -> None:
+    register("walker", WalkerTrainer, WalkerConfig, description="fixed action cycle (tests)")

@@ -1,0 +1,34 @@
+"""The Makefile and the CI script behave as documented."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_setup_installs_core_and_every_plugin_but_not_the_example() -> None:
+    out = subprocess.run(["make", "-n", "-B", "setup"], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    install = next(line for line in out.splitlines() if "install --no-build-isolation" in line)
+    assert "-e core" in install
+    for pyproject in REPO.glob("plugins/*/pyproject.toml"):
+        assert f"-e plugins/{pyproject.parent.name}" in install
+    assert "examples" not in install
+
+
+@pytest.mark.parametrize(("make_exit", "expected"), [(0, 0), (1, 2), (5, 2)])
+def test_ci_script_fails_when_make_test_fails(tmp_path: Path, make_exit: int,
+                                              expected: int) -> None:
+    fake = tmp_path / "make"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = test ] || exit 99\nexit {make_exit}\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    rc = subprocess.run([str(REPO / ".ci" / "run")], env=env).returncode
+    assert (rc != 0) == (expected != 0)
