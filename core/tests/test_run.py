@@ -170,3 +170,31 @@ def test_core_saves_a_final_checkpoint_when_the_trainer_did_not(invoke, tmp_path
     assert [k for k, _ in EVENTS].count("checkpoint") == 1
     payload = load_checkpoint(run_dir)
     assert payload["step"] == 64 and payload["state"]["steps"] == 64
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_run_on_cuda_keeps_env_outputs_on_the_device(invoke, tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    result = invoke(*run_args(run_dir, "--device", "cuda", "--debug"))
+    assert result.exit_code == 0, result.output
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["device"].startswith("cuda") and meta["versions"]["cuda"]
+    assert EVENTS[0][1]["device_name"] == torch.cuda.get_device_name(0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_missing_cuda_index_is_one_line_exit_2(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r"), "--device", "cuda:99")
+    assert result.exit_code == 2 and "only" in result.stderr and "CUDA device" in result.stderr
+
+
+def test_rerunning_a_saved_config_needs_a_new_directory(invoke, tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    assert invoke(*run_args(run_dir)).exit_code == 0
+    again = invoke("run", "--config", str(run_dir / "config.json"))
+    assert again.exit_code == 2 and "--resume" in again.stderr
+    fresh = invoke("run", "--config", str(run_dir / "config.json"), "--run-dir",
+                   str(tmp_path / "r2"))
+    assert fresh.exit_code == 0, fresh.output
+    saved = json.loads((tmp_path / "r2" / "config.json").read_text())
+    assert saved["run"]["run_dir"] == str(tmp_path / "r2")

@@ -27,6 +27,10 @@ class Env(Protocol):
     when an env finishes (``done | trunc``) the observation returned for it is
     already the first one of its next episode and ``info["reset_mask"]`` is
     True for it. ``info`` may carry more keys (tensors or plain numbers).
+
+    An env may also offer ``meta() -> dict`` (action names, frames per step,
+    ROM hash...); the run loop records it in the run's ``meta.json``.
+    ``gbx.testing.check_env`` checks an env against this contract.
     """
 
     num_envs: int

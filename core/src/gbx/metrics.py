@@ -83,8 +83,7 @@ def mean_std(values: torch.Tensor) -> torch.Tensor:
 # Slots of the packed device sum vector. Keeping every running sum in one
 # float64 vector makes the per-record read-back a single transfer; float64
 # keeps counts exact up to 2**53.
-_ENV_STEPS = 0
-_REWARD = 1
+_REWARD = 1  # slot 0 is unused: env steps are counted on the host
 _DONE = 2
 _TRUNC = 3
 _RESET = 4
@@ -130,11 +129,14 @@ class MetricsAccumulator:
         self._max_extras = max_extras
         size = self._extra_base + 2 * max_extras  # each extra: sum and count
         self._sums = torch.zeros(size, dtype=torch.float64, device=self.device)
-        self._ep_return = torch.zeros(num_envs, dtype=torch.float32, device=self.device)
-        self._ep_length = torch.zeros(num_envs, dtype=torch.float32, device=self.device)
+        # Running return (row 0) and length (row 1) of each env's current episode.
+        self._episode = torch.zeros(2, num_envs, dtype=torch.float32, device=self.device)
+        self._ep_return = self._episode[0]
+        self._ep_length = self._episode[1]
         self._dist = torch.zeros(dist_capacity, dtype=torch.float32, device=self.device)
         self._dist_capacity = dist_capacity
-        self._zero = torch.zeros((), dtype=torch.float32, device=self.device)
+        self._no_success = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self._ones = torch.ones(num_envs, dtype=torch.float64, device=self.device)
         self._extra_slots: dict[str, int] = {}
         self._dist_cursor = 0  # host-side ring position: known from shapes, no sync
         self._dist_count = 0
@@ -160,35 +162,20 @@ class MetricsAccumulator:
         episode ended in success at this step; ``dist`` is a per-env distance
         to the goal, sampled for the window's percentiles.
         """
-        done = done.to(torch.bool)
-        trunc = trunc.to(torch.bool)
+        # Few, batched kernels: this runs every env step, and each launch costs
+        # host time even though nothing waits for the device.
+        reward = reward if reward.dtype == torch.float32 else reward.to(torch.float32)
         ended = done | trunc
         if reset_mask is None:
             reset_mask = ended
-        ended_f = ended.to(torch.float32)
-        self._ep_return.add_(reward.to(torch.float32))
+        success_ended = ended & success if success is not None else self._no_success
+        self._ep_return.add_(reward)
         self._ep_length.add_(1.0)
-        if success is not None:
-            success_sum = (success.to(torch.bool) & ended).sum().to(torch.float32)
-        else:
-            success_sum = self._zero
-        step_stats = torch.stack(
-            [
-                reward.to(torch.float32).sum(),
-                done.sum().to(torch.float32),
-                trunc.sum().to(torch.float32),
-                reset_mask.sum().to(torch.float32),
-                ended_f.sum(),
-                success_sum,
-                (self._ep_return * ended_f).sum(),
-                (self._ep_length * ended_f).sum(),
-            ]
-        )
-        self._sums[_REWARD : _LENGTH + 1].add_(step_stats.to(torch.float64))
-        self._sums[_ENV_STEPS] += float(reward.numel())
-        keep = 1.0 - ended_f
-        self._ep_return.mul_(keep)
-        self._ep_length.mul_(keep)
+        # Rows in the order of the slots _REWARD.._SUCCESS (stack promotes bools to float).
+        rows = torch.stack([reward, done, trunc, reset_mask, ended, success_ended])
+        ended_returns = self._episode @ rows[4]  # return and length sums of ended episodes
+        self._sums[_REWARD : _LENGTH + 1].add_(torch.cat([rows.sum(dim=1), ended_returns]))
+        self._episode.masked_fill_(ended, 0.0)
         if actions is not None:
             self.add_actions(actions)
         if dist is not None:
@@ -198,8 +185,14 @@ class MetricsAccumulator:
     def add_actions(self, actions: torch.Tensor) -> None:
         """Count actions (int ``[...]`` in ``[0, num_actions)``) into the action histogram."""
         hist = self._sums[_NUM_FIXED : _NUM_FIXED + self.num_actions]
-        flat = actions.reshape(-1).to(torch.int64)
-        hist.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.float64))
+        flat = actions.reshape(-1)
+        if flat.dtype != torch.int64:
+            flat = flat.to(torch.int64)
+        if flat.numel() == self.num_envs:
+            ones = self._ones
+        else:
+            ones = torch.ones_like(flat, dtype=torch.float64)
+        hist.scatter_add_(0, flat, ones)
 
     def add_policy(
         self, *, entropy: torch.Tensor | None = None, value: torch.Tensor | None = None
@@ -265,7 +258,7 @@ class MetricsAccumulator:
     def _record_from(
         self, host: list[float], has_dist: bool, elapsed: float
     ) -> dict[str, float | int | list[int]]:
-        steps = host[_ENV_STEPS]
+        steps = self._window_steps
         out: dict[str, float | int | list[int]] = {"sps": self._window_steps / elapsed}
         if steps > 0:
             out["reward_mean"] = host[_REWARD] / steps

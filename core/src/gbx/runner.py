@@ -318,7 +318,14 @@ def prepare(
         run_dir = Path(config.run.run_dir) if config.run.run_dir else default_run_dir(
             config.run, run_id
         )
-        config = attrs.evolve(config, run=attrs.evolve(config.run, run_dir=str(run_dir)))
+        if (run_dir / "meta.json").exists():
+            raise GbxError(
+                f"{run_dir} already holds a run; continue it with --resume {run_dir} "
+                "or choose a new directory with --run-dir"
+            )
+        config = attrs.evolve(
+            config, run=attrs.evolve(config.run, run_dir=str(run_dir), resume=None)
+        )
     for sub in ("checkpoints", "media", "failures"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     run = Run(config, host, run_dir=run_dir, run_id=run_id, device=device,

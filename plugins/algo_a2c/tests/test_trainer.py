@@ -99,11 +99,13 @@ def test_truncated_steps_bootstrap_from_final_obs_value() -> None:
 
 def test_learns_toy_well_above_random() -> None:
     torch.manual_seed(0)
-    cfg = small_config(num_envs=32, log_every=10, lr=1e-3)
-    ctx = FakeContext(cfg, steps=120 * cfg.batch_size)
+    # 64 envs x 100 windows (32,000 env steps) learn the toy for every seed tried (0-3);
+    # half as many envs sometimes leave a greedy policy stuck on a no-op action.
+    cfg = small_config(num_envs=64, log_every=10, lr=1e-3)
+    ctx = FakeContext(cfg, steps=100 * cfg.batch_size)
     trainer = A2CTrainer(cfg, ctx)
     trainer.train()
-    assert len(ctx.records) == 12
+    assert len(ctx.records) == 10
     out = trainer.evaluate(64, greedy=True)
     assert out["episodes"] == 64
     assert out["random_success_rate"] < 0.7
@@ -226,21 +228,22 @@ def test_cuda_memory_does_not_grow_with_steps() -> None:
     trainer = A2CTrainer(cfg, ctx)
     trainer._setup_training()
 
-    def logging_window() -> None:
+    def logging_window() -> tuple[int, int]:
+        torch.cuda.reset_peak_memory_stats()
         for _ in range(cfg.log_every):
             trainer._collect()
             trainer._optimise()
         trainer._emit_record()
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
 
-    logging_window()  # allocates the optimiser's state
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    logging_window()
-    first = torch.cuda.max_memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    for _ in range(8):
-        logging_window()
-    assert torch.cuda.max_memory_allocated() <= first
+    for _ in range(2):
+        logging_window()  # allocates the optimiser's state and the allocator's pools
+    live, peaks = zip(*(logging_window() for _ in range(10)), strict=True)
+    # Live tensors between records are exactly the same; peaks vary only by allocator
+    # block placement (a few KiB), never by an amount that grows with training.
+    assert len(set(live)) == 1, live
+    assert max(peaks) - min(peaks) < 1 << 20, peaks
 
 
 def test_window_size_is_fixed_and_matches_the_estimate() -> None:

@@ -58,6 +58,15 @@ def test_one_update_changes_parameters_and_records_everything() -> None:
     # max_steps=6 over 16 steps: every env was truncated or finished at least twice.
     assert rec["reset_rate"] >= 2 / 16
     assert rec["trunc_overflow"] == 0.0
+    assert ctx.checkpoints == []  # checkpoint_every=0: none, not even a final one
+
+
+def test_final_checkpoint_when_the_budget_ends_between_checkpoints() -> None:
+    cfg = small_config(checkpoint_every=2)
+    ctx = FakeContext(cfg, steps=3 * cfg.batch_size)
+    PPOTrainer(cfg, ctx).train()
+    assert [s for s, _ in ctx.checkpoints] == [2 * cfg.batch_size, 3 * cfg.batch_size]
+    assert ctx.checkpoints[-1][1]["counters"]["updates"] == 3
 
 
 def test_truncated_steps_bootstrap_from_final_obs_value() -> None:
@@ -210,6 +219,7 @@ def test_resume_from_state_dict_reproduces_records() -> None:
     full = StatefulToyContext(cfg, steps=4 * cfg.batch_size, env_config=env_cfg, seed=7)
     PPOTrainer(cfg, full).train()
     assert len(full.records) == 4
+    assert [s for s, _ in full.checkpoints] == [2 * cfg.batch_size, 4 * cfg.batch_size]
     step, state = full.checkpoints[0]
     assert step == 2 * cfg.batch_size
     # Perturb global RNGs: the checkpoint must restore them.

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from gbx_gameboy.asm import assemble
 
-SOURCE = """
+SOURCE_TEMPLATE = """
 HEADER_TITLE "GBX ANIM TEST"
-HEADER_CART_TYPE $03
+HEADER_CART_TYPE {cart_type}
 HEADER_RAM_SIZE $02
 SECTION "vblank", ROM0[$0040]
     jp VBlank
@@ -64,7 +64,10 @@ Main:
     ldh [$40], a
     ld a, 1
     ldh [$FF], a
+    xor a
+    ldh [$0F], a
     ei
+    nop
 Loop:
     halt
     nop
@@ -85,7 +88,8 @@ VBlank:
 """
 
 
-def write_anim_test_rom(folder: Path) -> Path:
-    path = folder / "anim.gb"
-    path.write_bytes(assemble(SOURCE))
+def write_anim_test_rom(folder: Path, cart_type: int = 0x03) -> Path:
+    """Write the ROM with cartridge type ``cart_type`` (it needs RAM: MBC1/3/5 with RAM)."""
+    path = folder / f"anim_{cart_type:02x}.gb"
+    path.write_bytes(assemble(SOURCE_TEMPLATE.replace("{cart_type}", f"${cart_type:02X}")))
     return path

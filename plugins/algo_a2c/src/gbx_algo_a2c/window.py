@@ -24,16 +24,16 @@ class Window:
         self.steps = t
         self.num_envs = n
         self.device = torch.device(device)
-        kw = {"device": self.device}
-        self.obs = torch.zeros((t, n, *obs_shape), dtype=torch.uint8, **kw)
-        self.actions = torch.zeros((t, n), dtype=torch.int64, **kw)
-        self.rewards = torch.zeros((t, n), dtype=torch.float32, **kw)
-        self.dones = torch.zeros((t, n), dtype=torch.bool, **kw)
-        self.truncs = torch.zeros((t, n), dtype=torch.bool, **kw)
-        self.values = torch.zeros((t, n), dtype=torch.float32, **kw)
+        dev = self.device
+        self.obs = torch.zeros((t, n, *obs_shape), dtype=torch.uint8, device=dev)
+        self.actions = torch.zeros((t, n), dtype=torch.int64, device=dev)
+        self.rewards = torch.zeros((t, n), dtype=torch.float32, device=dev)
+        self.dones = torch.zeros((t, n), dtype=torch.bool, device=dev)
+        self.truncs = torch.zeros((t, n), dtype=torch.bool, device=dev)
+        self.values = torch.zeros((t, n), dtype=torch.float32, device=dev)
         # Bootstrap values of truncated steps, plus one spare element that absorbs
         # the scatter of unused side-buffer slots.
-        self.trunc_values_flat = torch.zeros(t * n + 1, dtype=torch.float32, **kw)
+        self.trunc_values_flat = torch.zeros(t * n + 1, dtype=torch.float32, device=dev)
         self.trunc_values = self.trunc_values_flat[: t * n].view(t, n)
         self.truncated = TruncatedObsBuffer(t, n, obs_shape, self.device)
 

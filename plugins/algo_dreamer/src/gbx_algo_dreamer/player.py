@@ -53,5 +53,6 @@ class Player:
                 "prev_action": self.prev_action.clone()}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.state = Latent(state["deter"].clone(), state["stoch"].clone())
-        self.prev_action = state["prev_action"].clone()
+        dev = self.prev_action.device
+        self.state = Latent(state["deter"].to(dev).clone(), state["stoch"].to(dev).clone())
+        self.prev_action = state["prev_action"].to(dev).clone()

@@ -355,7 +355,8 @@ class DreamerTrainer:
         if live["obs"] is not None and live.get("env") is not None \
                 and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(live["env"])
-            self._obs, self._is_first = live["obs"].clone(), live["is_first"].clone()
+            self._obs = live["obs"].to(self.device).clone()
+            self._is_first = live["is_first"].to(self.device).clone()
         elif live["obs"] is not None:
             # an env without state_dict cannot be restored: restart its episodes
             self._obs = self.env.reset()

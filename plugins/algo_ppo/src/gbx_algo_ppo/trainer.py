@@ -203,6 +203,9 @@ class PPOTrainer:
                 )
             if cfg.checkpoint_every and self.updates % cfg.checkpoint_every == 0:
                 self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
+        # Keep the final policy too (budget reached or stop requested between checkpoints).
+        if cfg.checkpoint_every and self.updates and self.updates % cfg.checkpoint_every:
+            self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
 
     def _optimizer(self) -> torch.optim.Adam:
         if self.optimizer is None:

@@ -80,3 +80,37 @@ def parse_presses(spec: str) -> list[tuple[str, int]]:
             )
         out.append((button, int(frame)))
     return sorted(out, key=lambda p: p[1])
+
+
+def press_schedule(
+    presses: list[tuple[str, int]], total_frames: int, hold: int = 8
+) -> list[tuple[int, int]]:
+    """Split ``total_frames`` into segments ``(frames, button_mask)`` for timed presses.
+
+    Each press holds its button for ``hold`` frames from its frame number (presses
+    that overlap are combined); frames with nothing pressed have mask 0.
+    """
+    masks = [0] * total_frames
+    for button, frame in presses:
+        for f in range(max(frame, 0), min(frame + hold, total_frames)):
+            masks[f] |= BUTTON_BITS[button]
+    segments: list[tuple[int, int]] = []
+    for m in masks:
+        if segments and segments[-1][1] == m:
+            segments[-1] = (segments[-1][0] + 1, m)
+        else:
+            segments.append((1, m))
+    return segments
+
+
+def run_with_presses(
+    batch: object, total_frames: int, presses: list[tuple[str, int]], render_last: bool = True
+) -> None:
+    """Run every env of ``batch`` for ``total_frames`` frames, pressing buttons on schedule."""
+    segs = press_schedule(presses, total_frames)
+    device = batch.fb.device  # type: ignore[attr-defined]
+    n = batch.num_envs  # type: ignore[attr-defined]
+    for i, (frames, mask) in enumerate(segs):
+        last = render_last and i == len(segs) - 1
+        buttons = torch.full((n,), mask, dtype=torch.int32, device=device)
+        batch.step_frames(buttons, frames, frames, render_last=last)  # type: ignore[attr-defined]

@@ -28,9 +28,13 @@ def gameboy() -> None:
 @click.option("--envs", type=int, default=1, show_default=True, help="number of parallel envs")
 @click.option("--serial", is_flag=True, help="print what env 0 sent over the serial port")
 @click.option("--regs", is_flag=True, help="print env 0's final registers as JSON")
+@click.option("--screenshot", type=click.Path(dir_okay=False), default=None,
+              help="write env 0's last frame as a PNG (DMG grey shades)")
+@click.option("--state", default=None, help="start from a gbx or PyBoy savestate")
+@click.option("--press", default="", help='timed button presses, e.g. "START@60,A@120"')
 def run(
     rom: str, frames: int | None, cycles: int | None, device: str, envs: int, serial: bool,
-    regs: bool,
+    regs: bool, screenshot: str | None, state: str | None, press: str,
 ) -> None:
     """Run ROM headless and print serial output and/or final registers."""
     from gbx_gameboy.cartridge import RomError, parse_cartridge
@@ -44,11 +48,19 @@ def run(
     from gbx_gameboy.machine import GameBoyBatch
 
     batch = GameBoyBatch(cart, envs, device)
+    presses = _prepare(batch, state, press)
     if cycles is not None:
         batch.run_cycles(cycles)
     else:
-        batch.run_frames(60 if frames is None else frames)
+        from gbx_gameboy.actions import run_with_presses
+
+        run_with_presses(batch, 60 if frames is None else frames, presses,
+                         render_last=screenshot is not None)
     batch.synchronize()
+    if screenshot is not None:
+        from gbx_gameboy.media import save_png
+
+        click.echo(f"screenshot: {save_png(batch.fb[0], screenshot, scale=2)}", err=True)
     if serial or not regs:
         click.echo(batch.serial_output(0).decode("latin-1"))
     if regs:
@@ -78,3 +90,55 @@ def conformance(device: str, as_json: bool, fast: bool, names: tuple[str, ...]) 
         ]))
     else:
         click.echo(conf.format_table(results))
+
+
+def _prepare(batch: object, state: str | None, press: str) -> list[tuple[str, int]]:
+    """Load ``--state`` into every env and parse ``--press``; one-line errors on bad input."""
+    from gbx_gameboy.actions import parse_presses
+    from gbx_gameboy.savestate import SaveStateError
+
+    try:
+        presses = parse_presses(press)
+    except ValueError as exc:
+        _fail(str(exc))
+    if state:
+        from gbx_gameboy.env import load_start_state
+
+        try:
+            load_start_state(batch, state)
+        except SaveStateError as exc:
+            _fail(str(exc))
+    return presses
+
+
+@gameboy.command()
+@click.argument("rom", type=click.Path(dir_okay=False))
+@click.option("--frames", type=int, default=120, show_default=True, help="frames to run")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="GIF file to write")
+@click.option("--every", type=int, default=2, show_default=True,
+              help="keep one frame in this many (the GIF's frame rate is 60/every)")
+@click.option("--scale", type=int, default=2, show_default=True, help="pixel scale")
+@click.option("--state", default=None, help="start from a gbx or PyBoy savestate")
+@click.option("--press", default="", help='timed button presses, e.g. "START@60,A@120"')
+@click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N")
+def gif(
+    rom: str, frames: int, out: str, every: int, scale: int, state: str | None, press: str,
+    device: str,
+) -> None:
+    """Run ROM and write env 0's screen as an animated GIF."""
+    from gbx_gameboy.cartridge import RomError, parse_cartridge
+
+    try:
+        cart = parse_cartridge(rom)
+    except RomError as exc:
+        _fail(str(exc))
+    if frames < 1 or every < 1 or scale < 1:
+        _fail("--frames, --every and --scale must be >= 1")
+    from gbx_gameboy.machine import GameBoyBatch
+    from gbx_gameboy.media import record_frames, save_gif
+
+    batch = GameBoyBatch(cart, 1, device)
+    presses = _prepare(batch, state, press)
+    shots = record_frames(batch, frames, every=every, presses=presses)
+    path = save_gif(shots, out, scale=scale, frame_ms=max(1, round(1000 * every / 60)))
+    click.echo(f"gif: {path} ({len(shots)} frames)")

@@ -106,3 +106,25 @@ def save_gif(
         )
 
     return _atomic_save(Path(path), save)
+
+
+def record_frames(
+    batch: Any, frames: int, every: int = 1, presses: list[tuple[str, int]] | None = None,
+    env: int = 0,
+) -> list[np.ndarray]:
+    """Run ``batch`` for ``frames`` frames; return env ``env``'s screen every ``every`` frames."""
+    from gbx_gameboy.actions import run_with_presses
+
+    if frames < 1 or every < 1:
+        raise ValueError(f"frames and every must be >= 1, got {frames} and {every}")
+    shots: list[np.ndarray] = []
+    presses = presses or []
+    done = 0
+    while done < frames:
+        chunk = min(every, frames - done)
+        # Shift the schedule so frame numbers stay absolute across chunks.
+        window = [(b, f - done) for b, f in presses if done - 8 < f < done + chunk]
+        run_with_presses(batch, chunk, window, render_last=True)
+        shots.append(to_numpy_shades(batch.fb[env]).copy())
+        done += chunk
+    return shots

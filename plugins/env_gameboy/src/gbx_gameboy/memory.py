@@ -106,7 +106,7 @@ def mbc_update_banks(g: GB, env: int):
     g.st[S_RAMOFF, env] = ramoff
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def rtc_latch(g: GB, env: int, t: int):
     """MBC3 RTC: latch the time derived from emulated cycles (deterministic, no wall clock)."""
     now = g.tm[TM_CLOCK, env] + wp.int64(t)
@@ -122,7 +122,7 @@ def rtc_latch(g: GB, env: int, t: int):
     g.st[S_RTC_DH, env] = (days >> 8) & 1
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def rom_write(g: GB, env: int, a: int, v: int, t: int):
     """Writes to 0000-7FFF program the memory bank controller."""
     if g.mbc == MBC_1:
@@ -176,7 +176,7 @@ def rom_write(g: GB, env: int, a: int, v: int, t: int):
     mbc_update_banks(g, env)
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def rtc_read(g: GB, env: int, sel: int) -> int:
     v = int(0xFF)
     if sel == 0x08:
@@ -192,7 +192,7 @@ def rtc_read(g: GB, env: int, sel: int) -> int:
     return v
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def rtc_write(g: GB, env: int, sel: int, v: int, t: int):
     """Set one RTC field: shift the cycle-driven clock so the running time has that value."""
     now = g.tm[TM_CLOCK, env] + wp.int64(t)
@@ -217,7 +217,7 @@ def rtc_write(g: GB, env: int, sel: int, v: int, t: int):
     rtc_latch(g, env, t)
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def cart_ram_read(g: GB, env: int, a: int) -> int:
     v = int(0xFF)
     off = g.st[S_RAMOFF, env]
@@ -232,7 +232,7 @@ def cart_ram_read(g: GB, env: int, a: int) -> int:
     return v
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def cart_ram_write(g: GB, env: int, a: int, v: int, t: int):
     off = g.st[S_RAMOFF, env]
     if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
@@ -258,7 +258,7 @@ def joypad_value(g: GB, env: int) -> int:
     return 0xC0 | sel | low
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def set_buttons(g: GB, env: int, buttons: int):
     """Change the held buttons; a newly pressed, selected button requests the joypad IRQ."""
     before = joypad_value(g, env) & 0x0F
@@ -268,7 +268,7 @@ def set_buttons(g: GB, env: int, buttons: int):
         raise_if(g, env, 0x10)
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def serial_sync(g: GB, env: int, t: int):
     if g.st[T_SERIAL_END, env] <= t:
         g.mem[IO_OFF + SB, env] = wp.uint8(0xFF)  # nothing connected: all ones shifted in
@@ -277,7 +277,7 @@ def serial_sync(g: GB, env: int, t: int):
         g.st[T_SERIAL_END, env] = NEVER
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def serial_start(g: GB, env: int, t: int):
     """SC written with bit 7 and bit 0: capture SB and schedule the end of the transfer."""
     n = g.st[S_SER_LEN, env]
@@ -289,7 +289,7 @@ def serial_start(g: GB, env: int, t: int):
     g.st[T_SERIAL_END, env] = t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def oam_dma(g: GB, env: int, v: int, t: int):
     """Copy 160 bytes to OAM; OAM stays unreadable by the CPU for the 160 M-cycles."""
     src = (v & 0xFF) << 8
@@ -320,7 +320,7 @@ def bus_peek(g: GB, env: int, a: int) -> int:
     return v
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def io_read(g: GB, env: int, i: int, t: int) -> int:
     v = int(0xFF)
     if i == P1:
@@ -348,7 +348,7 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
     return v
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def io_write(g: GB, env: int, i: int, v: int, t: int):
     if i == P1:
         # Selecting a row with a held button pulls a line low: joypad interrupt.

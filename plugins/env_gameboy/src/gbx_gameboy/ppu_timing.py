@@ -76,7 +76,7 @@ PH_VBLANK = 4  # a whole line in mode 1
 PH_PRE = 5  # last dots of a line: OAM-scan IRQ of the next line already up
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def stat_update(g: GB, env: int):
     """Re-evaluate the STAT interrupt line; a rising edge requests IF bit 1."""
     line = 0
@@ -112,7 +112,7 @@ def frame_done(g: GB, env: int):
     g.st[S_LFRAMES, env] = g.st[S_LFRAMES, env] + 1
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def ppu_sync(g: GB, env: int, t: int):
     """Apply every PPU transition at cycles <= t."""
     while g.st[T_PPU_NEXT, env] <= t:
@@ -184,7 +184,7 @@ def ppu_mode_at(g: GB, env: int, t: int) -> int:
     return mode
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def lcdc_write(g: GB, env: int, v: int, t: int):
     ppu_sync(g, env, t)
     old = int(g.mem[IO_OFF + LCDC, env])
@@ -203,7 +203,7 @@ def lcdc_write(g: GB, env: int, v: int, t: int):
     stat_update(g, env)
 
 
-@wp.func
+@wp.func(inline=False)  # cold path: a call keeps the kernel small
 def stat_read(g: GB, env: int, t: int) -> int:
     ppu_sync(g, env, t)
     v = (int(g.mem[IO_OFF + STAT, env]) & 0x78) | 0x80

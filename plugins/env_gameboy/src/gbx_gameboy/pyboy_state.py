@@ -357,10 +357,11 @@ def from_gbx(state: EnvState, cart: Cartridge, template: dict[str, Any]) -> dict
     f["io_ports"] = bytes(ports)
     div16 = int(st[L.S_DIV_OFF]) & 0xFFFF
     f["DIV_counter"], f["DIV"] = div16, div16 >> 8
-    f["TIMA"], f["TMA"], f["TAC"] = int(io[L.TIMA]), int(io[L.TMA]), int(io[L.TAC]) & 0x07
-    pending = int(st[L.S_TIMA_PEND]) != 0
+    tima, pending, reload_at, irq = _timer_now(st, io)
+    f["IF"] |= irq
+    f["TIMA"], f["TMA"], f["TAC"] = tima, int(io[L.TMA]), int(io[L.TAC]) & 0x07
     f["tima_reload_state"] = 1 if pending else 0
-    f["TIMA_counter"] = max(int(st[L.T_RELOAD]), 0) & 0xFFFF if pending else 0
+    f["TIMA_counter"] = max(reload_at, 0) & 0xFFFF if pending else 0
     f["timer_last_cycles"] = f["cpu_cycles"]
     f["SB"], f["SC"] = int(io[L.SB]), int(io[L.SC])
     f["ser_transfer_enabled"] = int(io[L.SC]) & 0x80
@@ -371,6 +372,35 @@ def from_gbx(state: EnvState, cart: Cartridge, template: dict[str, Any]) -> dict
     f["joy_standard"] = 0x0F & ~((buttons >> 4) & 0x0F)
     _mbc_from_gbx(state, cart, st, f)
     return f
+
+
+def _timer_now(st: np.ndarray, io: np.ndarray) -> tuple[int, bool, int, int]:
+    """TIMA at time 0 (now): gbx brings TIMA up to date lazily, from cycle ``T_TSYNC``.
+
+    Returns (TIMA, reload pending, cycle of the pending reload, IF bits raised).
+    The same rules as the emulator's ``timer_sync``.
+    """
+    cur, t = int(st[L.T_TSYNC]), 0
+    tima, tac, tma = int(io[L.TIMA]), int(io[L.TAC]), int(io[L.TMA])
+    pend, reload_at, irq = int(st[L.S_TIMA_PEND]) != 0, int(st[L.T_RELOAD]), 0
+    div_off = int(st[L.S_DIV_OFF])
+    while cur < t:
+        if pend:
+            if reload_at <= t:
+                tima, pend, irq, cur = tma, False, 4, reload_at
+            else:
+                break
+        if not tac & 4:
+            break
+        p = _TIMER_PERIOD[tac & 3]
+        s0 = (cur + div_off) & 0xFFFF
+        edges = (s0 + (t - cur)) // p - s0 // p
+        if tima + edges < 256:
+            tima += edges
+            break
+        e = cur + (p - s0 % p) + (255 - tima) * p
+        tima, pend, reload_at, cur = 0, True, e + 4, e
+    return tima, pend, reload_at, irq
 
 
 def _mbc_from_gbx(state: EnvState, cart: Cartridge, st: np.ndarray, f: dict[str, Any]) -> None:
@@ -407,6 +437,11 @@ def load_pyboy_state(
 ) -> None:
     """Load a PyBoy state (bytes) into env ``env`` of ``batch`` (all envs when None)."""
     fields = parse(data, batch.cart, source)
+    if fields["bootrom_enabled"]:
+        raise SaveStateError(
+            f"{source} was saved while PyBoy's boot ROM was running; save it after the game "
+            "has started (gbx starts at 0x0100 without a boot ROM)"
+        )
     tensors = batch.state_tensors()
     template = capture(tensors, 0 if env is None else env)
     arrays = to_gbx(fields, batch.cart, {k: v.cpu() for k, v in template.items()})

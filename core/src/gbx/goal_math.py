@@ -1,0 +1,111 @@
+"""Pixel-goal math shared by every goal env: distance, consecutive-hit done, shaped reward.
+
+All functions are pure tensor ops on the frames' device (no host reads). The ones
+taking ``out=``/scratch buffers write into them, so an env step allocates nothing.
+
+* distance: ``mean(|frame - goal|) / 3`` over the pixels of shade indices 0..3,
+  a number in ``[0, 1]`` (0 = the goal picture exactly, 1 = every pixel
+  inverted from white to black);
+* done: the distance stayed under ``tau`` for ``k`` consecutive steps (``k = 1``
+  ends the episode on the first step under ``tau``);
+* reward: ``bonus`` on the step that reaches the goal, plus an optional dense
+  term ``shaping * (previous distance - distance)`` (positive when the screen
+  got closer to the goal picture).
+"""
+
+from __future__ import annotations
+
+import torch
+
+MAX_SHADE = 3
+
+
+def goal_distance(
+    frames: torch.Tensor,
+    goal: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    scratch: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Mean L1 distance (shades / 3) of each frame ``uint8 [N, *S]`` to ``goal [*S]``.
+
+    ``goal`` may be uint8 or int16 (pass int16 to skip a cast per call).
+    ``scratch`` (int16, the shape of ``frames``) and ``out`` (float32 ``[N]``)
+    are optional preallocated buffers. Returns float32 ``[N]`` in ``[0, 1]``.
+    """
+    if frames.shape[1:] != goal.shape:
+        raise ValueError(
+            f"frames {tuple(frames.shape)} do not match the goal template "
+            f"{tuple(goal.shape)}: capture the goal with the env's obs_size"
+        )
+    g = goal if goal.dtype == torch.int16 else goal.to(torch.int16)
+    if scratch is None:
+        scratch = torch.empty(frames.shape, dtype=torch.int16, device=frames.device)
+    torch.sub(frames, g, out=scratch)
+    scratch.abs_()
+    if out is None:
+        out = torch.empty(frames.shape[0], dtype=torch.float32, device=frames.device)
+    torch.sum(scratch.view(frames.shape[0], -1), dim=1, dtype=torch.float32, out=out)
+    pixels = goal.numel()
+    return out.mul_(1.0 / (MAX_SHADE * pixels))
+
+
+def count_under(dist: torch.Tensor, tau: float, consec: torch.Tensor) -> torch.Tensor:
+    """Consecutive steps under ``tau``, updated in place: ``+1`` where ``dist < tau``, else 0."""
+    under = dist < tau
+    consec.add_(1).mul_(under.to(consec.dtype))
+    return consec
+
+
+def reached(consec: torch.Tensor, k: int, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``bool [N]``: the distance was under tau for at least ``k`` consecutive steps."""
+    if k < 1:
+        raise ValueError(f"consecutive steps k must be >= 1, got {k}")
+    return torch.ge(consec, k, out=out) if out is not None else torch.ge(consec, k)
+
+
+def goal_reward(
+    prev_dist: torch.Tensor,
+    dist: torch.Tensor,
+    done: torch.Tensor,
+    *,
+    bonus: float = 1.0,
+    shaping: float = 0.0,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``bonus * done + shaping * (prev_dist - dist)`` as float32 ``[N]``."""
+    if out is None:
+        out = torch.empty_like(dist, dtype=torch.float32)
+    torch.mul(done, bonus, out=out)
+    if shaping != 0.0:
+        out.add_(prev_dist - dist, alpha=shaping)
+    return out
+
+
+def distance_quantiles(dist: torch.Tensor, qs: torch.Tensor) -> torch.Tensor:
+    """Quantiles ``qs`` (float32 ``[Q]`` in [0, 1], on ``dist``'s device) of ``dist``, on the
+    device: float32 ``[Q]``, linear interpolation between order statistics."""
+    return torch.quantile(dist, qs)
+
+
+def step_goal(
+    frames: torch.Tensor,
+    goal: torch.Tensor,
+    prev_dist: torch.Tensor,
+    consec: torch.Tensor,
+    *,
+    tau: float,
+    k: int,
+    bonus: float = 1.0,
+    shaping: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step of goal scoring without buffers: ``(dist, done, reward)``.
+
+    ``consec`` is updated in place; ``prev_dist`` is left unchanged. Reference
+    composition of the functions above (envs keep their own buffers).
+    """
+    dist = goal_distance(frames, goal)
+    count_under(dist, tau, consec)
+    done = reached(consec, k)
+    reward = goal_reward(prev_dist, dist, done, bonus=bonus, shaping=shaping)
+    return dist, done, reward

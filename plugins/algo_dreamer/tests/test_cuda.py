@@ -1,0 +1,35 @@
+"""CUDA-only checks: the hot path (collect + update) never waits for the device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gbx_algo_dreamer.config import DreamerConfig
+from gbx_algo_dreamer.trainer import DreamerTrainer
+from gbx_algo_dreamer.validate import LocalContext, registry_env_factory
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_collect_and_update_do_not_sync(tmp_path: Path):
+    dev = torch.device("cuda")
+    ctx = LocalContext(registry_env_factory("toy", dev), dev, run_dir=tmp_path)
+    cfg = DreamerConfig(size="tiny", num_envs=8, batch_size=4, batch_length=16,
+                        replay_capacity=4096, learning_starts=0, checkpoint_every=0)
+    tr = DreamerTrainer(cfg, ctx)
+    tr._ensure_started()
+    for _ in range(20):
+        tr._collect_step()
+    tr.update()  # warm-up: lazy initialisation may sync once
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            tr._collect_step()
+            tr.update()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert tr.opt_steps == 4

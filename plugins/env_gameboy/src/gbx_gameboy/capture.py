@@ -1,0 +1,332 @@
+"""Goal templates and start states: play a button script, keep the screen or the state.
+
+A goal directory holds what a goal env compares the screen with:
+
+* ``goal.npy``: uint8 ``[H, W]`` shade indices, the observation the env itself
+  extracts (``obs.extract_obs``, 72x80 = 2x2 max of the 144x160 screen);
+* ``meta.json``: where it came from (ROM sha256, source state and its sha256,
+  the button script), the distance metric and the default ``tau`` and
+  ``consec_k`` of the task;
+* ``goal.png``: the template scaled up, for a person to check.
+
+Button scripts come in two forms, both played from a state:
+
+* ``presses``: ``"START@60,A@120"`` (:func:`gbx_gameboy.actions.parse_presses`):
+  each button held ``hold`` frames starting at that frame number;
+* ``steps``: one button per env step (``"DOWN*5,LEFT*3,DOWN"``, see
+  :func:`parse_steps`), each step ``frames_per_step`` frames with the button
+  held for the first ``hold`` of them, exactly as the envs step.
+
+Presses run first, then steps, then ``settle`` frames without input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import torch
+
+from gbx_gameboy.actions import BUTTON_BITS, parse_presses
+
+DISTANCE_METRIC = "mean |frame - goal| / 3 over shade indices (gbx.goal_math.goal_distance)"
+GOAL_FILE = "goal.npy"
+META_FILE = "meta.json"
+PNG_FILE = "goal.png"
+PNG_SCALE = 4
+DEFAULT_TAU = 0.02
+DEFAULT_CONSEC_K = 1
+
+
+class GoalError(ValueError):
+    """A goal directory or template that cannot be used."""
+
+
+def parse_steps(spec: str) -> list[str]:
+    """``"DOWN*5,LEFT*3,A"`` -> one button name per env step (``NOOP`` allowed)."""
+    out: list[str] = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        button, star, count = item.partition("*")
+        button = button.strip().upper()
+        if button not in BUTTON_BITS or (star and not count.strip().isdigit()):
+            raise ValueError(
+                f"bad step {item!r}: write BUTTON or BUTTON*COUNT, e.g. DOWN*5, with BUTTON one "
+                f"of {', '.join(BUTTON_BITS)}"
+            )
+        out.extend([button] * (int(count) if star else 1))
+    return out
+
+
+@dataclass(frozen=True)
+class Script:
+    """A button script: frame presses, then per-step buttons, then idle frames."""
+
+    presses: tuple[tuple[str, int], ...] = ()
+    steps: tuple[str, ...] = ()
+    frames_per_step: int = 24
+    hold: int = 8
+    settle: int = 0
+
+    @classmethod
+    def parse(
+        cls, press: str = "", steps: str = "", *, frames_per_step: int = 24, hold: int = 8,
+        settle: int = 0,
+    ) -> Script:
+        if not 1 <= hold <= frames_per_step:
+            raise ValueError(f"hold must be in 1..frames_per_step ({frames_per_step}), got {hold}")
+        if settle < 0:
+            raise ValueError(f"settle must be >= 0 frames, got {settle}")
+        return cls(tuple(parse_presses(press)), tuple(parse_steps(steps)), frames_per_step,
+                   hold, settle)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "presses": ",".join(f"{b}@{f}" for b, f in self.presses),
+            "steps": _compact_steps(self.steps),
+            "frames_per_step": self.frames_per_step,
+            "hold_frames": self.hold,
+            "settle_frames": self.settle,
+        }
+
+
+def _compact_steps(steps: Sequence[str]) -> str:
+    """Inverse of :func:`parse_steps` with runs folded: ``DOWN*5,LEFT*3,DOWN``."""
+    out: list[str] = []
+    i = 0
+    while i < len(steps):
+        j = i
+        while j < len(steps) and steps[j] == steps[i]:
+            j += 1
+        out.append(steps[i] if j - i == 1 else f"{steps[i]}*{j - i}")
+        i = j
+    return ",".join(out)
+
+
+def sha256_file(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def new_batch(rom: str | Path, state: str | Path | None, device: str = "cpu") -> Any:
+    """A one-env batch at ``state`` (power-on when None) with a rendered screen."""
+    from gbx_gameboy.env import load_start_state
+    from gbx_gameboy.machine import GameBoyBatch
+
+    batch = GameBoyBatch(str(rom), 1, device)
+    rendered = False
+    if state:
+        _, rendered = load_start_state(batch, state)
+    if not rendered:
+        batch.run_frames(1, render_last=True)
+    return batch
+
+
+def observe(batch: Any, obs_size: str = "72x80") -> np.ndarray:
+    """Env 0's observation frame (what the env extracts), as numpy ``uint8 [H, W]``."""
+    from gbx_gameboy.obs import extract_obs, obs_hw
+
+    out = torch.empty((batch.num_envs, *obs_hw(obs_size)), dtype=torch.uint8,
+                      device=batch.fb.device)
+    return extract_obs(batch.fb, obs_size, out)[0].cpu().numpy().copy()
+
+
+def play(batch: Any, script: Script, obs_size: str = "72x80") -> list[np.ndarray]:
+    """Play ``script`` on every env of ``batch``; return env 0's observation after each step
+    (presses and settling add one observation each at their end)."""
+    n = batch.num_envs
+    dev = batch.fb.device
+    frames: list[np.ndarray] = []
+    t = 0
+    for button, at in script.presses:
+        if at > t:
+            batch.run_frames(at - t, render_last=True)
+            t = at
+        bits = torch.full((n,), BUTTON_BITS[button], dtype=torch.int32, device=dev)
+        batch.step_frames(bits, script.hold, script.hold, render_last=True)
+        t += script.hold
+        frames.append(observe(batch, obs_size))
+    for button in script.steps:
+        bits = torch.full((n,), BUTTON_BITS[button], dtype=torch.int32, device=dev)
+        batch.step_frames(bits, script.frames_per_step, script.hold, render_last=True)
+        frames.append(observe(batch, obs_size))
+    if script.settle:
+        batch.run_frames(script.settle, render_last=True)
+        frames.append(observe(batch, obs_size))
+    if not frames:
+        frames.append(observe(batch, obs_size))
+    return frames
+
+
+def distances(frames: Sequence[np.ndarray], goal: np.ndarray) -> list[float]:
+    """Goal distance of each frame, with the env's own metric."""
+    from gbx.goal_math import goal_distance
+
+    stack = torch.from_numpy(np.stack(frames))
+    return [round(float(d), 6) for d in goal_distance(stack, torch.from_numpy(goal))]
+
+
+# --------------------------------------------------------------------------- goal files
+@dataclass(frozen=True)
+class Goal:
+    template: np.ndarray  # uint8 [H, W]
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def tau(self) -> float:
+        return float(self.meta.get("tau", DEFAULT_TAU))
+
+    @property
+    def consec_k(self) -> int:
+        return int(self.meta.get("consec_k", DEFAULT_CONSEC_K))
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    from gbx_gameboy.savestate import atomic_write
+
+    atomic_write(path, data)
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array, dtype=np.uint8), allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_goal(out_dir: str | Path, template: np.ndarray, meta: dict[str, Any]) -> Path:
+    """Write ``goal.npy``, ``meta.json`` and ``goal.png`` into ``out_dir``; return the PNG."""
+    from gbx_gameboy.media import save_png
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if template.dtype != np.uint8 or template.ndim != 2 or int(template.max(initial=0)) > 3:
+        raise GoalError("a goal template must be uint8 [H, W] shade indices 0..3")
+    _atomic_bytes(out / GOAL_FILE, npy_bytes(template))
+    text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
+    _atomic_bytes(out / META_FILE, text.encode())
+    return save_png(template, out / PNG_FILE, scale=PNG_SCALE)
+
+
+def load_goal(path: str | Path) -> Goal:
+    """A goal from a goal directory (``goal.npy`` + ``meta.json``) or a bare ``.npy`` file."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        npy, meta_path = p / GOAL_FILE, p / META_FILE
+    elif p.suffix == ".npy" and p.is_file():
+        npy, meta_path = p, p.with_name(META_FILE)
+    else:
+        raise GoalError(
+            f"goal not found: {p} (set env.goal_dir to a folder made by "
+            "`gbx gameboy capture-goal` or to a .npy template)"
+        )
+    if not npy.is_file():
+        raise GoalError(f"{p} has no {GOAL_FILE}; make one with `gbx gameboy capture-goal`")
+    try:
+        template = np.load(npy, allow_pickle=False)
+    except ValueError as exc:
+        raise GoalError(f"{npy} is not a readable .npy file: {exc}") from None
+    if template.dtype != np.uint8 or template.ndim != 2:
+        raise GoalError(f"{npy} holds {template.dtype}{list(template.shape)}; need uint8 [H, W]")
+    if int(template.max(initial=0)) > 3:
+        raise GoalError(f"{npy} holds values above 3; a template holds shade indices 0..3")
+    meta: dict[str, Any] = {}
+    if meta_path.is_file():
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise GoalError(f"{meta_path} is not valid JSON: {exc}") from None
+    return Goal(template, meta, p)
+
+
+def goal_meta(
+    *, rom: str | Path, state: str | Path | None, script: Script, obs_size: str, tau: float,
+    consec_k: int, state_label: str | None = None, note: str = "",
+) -> dict[str, Any]:
+    from gbx_gameboy.cartridge import parse_cartridge
+
+    cart = parse_cartridge(str(rom))
+    meta: dict[str, Any] = {
+        "rom_title": cart.title,
+        "rom_sha256": cart.sha256,
+        "source_state": state_label if state_label is not None else (str(state) if state else None),
+        "source_state_sha256": sha256_file(state) if state else None,
+        "script": script.describe(),
+        "obs_size": obs_size,
+        "distance": DISTANCE_METRIC,
+        "tau": tau,
+        "consec_k": consec_k,
+    }
+    if note:
+        meta["note"] = note
+    return meta
+
+
+def capture_goal(
+    rom: str | Path, state: str | Path | None, script: Script, out_dir: str | Path, *,
+    obs_size: str = "72x80", tau: float = DEFAULT_TAU, consec_k: int = DEFAULT_CONSEC_K,
+    device: str = "cpu",
+) -> Path:
+    """Play ``script`` from ``state`` and write the last observation as a goal; return the PNG."""
+    batch = new_batch(rom, state, device)
+    frames = play(batch, script, obs_size)
+    meta = goal_meta(rom=rom, state=state, script=script, obs_size=obs_size, tau=tau,
+                     consec_k=consec_k)
+    return write_goal(out_dir, frames[-1], meta)
+
+
+def make_state(
+    rom: str | Path, state: str | Path | None, script: Script, out: str | Path, *,
+    device: str = "cpu",
+) -> Path:
+    """Play ``script`` from ``state`` (power-on when None) and save the result as a savestate."""
+    from gbx_gameboy.savestate import save_state
+
+    batch = new_batch(rom, state, device)
+    play(batch, script)
+    return save_state(batch, 0, out)
+
+
+# --------------------------------------------------------------------------- command
+@click.command("capture-goal")
+@click.option("--rom", required=True, type=click.Path(dir_okay=False), help="the .gb ROM")
+@click.option("--state", default=None, type=click.Path(dir_okay=False),
+              help="savestate to start from (gbx or PyBoy); default: power-on")
+@click.option("--press", default="", help='frame presses, e.g. "START@60,A@120"')
+@click.option("--steps", "steps_spec", default="",
+              help='one button per env step, e.g. "DOWN*5,LEFT*3,DOWN" (after the presses)')
+@click.option("--settle", default=0, show_default=True, help="idle frames at the end")
+@click.option("--frames-per-step", default=24, show_default=True)
+@click.option("--hold", default=8, show_default=True, help="frames each button is held")
+@click.option("--obs-size", default="72x80", show_default=True, help="72x80 or 144x160")
+@click.option("--tau", default=DEFAULT_TAU, show_default=True, help="default tau of the goal")
+@click.option("--consec-k", default=DEFAULT_CONSEC_K, show_default=True,
+              help="default consecutive steps under tau")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="goal folder to write (goal.npy, meta.json, goal.png)")
+@click.option("--device", default="cpu", show_default=True)
+def capture_goal_cmd(
+    rom: str, state: str | None, press: str, steps_spec: str, settle: int, frames_per_step: int,
+    hold: int, obs_size: str, tau: float, consec_k: int, out_dir: str, device: str,
+) -> None:
+    """Play a button script from a state and save the screen as a goal template."""
+    from gbx_gameboy.obs import obs_hw
+
+    try:
+        obs_hw(obs_size)
+        script = Script.parse(press, steps_spec, frames_per_step=frames_per_step, hold=hold,
+                              settle=settle)
+        if not 0.0 < tau <= 1.0 or consec_k < 1:
+            raise ValueError(f"need 0 < tau <= 1 and consec-k >= 1, got {tau} and {consec_k}")
+        png = capture_goal(rom, state, script, out_dir, obs_size=obs_size, tau=tau,
+                           consec_k=consec_k, device=device)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {Path(out_dir) / GOAL_FILE} and {Path(out_dir) / META_FILE}")
+    click.echo(f"check the goal picture: {png}")

@@ -1,0 +1,162 @@
+"""``gameboy-goal``: reach a goal screen, scored from pixels only.
+
+The env is the ``gameboy`` pixel env plus a goal template (``goal.npy`` made by
+``gbx gameboy capture-goal``). After each step the newest observation frame is
+compared with the template on the device (:mod:`gbx.goal_math`):
+
+* ``dist = mean(|frame - goal|) / 3``;
+* ``done`` once ``dist < tau`` for ``consec_k`` consecutive steps;
+* ``reward = goal_bonus * done + shaping * (previous dist - dist)``
+  (``shaping`` 0 = sparse, the default);
+* ``trunc`` at ``max_steps`` (never on the step that reaches the goal);
+  ``info["final_obs"]`` holds the last observation of every finished episode,
+  taken before the masked reset, for bootstrapping.
+
+``info_mode`` picks what else ``info`` carries: ``full`` the per-env distances
+(``info["dist"]``), ``stats`` only their 10/50/90th percentiles computed on
+the device (``dist_p10``, ``dist_p50``, ``dist_p90``, 0-dim tensors), ``none``
+nothing more. ``tau`` and ``consec_k`` default to the goal's ``meta.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+
+from gbx.config import option
+from gbx.goal_math import count_under, distance_quantiles, goal_distance, goal_reward, reached
+from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
+
+INFO_MODES = ("full", "stats", "none")
+_QUANTILES = (0.1, 0.5, 0.9)
+_v = attrs.validators
+
+
+def check_tau(_inst: Any, _attr: Any, value: float | None) -> None:
+    if value is not None and not 0.0 < value <= 1.0:
+        raise ValueError(f"tau must be in (0, 1] (a goal distance), got {value}")
+
+
+def check_consec_k(_inst: Any, _attr: Any, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ValueError(f"consec_k must be >= 1, got {value}")
+
+
+@attrs.frozen
+class GoalConfig(GameBoyConfig):
+    """The ``env`` section of ``gameboy-goal``: the ``gameboy`` fields plus the goal."""
+
+    goal_dir: str = option(
+        "", "goal folder made by `gbx gameboy capture-goal` (goal.npy + meta.json) or a .npy"
+    )
+    tau: float | None = option(
+        None, "distance under which the goal counts as reached (None: the goal's meta.json)",
+        check_tau,
+    )
+    consec_k: int | None = option(
+        None, "consecutive steps under tau that end an episode (None: the goal's meta.json)",
+        check_consec_k,
+    )
+    goal_bonus: float = option(1.0, "reward on the step that reaches the goal")
+    shaping: float = option(
+        0.0, "dense reward scale: shaping * (previous distance - distance); 0 = off"
+    )
+    info_mode: str = option(
+        "stats", "info carries: full (per-env dist) | stats (dist p10/p50/p90) | none",
+        _v.in_(INFO_MODES),
+    )
+
+
+class GoalEnv(GameBoyEnv):
+    """:class:`GameBoyEnv` with reward and done from the distance to a goal screen."""
+
+    def __init__(
+        self, config: GoalConfig, num_envs: int, device: torch.device | str, seed: int = 0
+    ) -> None:
+        from gbx_gameboy.capture import GoalError, load_goal
+
+        if not config.goal_dir:
+            raise GoalError(
+                "gameboy-goal needs a goal: set env.goal_dir to a folder made by "
+                "`gbx gameboy capture-goal` (or to a .npy template)"
+            )
+        goal = load_goal(config.goal_dir)
+        self.goal = goal
+        self.tau = float(config.tau if config.tau is not None else goal.tau)
+        self.consec_k = int(config.consec_k if config.consec_k is not None else goal.consec_k)
+        super().__init__(config, num_envs, device, seed)
+        want = self.obs_shape[1:]
+        if tuple(goal.template.shape) != want:
+            raise GoalError(
+                f"goal template {goal.path} is {list(goal.template.shape)} but env.obs_size="
+                f"{config.obs_size} gives {list(want)}: capture the goal with that obs size"
+            )
+        n, dev = num_envs, self.device
+        self._goal = torch.from_numpy(goal.template).to(dev, torch.int16)
+        self._scratch = torch.empty((n, *want), dtype=torch.int16, device=dev)
+        self._dist = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._prev = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._start_dist = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._consec = torch.zeros(n, dtype=torch.int32, device=dev)
+        self._goal_done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._not_done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._q = torch.tensor(_QUANTILES, dtype=torch.float32, device=dev)
+        self._scoring = True
+
+    # ------------------------------------------------------------------ hooks
+    def reward_done(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.config
+        goal_distance(frame, self._goal, out=self._dist, scratch=self._scratch)
+        count_under(self._dist, self.tau, self._consec)
+        reached(self._consec, self.consec_k, out=self._goal_done)
+        goal_reward(self._prev, self._dist, self._goal_done, bonus=cfg.goal_bonus,
+                    shaping=cfg.shaping, out=self._reward)
+        self._prev.copy_(self._dist)
+        return self._reward, self._goal_done
+
+    def on_reset(self, mask: torch.Tensor, frame: torch.Tensor) -> None:
+        if not getattr(self, "_scoring", False):
+            return  # the base constructor's own resets, before the goal buffers exist
+        goal_distance(frame, self._goal, out=self._start_dist, scratch=self._scratch)
+        torch.where(mask, self._start_dist, self._prev, out=self._prev)
+        self._consec.masked_fill_(mask, 0)
+
+    # ------------------------------------------------------------------ Env API
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        obs, reward, done, trunc, info = super().step(actions)
+        # A step that reaches the goal is terminal, even on the last allowed step.
+        torch.logical_not(done, out=self._not_done)
+        trunc.logical_and_(self._not_done)
+        mode = self.config.info_mode
+        if mode == "full":
+            info["dist"] = self._dist
+        elif mode == "stats":
+            q = distance_quantiles(self._dist, self._q)
+            info["dist_p10"], info["dist_p50"], info["dist_p90"] = q[0], q[1], q[2]
+        return obs, reward, done, trunc, info
+
+    def meta(self) -> dict[str, Any]:
+        cfg = self.config
+        out = super().meta()
+        out.update({
+            "env": "gameboy-goal",
+            "goal_dir": cfg.goal_dir,
+            "goal_meta": self.goal.meta,
+            "tau": self.tau,
+            "consec_k": self.consec_k,
+            "goal_bonus": cfg.goal_bonus,
+            "shaping": cfg.shaping,
+            "info_mode": cfg.info_mode,
+        })
+        return out
+
+
+def make_goal_env(
+    config: GoalConfig, num_envs: int, device: torch.device | str, seed: int
+) -> GoalEnv:
+    return GoalEnv(config, num_envs, device, seed)
+

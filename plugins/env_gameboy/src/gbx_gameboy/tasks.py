@@ -1,0 +1,360 @@
+"""The bundled gbx quest tasks: four pixel-goal stages as named envs ``gbx-quest-1..4``.
+
+Every stage starts from the same savestate (the hero standing in the house on
+the game's first frame of play) and ends when the screen matches the stage's
+goal template (see ``docs/tasks.md``). This module holds the stage table (the
+one source of the stages' defaults), registers the named envs, and regenerates
+``states/`` reproducibly from the ROM and the scripted solutions
+(``gbx gameboy make-stages``); ``gbx gameboy baseline`` measures random play.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from gbx import hookimpl
+from gbx.config import option
+from gbx_gameboy.env import DEFAULT_ROM
+from gbx_gameboy.game import solutions as sol
+from gbx_gameboy.goal import GoalConfig, GoalEnv, check_consec_k, check_tau
+
+STATES_ENV_VAR = "GBX_STATES_DIR"
+# states/ sits at the repository root: plugins/env_gameboy/src/gbx_gameboy/tasks.py -> 4 up.
+_REPO_STATES = Path(__file__).resolve().parents[4] / "states"
+START_STATE = "quest_start.gbxstate"
+INDEX_FILE = "stages.json"
+BASELINE_FILE = "baseline.json"
+# The game reaches its main loop 15 frames after power-on; 20 leaves the first frame of play
+# rendered (there is no title screen to press START through).
+BOOT_FRAMES = 20
+
+
+def states_dir() -> Path:
+    """Where the stage files live: ``$GBX_STATES_DIR`` or the repository's ``states/``."""
+    return Path(os.environ.get(STATES_ENV_VAR, _REPO_STATES))
+
+
+@dataclass(frozen=True)
+class StageTask:
+    """One bundled task: its goal screen is the last observation of ``solution``."""
+
+    number: int
+    name: str
+    description: str
+    goal_screen: str
+    solution: tuple[str, ...]
+    max_steps: int
+    tau: float
+    consec_k: int = 1
+
+    @property
+    def env_name(self) -> str:
+        return f"gbx-quest-{self.number}"
+
+    @property
+    def dir_name(self) -> str:
+        return f"quest{self.number}_{self.name}"
+
+    def goal_dir(self, root: Path | None = None) -> Path:
+        return (root or states_dir()) / self.dir_name
+
+
+_FIND_GEM = sol.LEAVE_HOUSE + sol.TO_MEADOW + sol.TO_CAVE + sol.TAKE_GEM[:-1]
+
+STAGE_TASKS: tuple[StageTask, ...] = (
+    StageTask(
+        1, "leave_house", "Leave the house through its door.",
+        "the village just after coming out of the house door (hero on the path below it)",
+        sol.SOLUTIONS["leave_house"], max_steps=256, tau=0.05,
+    ),
+    StageTask(
+        2, "reach_meadow", "Cross the village to the meadow, two rooms from home.",
+        "the meadow just after coming through the village's east gate",
+        sol.SOLUTIONS["reach_meadow"], max_steps=512, tau=0.05,
+    ),
+    StageTask(
+        3, "fetch_gem", "Find the gem in the cave, north of the meadow.",
+        "the cave with the 'YOU FOUND THE GEM!' box open (hero on the gem's block)",
+        _FIND_GEM, max_steps=1024, tau=0.05,
+    ),
+    StageTask(
+        4, "finish_quest", "Bring the gem to the village elder.",
+        "the quest-complete screen (stars, gem, 'QUEST COMPLETE!')",
+        sol.SOLUTIONS["finish_quest"], max_steps=1024, tau=0.05,
+    ),
+)
+STAGES_BY_ENV = {t.env_name: t for t in STAGE_TASKS}
+
+
+def stage_config_cls(task: StageTask, root: Path | None = None) -> type:
+    """A :class:`GoalConfig` subclass whose defaults are the stage's."""
+    base = root or states_dir()
+    fields = {
+        "state": option(str(base / START_STATE), "start savestate (the stage's default)"),
+        "goal_dir": option(str(task.goal_dir(base)), "goal folder (the stage's default)"),
+        "max_steps": option(task.max_steps, "steps before an episode is truncated",
+                            attrs.validators.ge(1)),
+        "tau": option(task.tau, "distance under which the goal counts as reached", check_tau),
+        "consec_k": option(task.consec_k, "consecutive steps under tau that end an episode",
+                           check_consec_k),
+    }
+    name = f"Quest{task.number}Config"
+    cls = attrs.make_class(name, fields, bases=(GoalConfig,), frozen=True)
+    cls.__doc__ = f"The ``env`` section of ``{task.env_name}`` ({task.name})."
+    cls.__module__ = __name__
+    return cls
+
+
+STAGE_CONFIGS: dict[str, type] = {t.env_name: stage_config_cls(t) for t in STAGE_TASKS}
+
+
+def _factory(task: StageTask) -> Any:
+    def make(config: Any, num_envs: int, device: Any, seed: int) -> GoalEnv:
+        return GoalEnv(config, num_envs, device, seed)
+
+    make.__name__ = f"make_{task.env_name.replace('-', '_')}"
+    return make
+
+
+def make_stage_env(env_name: str, num_envs: int, device: Any = "cpu", seed: int = 0,
+                   **overrides: Any) -> GoalEnv:
+    """Build a bundled stage env with its defaults (and any config field overrides)."""
+    if env_name not in STAGES_BY_ENV:
+        raise ValueError(f"unknown stage env {env_name!r}; choose one of "
+                         f"{', '.join(STAGES_BY_ENV)}")
+    cfg = STAGE_CONFIGS[env_name](**overrides)
+    return GoalEnv(cfg, num_envs, device, seed)
+
+
+@hookimpl
+def register_envs(register: Any) -> None:
+    from gbx_gameboy.goal import make_goal_env
+
+    register("gameboy-goal", make_goal_env, GoalConfig,
+             description="Game Boy ROM; reward and done from the distance to a goal screen")
+    for task in STAGE_TASKS:
+        register(task.env_name, _factory(task), STAGE_CONFIGS[task.env_name],
+                 description=f"gbx quest stage {task.number}: {task.description}")
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    # The commands join the Game Boy plugin's `gbx gameboy` group.
+    from gbx_gameboy.capture import capture_goal_cmd
+    from gbx_gameboy.cli import gameboy
+
+    for cmd in (capture_goal_cmd, make_stages_cmd, baseline_cmd):
+        if cmd.name not in gameboy.commands:
+            gameboy.add_command(cmd)
+
+
+# --------------------------------------------------------------------------- make-stages
+def make_stages(root: Path, rom: Path = DEFAULT_ROM, device: str = "cpu") -> dict[str, Any]:
+    """Regenerate the start state, every stage's goal folder and the index under ``root``.
+
+    Deterministic: the same ROM and solutions give byte-identical files.
+    """
+    from gbx_gameboy import capture as cap
+
+    root.mkdir(parents=True, exist_ok=True)
+    start = root / START_STATE
+    boot = cap.Script(settle=BOOT_FRAMES)
+    cap.make_state(rom, None, boot, start, device=device)
+    index: dict[str, Any] = {
+        "rom": rom.name,
+        "rom_sha256": cap.sha256_file(rom),
+        "start_state": START_STATE,
+        "start_state_script": f"power on, run {BOOT_FRAMES} frames without input",
+        "frames_per_step": sol.STEP_FRAMES,
+        "hold_frames": sol.HOLD_FRAMES,
+        "stages": [],
+    }
+    for task in STAGE_TASKS:
+        script = cap.Script(steps=task.solution, frames_per_step=sol.STEP_FRAMES,
+                            hold=sol.HOLD_FRAMES)
+        frames = cap.play(cap.new_batch(rom, start, device), script)
+        goal = frames[-1]
+        dists = cap.distances(frames, goal)
+        meta = cap.goal_meta(
+            rom=rom, state=start, script=script, obs_size="72x80", tau=task.tau,
+            consec_k=task.consec_k, state_label=START_STATE,
+            note=f"goal screen: {task.goal_screen}",
+        )
+        # The closest the scripted path came to the goal before its last step: tau must stay
+        # well below it, so only the goal screen itself counts.
+        before = [d for d in dists[:-1] if d > 0.0]
+        meta["solution_steps"] = len(task.solution)
+        meta["first_step_under_tau"] = next(
+            (i + 1 for i, d in enumerate(dists) if d < task.tau), None)
+        meta["nearest_other_distance_on_solution"] = min(before) if before else None
+        out = task.goal_dir(root)
+        cap.write_goal(out, goal, meta)
+        (out / "README.md").write_text(stage_readme(task, meta, out), encoding="utf-8")
+        index["stages"].append({
+            "number": task.number,
+            "name": task.name,
+            "env": task.env_name,
+            "start_state": START_STATE,
+            "goal_dir": task.dir_name,
+            "max_steps": task.max_steps,
+            "tau": task.tau,
+            "consec_k": task.consec_k,
+            "solution_steps": len(task.solution),
+        })
+    text = json.dumps(index, indent=2, sort_keys=True) + "\n"
+    from gbx_gameboy.savestate import atomic_write
+
+    atomic_write(root / INDEX_FILE, text.encode())
+    return index
+
+
+def stage_readme(task: StageTask, meta: dict[str, Any], goal_dir: Path) -> str:
+    """The stage README: goal, defaults, how it was made, and the random-play baseline."""
+    base_path = goal_dir / BASELINE_FILE
+    if base_path.is_file():
+        b = json.loads(base_path.read_text(encoding="utf-8"))
+        median = b.get("median_steps_to_goal")
+        baseline = (
+            f"Uniform random actions over the 7 buttons, {b['episodes']} episodes of at most "
+            f"{b['max_steps']} steps, {b['num_envs']} envs on `{b['device']}`, seed "
+            f"{b['seed']}: success rate **{b['success_rate']:.3f}**, median steps to the goal "
+            f"**{median if median is not None else 'n/a (no success)'}**; smallest goal "
+            f"distance seen on a step that did not reach the goal: "
+            f"{b.get('min_dist_not_done', 'n/a')}.\n\n"
+            f"Measured with `gbx gameboy baseline --env {task.env_name} --episodes "
+            f"{b['episodes']} --record` ({BASELINE_FILE})."
+        )
+    else:
+        baseline = (f"Not measured yet: `gbx gameboy baseline --env {task.env_name} "
+                    f"--episodes 64 --record`.")
+    steps = meta["script"]["steps"]
+    return f"""# Stage {task.number}: `{task.name}` (env `{task.env_name}`)
+
+{task.description}
+
+Goal screen: {task.goal_screen} (`goal.png`, the 72x80 template scaled 4x).
+
+| | |
+|---|---|
+| start state | `../{START_STATE}` (power-on, {BOOT_FRAMES} frames: the hero in the house) |
+| goal | `goal.npy` (uint8 [72, 80] shade indices), `meta.json` |
+| distance | mean of abs(frame - goal) / 3 over the 72x80 observation |
+| tau | {task.tau} (done when the distance is under tau) |
+| consecutive steps K | {task.consec_k} |
+| max_steps | {task.max_steps} |
+| scripted solution | {len(task.solution)} steps: `{steps}` |
+| first step under tau on the solution | {meta['first_step_under_tau']} |
+| nearest other screen on the solution | distance {meta['nearest_other_distance_on_solution']} |
+
+## Random-policy baseline
+
+{baseline}
+
+## How it is made
+
+`gbx gameboy make-stages` plays the scripted solution from the start state (24 frames per
+step, the button held for the first 8) and keeps the last observation. The files here are
+regenerated byte for byte by that command; do not edit them by hand.
+"""
+
+
+# --------------------------------------------------------------------------- commands
+@click.command("make-stages")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"where to write (default: ${STATES_ENV_VAR} or the repository's states/)")
+@click.option("--rom", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_ROM,
+              show_default=True)
+def make_stages_cmd(out_dir: Path | None, rom: Path) -> None:
+    """Regenerate the bundled stages' start state, goal templates and index."""
+    root = out_dir or states_dir()
+    index = make_stages(root, rom)
+    for s in index["stages"]:
+        click.echo(f"{s['env']}: {root / s['goal_dir'] / 'goal.png'}")
+    click.echo(f"wrote {root / INDEX_FILE}")
+
+
+def random_baseline(env_name: str, episodes: int, num_envs: int, device: str, seed: int,
+                    **overrides: Any) -> dict[str, Any]:
+    """Success rate and median steps to the goal of uniform random actions on a stage env."""
+    import torch
+
+    from gbx.evaluation import random_policy, run_episodes, summarize
+
+    env = make_stage_env(env_name, num_envs, device, seed, info_mode="full", **overrides)
+    gen = torch.Generator(device=env.device)
+    gen.manual_seed(seed)
+    act = random_policy(env.num_actions, gen)
+    # Track the smallest distance on steps that did not end in the goal (should stay > tau).
+    closest = torch.full((), 1.0, device=env.device)
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return act(obs)
+
+    step = env.step
+
+    def watched(actions: torch.Tensor) -> Any:
+        out = step(actions)
+        d = torch.where(out[2], torch.ones_like(out[4]["dist"]), out[4]["dist"])
+        torch.minimum(closest, d.min(), out=closest)
+        return out
+
+    env.step = watched  # type: ignore[method-assign]
+    per = run_episodes(env, policy, episodes)
+    out = summarize(per)
+    out.update({
+        "env": env_name, "episodes": episodes, "num_envs": num_envs, "device": str(env.device),
+        "seed": seed, "max_steps": env.config.max_steps, "tau": env.tau,
+        "min_dist_not_done": round(float(closest), 6),
+    })
+    env.close()
+    return out
+
+
+@click.command("baseline")
+@click.option("--env", "env_name", required=True, type=click.Choice(list(STAGES_BY_ENV)))
+@click.option("--episodes", default=64, show_default=True)
+@click.option("--num-envs", default=32, show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--max-steps", default=None, type=int, help="override the stage's max_steps")
+@click.option("--record", is_flag=True,
+              help="also write the figures into the stage folder (baseline.json + README)")
+def baseline_cmd(env_name: str, episodes: int, num_envs: int, device: str, seed: int,
+                 max_steps: int | None, record: bool) -> None:
+    """Random-policy baseline of a bundled stage: prints one JSON object."""
+    over = {"max_steps": max_steps} if max_steps else {}
+    result = random_baseline(env_name, episodes, min(num_envs, episodes), device, seed, **over)
+    click.echo(json.dumps(result))
+    if record:
+        from gbx_gameboy.capture import load_goal
+        from gbx_gameboy.savestate import atomic_write
+
+        task = STAGES_BY_ENV[env_name]
+        out = task.goal_dir()
+        atomic_write(out / BASELINE_FILE, (json.dumps(result, indent=2, sort_keys=True)
+                                           + "\n").encode())
+        meta = load_goal(out).meta
+        (out / "README.md").write_text(stage_readme(task, meta, out), encoding="utf-8")
+
+
+@click.group()
+def main() -> None:
+    """gbx quest tasks: make-stages, capture-goal, baseline."""
+
+
+main.add_command(make_stages_cmd)
+main.add_command(baseline_cmd)
+
+
+if __name__ == "__main__":
+    from gbx_gameboy.capture import capture_goal_cmd
+
+    main.add_command(capture_goal_cmd)
+    main()
