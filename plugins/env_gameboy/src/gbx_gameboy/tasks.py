@@ -20,10 +20,9 @@ import attrs
 import click
 
 from gbx import hookimpl
-from gbx.config import option
 from gbx_gameboy.env import DEFAULT_ROM
 from gbx_gameboy.game import solutions as sol
-from gbx_gameboy.goal import GoalConfig, GoalEnv, check_consec_k, check_tau
+from gbx_gameboy.goal import GoalConfig, GoalEnv
 
 STATES_ENV_VAR = "GBX_STATES_DIR"
 # states/ sits at the repository root: plugins/env_gameboy/src/gbx_gameboy/tasks.py -> 4 up.
@@ -94,19 +93,28 @@ STAGES_BY_ENV = {t.env_name: t for t in STAGE_TASKS}
 
 
 def stage_config_cls(task: StageTask, root: Path | None = None) -> type:
-    """A :class:`GoalConfig` subclass whose defaults are the stage's."""
+    """A config class with every :class:`GoalConfig` field, defaulting to the stage's values.
+
+    Built as a standalone attrs class (same fields, validators and help) because a slotted
+    frozen subclass cannot re-declare fields of its base.
+    """
     base = root or states_dir()
+    defaults = {
+        "state": str(base / START_STATE),
+        "goal_dir": str(task.goal_dir(base)),
+        "max_steps": task.max_steps,
+        "tau": task.tau,
+        "consec_k": task.consec_k,
+    }
     fields = {
-        "state": option(str(base / START_STATE), "start savestate (the stage's default)"),
-        "goal_dir": option(str(task.goal_dir(base)), "goal folder (the stage's default)"),
-        "max_steps": option(task.max_steps, "steps before an episode is truncated",
-                            attrs.validators.ge(1)),
-        "tau": option(task.tau, "distance under which the goal counts as reached", check_tau),
-        "consec_k": option(task.consec_k, "consecutive steps under tau that end an episode",
-                           check_consec_k),
+        f.name: attrs.field(
+            default=defaults.get(f.name, f.default), validator=f.validator,
+            metadata=f.metadata, type=f.type,
+        )
+        for f in attrs.fields(attrs.resolve_types(GoalConfig))
     }
     name = f"Quest{task.number}Config"
-    cls = attrs.make_class(name, fields, bases=(GoalConfig,), frozen=True)
+    cls = attrs.make_class(name, fields, frozen=True)
     cls.__doc__ = f"The ``env`` section of ``{task.env_name}`` ({task.name})."
     cls.__module__ = __name__
     return cls
