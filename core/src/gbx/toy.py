@@ -166,6 +166,27 @@ class ToyEnv:
     def close(self) -> None:
         self._frames = self._frames[:0]
 
+    # The env's whole state, so a resumed run continues its episodes exactly
+    # (positions, step counters and the random stream of future starts).
+    _STATE_FIELDS = ("_pos", "_t", "_consec", "_dist", "_frames")
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {k: getattr(self, k).clone() for k in self._STATE_FIELDS}
+        state["generator"] = self._gen.get_state()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in self._STATE_FIELDS:
+            current = getattr(self, key)
+            value = state[key]
+            if tuple(value.shape) != tuple(current.shape):
+                raise ValueError(
+                    f"toy env state {key!r} has shape {tuple(value.shape)}, "
+                    f"this env needs {tuple(current.shape)}: resume with the same num_envs"
+                )
+            setattr(self, key, value.to(device=current.device, dtype=current.dtype).clone())
+        self._gen.set_state(state["generator"])
+
     def meta(self) -> dict[str, Any]:
         """Facts about the env for the run metadata."""
         return {

@@ -1,0 +1,78 @@
+"""The bundled stages: registration, defaults, start states, and every scripted solution
+reaching its goal screen at its last step (not before)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from gbx.config import structure_section
+from gbx_gameboy.game.solutions import ACTIONS
+from gbx_gameboy.tasks import (
+    INDEX_FILE,
+    STAGE_CONFIGS,
+    STAGE_TASKS,
+    START_STATE,
+    make_stage_env,
+    register_envs,
+    states_dir,
+)
+
+
+def test_register_envs_registers_goal_env_and_four_stages() -> None:
+    got: dict[str, tuple] = {}
+
+    def register(name, factory, config_cls, *, description=""):
+        got[name] = (factory, config_cls, description)
+
+    register_envs(register)
+    assert set(got) == {"gameboy-goal", "gbx-quest-1", "gbx-quest-2", "gbx-quest-3",
+                        "gbx-quest-4"}
+    cfg = structure_section({"tau": 0.1, "shaping": 2.0}, got["gbx-quest-2"][1], "env")
+    assert cfg.tau == 0.1 and cfg.shaping == 2.0 and cfg.max_steps == STAGE_TASKS[1].max_steps
+
+
+def test_stage_index_matches_the_stage_table() -> None:
+    index = json.loads((states_dir() / INDEX_FILE).read_text())
+    assert [s["env"] for s in index["stages"]] == [t.env_name for t in STAGE_TASKS]
+    for row, task in zip(index["stages"], STAGE_TASKS, strict=True):
+        assert (row["name"], row["max_steps"], row["tau"], row["consec_k"]) == (
+            task.name, task.max_steps, task.tau, task.consec_k)
+        assert (states_dir() / row["goal_dir"] / "goal.npy").is_file()
+        assert (states_dir() / row["goal_dir"] / "README.md").is_file()
+    # Difficulty grows: longer solutions and budgets down the list.
+    lengths = [len(t.solution) for t in STAGE_TASKS]
+    assert lengths == sorted(lengths) and len(set(lengths)) == 4
+
+
+def test_start_state_loads_with_the_hero_in_the_house() -> None:
+    from gbx_gameboy.capture import new_batch, observe
+    from gbx_gameboy.env import DEFAULT_ROM
+
+    batch = new_batch(DEFAULT_ROM, states_dir() / START_STATE)
+    frame = observe(batch)
+    assert frame.shape == (72, 80) and frame.max() == 3 and frame.min() < 3
+    for env_name, cls in STAGE_CONFIGS.items():
+        assert cls().state == str(states_dir() / START_STATE), env_name
+
+
+@pytest.mark.parametrize("task", STAGE_TASKS, ids=lambda t: t.env_name)
+def test_scripted_solution_reaches_goal_at_its_end(task) -> None:
+    """done exactly on the solution's last step: not before, within max_steps."""
+    env = make_stage_env(task.env_name, 1, "cpu", info_mode="full")
+    env.reset()
+    done_at = None
+    closest_before = 1.0
+    for t, button in enumerate(task.solution, start=1):
+        _, rew, done, trunc, info = env.step(torch.tensor([ACTIONS.index(button)]))
+        assert not trunc.any()
+        if bool(done[0]):
+            done_at = t
+            assert float(rew[0]) == 1.0
+            break
+        closest_before = min(closest_before, float(info["dist"][0]))
+    assert done_at == len(task.solution) <= task.max_steps
+    # No screen of the way there comes near the goal: at least twice tau away.
+    assert closest_before > 2 * task.tau
