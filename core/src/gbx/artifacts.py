@@ -8,7 +8,7 @@ Layout of a run directory::
 
     meta.json  config.json  train_log.jsonl
     checkpoints/ckpt_<step>.pt  checkpoints/latest   (text: file name of the newest)
-    failures/<trace_id>/error.txt  config.json  records.jsonl  repro.txt
+    failures/<trace_id>/error.txt  config.json  records.jsonl  repro.txt  [details.json]
     media/
 """
 
@@ -102,6 +102,8 @@ def write_failure(run_dir: Path, payload: Mapping[str, Any]) -> Path:
     lines = "".join(json.dumps(r, default=str) + "\n" for r in payload.get("records", []))
     write_json_atomic(folder / "records.jsonl", lines)
     write_json_atomic(folder / "repro.txt", str(payload["repro"]) + "\n")
+    if payload.get("details"):
+        write_json_atomic(folder / "details.json", _json(payload["details"]))
     return folder
 
 

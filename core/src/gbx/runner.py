@@ -257,6 +257,11 @@ class Run:
             "records": list(self._records),
             "repro": self.repro_command(self.run_dir / "failures" / trace_id),
         }
+        # Errors that carry their own diagnostics (e.g. NonFiniteError's batch
+        # statistics) hand them to the bundle as plain data.
+        details = getattr(exc, "to_dict", None)
+        if callable(details):
+            error["details"] = details()
         paths: list[Path] = []
         try:
             self._ensure_started()

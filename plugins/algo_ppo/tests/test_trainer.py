@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import sys
@@ -266,3 +267,6 @@ def test_nan_through_the_run_loop_writes_a_failure_bundle(
     text = (bundle / "error.txt").read_text()
     assert "NonFiniteError" in text and "loss_value" in text
     assert "batch statistics:" in text and '"advantages"' in text
+    details = json.loads((bundle / "details.json").read_text())
+    assert details["trace_id"] == trace_id and details["offending"]
+    assert "advantages" in details["batch_stats"]

@@ -406,7 +406,30 @@ def oam_blocked(g: GB, env: int, t: int) -> bool:
 
 @wp.func
 def rd(g: GB, env: int, a: int, t: int) -> int:
-    """CPU read of address a at cycle t."""
+    """CPU read of address a at cycle t.
+
+    ROM, WRAM and HRAM (outside OAM DMA) are read inline; everything else goes through
+    one out-of-line call, which keeps the many inlined call sites small.
+    """
+    v = int(0xFF)
+    if t >= g.st[T_DMA_END, env] or t < g.st[T_DMA_START, env]:
+        if a < 0x4000 and (a >= 0x100 or g.has_boot == 0):
+            v = int(g.rom[(g.st[S_BANK0, env] * 0x4000 + a) & g.rom_mask])
+        elif a >= 0x4000 and a < 0x8000:
+            v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
+        elif a >= 0xC000 and a < 0xFE00:
+            v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+        elif a >= 0xFF80:
+            v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
+        else:
+            v = rd_slow(g, env, a, t)
+    else:
+        v = rd_slow(g, env, a, t)
+    return v
+
+
+@wp.func(inline=False)
+def rd_slow(g: GB, env: int, a: int, t: int) -> int:
     v = int(0xFF)
     if t < g.st[T_DMA_END, env] and t >= g.st[T_DMA_START, env] and a < 0xFE00:
         if dma_bus(a) == dma_bus(int(g.mem[IO_OFF + DMA, env]) << 8):
@@ -460,12 +483,21 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
 
 @wp.func
 def wr(g: GB, env: int, a: int, v: int, t: int):
-    """CPU write of byte v to address a at cycle t."""
-    v = v & 0xFF
+    """CPU write of byte v to address a at cycle t (WRAM/HRAM inline, the rest out of line)."""
+    if a >= 0xC000 and a < 0xFE00:
+        g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
+    elif a >= 0xFF80:
+        g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v & 0xFF)
+    else:
+        wr_slow(g, env, a, v & 0xFF, t)
+
+
+@wp.func(inline=False)
+def wr_slow(g: GB, env: int, a: int, v: int, t: int):
     if a < 0x8000:
         rom_write(g, env, a, v, t)
     elif a < 0xA000:
-        if ppu_mode_at(g, env, t) != 3:
+        if ppu_mode_at(g, env, t - g.ppu_lag) != 3:
             g.mem[VRAM_OFF + (a - 0x8000), env] = wp.uint8(v)
     elif a < 0xC000:
         cart_ram_write(g, env, a, v, t)
