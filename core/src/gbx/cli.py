@@ -28,6 +28,25 @@ def _host(ctx: click.Context) -> Any:
     return ctx.find_root().obj
 
 
+# The arguments this process was started with (set by main; sys.argv otherwise).
+_ARGV: list[str] | None = None
+
+
+def torchrun_command(args: list[str], gpus: int) -> list[str]:
+    """``python -m torch.distributed.run --nproc-per-node G -m gbx <args without --gpus>``."""
+    rest: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--gpus":
+            skip = True
+        elif not arg.startswith("--gpus="):
+            rest.append(arg)
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={gpus}", "-m", "gbx", *rest]
+
+
 def _run_flags(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
@@ -78,12 +97,24 @@ def build_cli(host: Any) -> click.Group:
                   help="continue the run in this directory from its latest checkpoint")
     @click.option("--debug", is_flag=True, default=None,
                   help="check every env output against the env contract (run.debug)")
+    @click.option("--gpus", type=click.IntRange(min=1), default=None,
+                  help="data-parallel ranks on this machine: relaunch under torchrun with "
+                       "one process per GPU (with --device cpu: CPU processes, gloo)")
     @click.pass_context
     def run(ctx: click.Context, config_file: str | None, overrides: tuple[str, ...],
-            resume: str | None, **flags: Any) -> None:
+            resume: str | None, gpus: int | None, **flags: Any) -> None:
         """Train an algorithm on an environment."""
+        import subprocess
+
         from gbx.config import read_config_file
+        from gbx.distributed import launched_by_torchrun
         from gbx.runner import execute
+
+        if gpus is not None and gpus > 1 and not launched_by_torchrun():
+            args = _ARGV if _ARGV is not None else sys.argv[1:]
+            command = torchrun_command(list(args), gpus)
+            click.echo(f"gbx: launching {gpus} ranks: {' '.join(command)}", err=True)
+            ctx.exit(subprocess.run(command, check=False).returncode)
 
         base = None
         if resume:
@@ -170,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: load plugins, build the CLI, run it."""
     from gbx.plugins import get_host
 
+    global _ARGV
+    _ARGV = list(argv) if argv is not None else sys.argv[1:]
     try:
         host = get_host()
         cli = build_cli(host)

@@ -26,6 +26,7 @@ import attrs
 import torch
 
 from gbx import __version__
+from gbx import distributed as gdist
 from gbx.artifacts import latest_checkpoint, load_checkpoint
 from gbx.config import Config, RunConfig, to_dict
 from gbx.envcheck import CheckedEnv
@@ -103,16 +104,20 @@ class Run:
         device: torch.device,
         resume: Mapping[str, Any] | None = None,
         argv: list[str] | None = None,
+        dist: gdist.DistInfo | None = None,
     ) -> None:
         self.config = config
         self.host = host
         self.run_dir = run_dir
         self.run_id = run_id
         self.device = device
-        self.seed = config.run.seed
+        # With several ranks (torchrun) each rank has its own seed, so env shards differ.
+        self.dist = dist or gdist.DistInfo()
+        self.seed = gdist.rank_seed(config.run.seed, self.dist.rank)
         self.resume_info = dict(resume) if resume else None
         self.argv = argv
         self.observers: list[Any] = []
+        self.trainer: Any = None
         self.env_meta: dict[str, Any] = {}
         self.last_step = int(resume["step"]) if resume else 0
         self.last_checkpoint_step: int | None = None
@@ -133,6 +138,8 @@ class Run:
         return CheckedEnv(env) if self.config.run.debug else env
 
     def record(self, metrics: Mapping[str, Any]) -> None:
+        if self.dist.enabled:  # every rank ends up with the same global record
+            metrics = gdist.reduce_record(metrics)
         rec = self._stamp(metrics, "train")
         if isinstance(rec.get("step"), int | float):
             self.last_step = max(self.last_step, int(rec["step"]))
@@ -142,6 +149,13 @@ class Run:
         self._emit("on_eval", self._stamp(metrics, "eval"))
 
     def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
+        if self.dist.enabled:
+            # Trainers count their own rank's env steps; the run counts the whole job's.
+            step = max(int(step), self.last_step)
+            if not self.dist.is_main:  # rank 0 writes; every rank holds the same model
+                self.last_step = max(self.last_step, int(step))
+                self.last_checkpoint_step = int(step)
+                return self.run_dir / "checkpoints"
         payload = {
             "format": 1,
             "step": int(step),
@@ -149,6 +163,7 @@ class Run:
             "config": to_dict(self.config),
             "state": dict(state),
         }
+        self._ensure_started()
         paths = self.write_artifact("checkpoint", payload)
         if not paths:
             raise GbxError("no 'checkpoint' artifact writer is registered")
@@ -160,6 +175,9 @@ class Run:
     def should_stop(self) -> bool:
         if self._stop_reason is None and self.last_step >= self.config.run.steps:
             self._stop_reason = "steps"
+        if self.dist.enabled and gdist.any_rank(self._stop_reason is not None):
+            # A signal that reached one rank stops them all at the same update.
+            self._stop_reason = self._stop_reason or "signal"
         return self._stop_reason is not None
 
     # -- extras --------------------------------------------------------------
@@ -169,7 +187,12 @@ class Run:
         self._stop_reason = self._stop_reason or reason
 
     def write_artifact(self, kind: str, payload: Mapping[str, Any]) -> list[Path]:
-        """Hand ``payload`` to every writer of ``kind``; return the paths written."""
+        """Hand ``payload`` to every writer of ``kind``; return the paths written.
+
+        Only rank 0 writes run files; the other ranks write nothing.
+        """
+        if not self.dist.is_main:
+            return []
         return [Path(w.writer(self.run_dir, payload)) for w in self.host.registry.writers_for(kind)]
 
     def elapsed(self) -> float:
@@ -214,6 +237,11 @@ class Run:
             "argv": self.argv,
             "env": self.env_meta,
         }
+        if self.dist.enabled:
+            meta["distributed"] = {"world_size": self.dist.world_size,
+                                   "backend": self.dist.backend,
+                                   "seeds": [gdist.rank_seed(self.config.run.seed, r)
+                                             for r in range(self.dist.world_size)]}
         if self.resume_info:
             meta["resume"] = self.resume_info
         return meta
@@ -295,15 +323,10 @@ def stop_on_signals(run: Run) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def prepare(
-    config: Config,
-    host: PluginHost,
-    *,
-    resume_dir: Path | None = None,
-    argv: list[str] | None = None,
-) -> tuple[Run, Mapping[str, Any] | None]:
-    """Create the run directory and the :class:`Run`; load the checkpoint to resume."""
-    device = resolve_device(config.run.device)
+def _plan_run(
+    config: Config, resume_dir: Path | None
+) -> tuple[Config, Path, str, Mapping[str, Any] | None, dict[str, Any] | None]:
+    """Run directory, id and (when resuming) the checkpoint; creates the directories."""
     checkpoint: Mapping[str, Any] | None = None
     resume_info: dict[str, Any] | None = None
     if resume_dir is not None:
@@ -333,9 +356,62 @@ def prepare(
         )
     for sub in ("checkpoints", "media", "failures"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    return config, run_dir, run_id, checkpoint, resume_info
+
+
+def prepare(
+    config: Config,
+    host: PluginHost,
+    *,
+    resume_dir: Path | None = None,
+    argv: list[str] | None = None,
+    device: torch.device | None = None,
+    dist: gdist.DistInfo | None = None,
+) -> tuple[Run, Mapping[str, Any] | None]:
+    """Create the run directory and the :class:`Run`; load the checkpoint to resume.
+
+    With several ranks, rank 0 plans the run (directory, id, checkpoint) and hands
+    the plan, checkpoint included, to the other ranks, so all resume from rank 0's file.
+    """
+    dist = dist or gdist.DistInfo()
+    if device is None:
+        device = resolve_device(config.run.device)
+    plan: Any = None
+    if dist.is_main:
+        try:
+            plan = _plan_run(config, resume_dir)
+        except GbxError as exc:
+            plan = exc  # handed to the other ranks too, so none waits forever
+    if dist.enabled:
+        plan = gdist.broadcast_object(plan)
+    if isinstance(plan, GbxError):
+        raise plan
+    config, run_dir, run_id, checkpoint, resume_info = plan
     run = Run(config, host, run_dir=run_dir, run_id=run_id, device=device,
-              resume=resume_info, argv=argv)
+              resume=resume_info, argv=argv, dist=dist)
     return run, checkpoint
+
+
+def _write_fingerprint(run: Run, trainer: Any) -> None:
+    """With ``GBX_DIST_FINGERPRINT_DIR`` set, write this rank's parameter hash there.
+
+    Used by the multi-rank test to check that data-parallel ranks hold identical models.
+    """
+    import json
+    import os
+
+    folder = os.environ.get("GBX_DIST_FINGERPRINT_DIR")
+    if not folder:
+        return
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    modules = gdist.trainer_modules(trainer)
+    data = {"rank": run.dist.rank, "world_size": run.dist.world_size, "step": run.last_step,
+            "seed": run.seed, "modules": sorted(modules),
+            "fingerprint": gdist.fingerprint(modules)}
+    tmp = out / f".rank{run.dist.rank}.json.tmp"
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, out / f"rank{run.dist.rank}.json")
 
 
 def execute(
@@ -346,26 +422,58 @@ def execute(
     argv: list[str] | None = None,
     on_prepared: Callable[[Run], None] | None = None,
 ) -> dict[str, Any]:
-    """Run training end to end; return the summary. Raises RunFailedError on a crash."""
-    run, checkpoint = prepare(config, host, resume_dir=resume_dir, argv=argv)
-    if on_prepared is not None:
+    """Run training end to end; return the summary. Raises RunFailedError on a crash.
+
+    Under torchrun (``WORLD_SIZE`` > 1) this process is one data-parallel rank:
+    it joins the process group first and only rank 0 runs observers and writes files.
+    """
+    dist, device = gdist.init_from_env(config.run.device)
+    ok = False
+    try:
+        summary = _execute(config, host, resume_dir=resume_dir, argv=argv,
+                           on_prepared=on_prepared, device=device, dist=dist)
+        ok = True
+        return summary
+    finally:
+        if dist.enabled:
+            gdist.shutdown(wait=ok)
+
+
+def _execute(
+    config: Config,
+    host: PluginHost,
+    *,
+    resume_dir: Path | None,
+    argv: list[str] | None,
+    on_prepared: Callable[[Run], None] | None,
+    device: torch.device,
+    dist: gdist.DistInfo,
+) -> dict[str, Any]:
+    run, checkpoint = prepare(config, host, resume_dir=resume_dir, argv=argv, device=device,
+                              dist=dist)
+    if on_prepared is not None and dist.is_main:
         on_prepared(run)
     registry = host.registry
-    run.observers = [require_observer(registry, n).factory(run) for n in config.run.observers]
+    if dist.is_main:
+        run.observers = [require_observer(registry, n).factory(run) for n in config.run.observers]
     algo = require_algorithm(registry, config.run.algo)
     status = "completed"
     with stop_on_signals(run):
         try:
-            torch.manual_seed(config.run.seed)
+            torch.manual_seed(run.seed)
             trainer = algo.trainer_cls(run.config.algo, run)
             if checkpoint is not None:
                 trainer.load_state_dict(checkpoint["state"])
-            run._ensure_started()
+            # Observers that roll out the policy (gif) find it here.
+            run.trainer = trainer
+            # Run metadata goes out with the first record, checkpoint or failure, once
+            # the trainer has built its env, so the env's facts are part of it.
             trainer.train()
             if run.last_checkpoint_step != run.last_step:
                 # Whatever the trainer saved, a finished or stopped run can be resumed
                 # and evaluated from where it ended.
                 run.checkpoint(trainer.state_dict(), step=run.last_step)
+            _write_fingerprint(run, trainer)
         except KeyboardInterrupt:
             status = "interrupted"
         except GbxError:
@@ -377,6 +485,7 @@ def execute(
             raise error from exc
     if run._stop_reason == "signal":
         status = "stopped"
+    run._ensure_started()
     summary = run.summary(status)
     run._emit("on_run_end", summary)
     return summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gbx_gameboy.cartridge import RomError, header_checksum, parse_cartridge
 from gbx_gameboy.microrom import micro_rom
 

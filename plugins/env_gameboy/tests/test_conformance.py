@@ -7,6 +7,7 @@ so a fix shows up as an unexpected pass.
 from __future__ import annotations
 
 import pytest
+
 from gbx_gameboy import conformance as conf
 
 ROOT = conf.testroms_dir()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
 

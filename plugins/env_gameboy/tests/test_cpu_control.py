@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
 

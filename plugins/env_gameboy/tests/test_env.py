@@ -38,10 +38,10 @@ def black_x(obs_frame: torch.Tensor) -> int:
     return int(torch.nonzero(obs_frame[0] == 3)[0])
 
 
-def make(rom: Path, state: Path, n: int = 3, **kw) -> GameBoyEnv:
+def make(rom: Path, state: Path, n: int = 3, device: str = "cpu", **kw) -> GameBoyEnv:
     cfg = GameBoyConfig(rom=str(rom), state=str(state), obs_size="144x160", frames_per_step=6,
                         release_after_frames=3, action_codec="buttons8_noop", **kw)
-    return GameBoyEnv(cfg, n, "cpu", seed=1)
+    return GameBoyEnv(cfg, n, device, seed=1)
 
 
 def test_protocol_shapes_and_buttons(rom: Path, ready: Path) -> None:
@@ -125,3 +125,23 @@ def test_register_envs_hook() -> None:
     got = []
     register_envs(lambda name, factory, cfg, description="": got.append((name, cfg)))
     assert got == [("gameboy", GameBoyConfig)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_env_matches_cpu_and_allocates_nothing_per_step(rom: Path, ready: Path) -> None:
+    envs = {d: make(rom, ready, n=8, device=d, stack_k=2, max_steps=3) for d in ("cpu", "cuda")}
+    gen = torch.Generator().manual_seed(0)
+    outs = {d: e.reset() for d, e in envs.items()}
+    assert torch.equal(outs["cpu"], outs["cuda"].cpu())
+    for i in range(7):
+        a = torch.randint(0, 8, (8,), generator=gen)
+        if i == 3:
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+        res = {d: e.step(a.to(e.device)) for d, e in envs.items()}
+        obs_c, _, _, trunc_c, info_c = res["cpu"]
+        obs_g, _, _, trunc_g, info_g = res["cuda"]
+        assert torch.equal(obs_c, obs_g.cpu()) and torch.equal(trunc_c, trunc_g.cpu())
+        assert torch.equal(info_c["final_obs"], info_g["final_obs"].cpu())
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before

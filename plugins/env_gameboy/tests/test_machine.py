@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from gbx_gameboy import layout as L
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom

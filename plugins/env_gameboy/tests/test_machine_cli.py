@@ -7,6 +7,7 @@ import json
 import click
 import pytest
 from click.testing import CliRunner
+
 from gbx_gameboy import conformance as conf
 from gbx_gameboy import plugin
 from gbx_gameboy.bench import emulator_bench

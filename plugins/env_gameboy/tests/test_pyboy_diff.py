@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+
 from gbx_gameboy import conformance as conf
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
@@ -36,7 +37,8 @@ MAIN = """
     halt
     jr .idle
 """
-# The LY=72 STAT handler (mid-frame, far from either emulator's frame boundary) mixes registers and WRAM with every ALU/rotate family; registers are
+# The LY=72 STAT handler (mid-frame, far from either emulator's frame boundary) mixes
+# registers and WRAM with every ALU/rotate family; registers are
 # left modified on purpose so they take part in the comparison.
 HANDLER = """
 SECTION "stat", ROM0[$0048]

@@ -143,7 +143,8 @@ def _verdict(case: RomCase, batch: object) -> tuple[bool | None, str]:
     if len(out) >= 6:
         if out[:6] == FIB_PASS:
             return True, "Fibonacci registers"
-        return False, f"serial {out[:6].hex(' ')}" + (" (fail signature)" if out[:6] == FIB_FAIL else "")
+        tag = " (fail signature)" if out[:6] == FIB_FAIL else ""
+        return False, f"serial {out[:6].hex(' ')}{tag}"
     return None, f"serial {out.hex(' ')}"
 
 

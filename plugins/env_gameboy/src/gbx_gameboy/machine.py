@@ -284,7 +284,8 @@ class GameBoyBatch:
         while n > 0:
             chunk = min(n, MAX_FRAMES_PER_LAUNCH)
             last = chunk == n
-            self._launch(RUN_FRAMES, chunk, render_frame=chunk - 1 if (render_last and last) else -1)
+            render_frame = chunk - 1 if (render_last and last) else -1
+            self._launch(RUN_FRAMES, chunk, render_frame=render_frame)
             n -= chunk
 
     def step_frames(
@@ -299,7 +300,9 @@ class GameBoyBatch:
         if frames > MAX_FRAMES_PER_LAUNCH:
             raise ValueError(f"frames must be <= {MAX_FRAMES_PER_LAUNCH} per step, got {frames}")
         if buttons.shape != (self.num_envs,):
-            raise ValueError(f"buttons must have shape [{self.num_envs}], got {tuple(buttons.shape)}")
+            raise ValueError(
+                f"buttons must have shape [{self.num_envs}], got {tuple(buttons.shape)}"
+            )
         b = buttons if buttons.dtype == torch.int32 else buttons.to(torch.int32)
         if b.device.type != _torch_device(self.device):
             raise ValueError(f"buttons must be on {self.device}, got {b.device}")

@@ -57,6 +57,8 @@ from gbx_gameboy.ppu_timing import lcdc_write, ppu_mode_at, ppu_sync, stat_read,
 from gbx_gameboy.timer import div_at, raise_if, timer_sync, timer_write
 
 wp.set_module_options({"enable_backward": False})
+# Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
+# site keeps the kernel small and its CPU/NVRTC compile time short.
 
 MBC_1 = 1
 MBC_2 = 2
@@ -106,7 +108,7 @@ def mbc_update_banks(g: GB, env: int):
     g.st[S_RAMOFF, env] = ramoff
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def rtc_latch(g: GB, env: int, t: int):
     """MBC3 RTC: latch the time derived from emulated cycles (deterministic, no wall clock)."""
     now = g.tm[TM_CLOCK, env] + wp.int64(t)
@@ -122,7 +124,7 @@ def rtc_latch(g: GB, env: int, t: int):
     g.st[S_RTC_DH, env] = (days >> 8) & 1
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def rom_write(g: GB, env: int, a: int, v: int, t: int):
     """Writes to 0000-7FFF program the memory bank controller."""
     if g.mbc == MBC_1:
@@ -176,7 +178,7 @@ def rom_write(g: GB, env: int, a: int, v: int, t: int):
     mbc_update_banks(g, env)
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def rtc_read(g: GB, env: int, sel: int) -> int:
     v = int(0xFF)
     if sel == 0x08:
@@ -192,7 +194,7 @@ def rtc_read(g: GB, env: int, sel: int) -> int:
     return v
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def rtc_write(g: GB, env: int, sel: int, v: int, t: int):
     """Set one RTC field: shift the cycle-driven clock so the running time has that value."""
     now = g.tm[TM_CLOCK, env] + wp.int64(t)
@@ -217,7 +219,7 @@ def rtc_write(g: GB, env: int, sel: int, v: int, t: int):
     rtc_latch(g, env, t)
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def cart_ram_read(g: GB, env: int, a: int) -> int:
     v = int(0xFF)
     off = g.st[S_RAMOFF, env]
@@ -232,7 +234,7 @@ def cart_ram_read(g: GB, env: int, a: int) -> int:
     return v
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def cart_ram_write(g: GB, env: int, a: int, v: int, t: int):
     off = g.st[S_RAMOFF, env]
     if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
@@ -258,7 +260,7 @@ def joypad_value(g: GB, env: int) -> int:
     return 0xC0 | sel | low
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def set_buttons(g: GB, env: int, buttons: int):
     """Change the held buttons; a newly pressed, selected button requests the joypad IRQ."""
     before = joypad_value(g, env) & 0x0F
@@ -268,7 +270,7 @@ def set_buttons(g: GB, env: int, buttons: int):
         raise_if(g, env, 0x10)
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def serial_sync(g: GB, env: int, t: int):
     if g.st[T_SERIAL_END, env] <= t:
         g.mem[IO_OFF + SB, env] = wp.uint8(0xFF)  # nothing connected: all ones shifted in
@@ -277,7 +279,7 @@ def serial_sync(g: GB, env: int, t: int):
         g.st[T_SERIAL_END, env] = NEVER
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def serial_start(g: GB, env: int, t: int):
     """SC written with bit 7 and bit 0: capture SB and schedule the end of the transfer."""
     n = g.st[S_SER_LEN, env]
@@ -289,7 +291,7 @@ def serial_start(g: GB, env: int, t: int):
     g.st[T_SERIAL_END, env] = t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def oam_dma(g: GB, env: int, v: int, t: int):
     """Copy 160 bytes to OAM; OAM stays unreadable by the CPU for the 160 M-cycles."""
     src = (v & 0xFF) << 8
@@ -320,7 +322,7 @@ def bus_peek(g: GB, env: int, a: int) -> int:
     return v
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def io_read(g: GB, env: int, i: int, t: int) -> int:
     v = int(0xFF)
     if i == P1:
@@ -348,7 +350,7 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
     return v
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def io_write(g: GB, env: int, i: int, v: int, t: int):
     if i == P1:
         # Selecting a row with a held button pulls a line low: joypad interrupt.

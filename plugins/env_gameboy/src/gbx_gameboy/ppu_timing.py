@@ -34,6 +34,8 @@ from gbx_gameboy.layout import (
 from gbx_gameboy.timer import raise_if
 
 wp.set_module_options({"enable_backward": False})
+# Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
+# site keeps the kernel small and its CPU/NVRTC compile time short.
 
 
 
@@ -76,7 +78,7 @@ PH_VBLANK = 4  # a whole line in mode 1
 PH_PRE = 5  # last dots of a line: OAM-scan IRQ of the next line already up
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def stat_update(g: GB, env: int):
     """Re-evaluate the STAT interrupt line; a rising edge requests IF bit 1."""
     line = 0
@@ -112,7 +114,7 @@ def frame_done(g: GB, env: int):
     g.st[S_LFRAMES, env] = g.st[S_LFRAMES, env] + 1
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def ppu_sync(g: GB, env: int, t: int):
     """Apply every PPU transition at cycles <= t."""
     while g.st[T_PPU_NEXT, env] <= t:
@@ -184,7 +186,7 @@ def ppu_mode_at(g: GB, env: int, t: int) -> int:
     return mode
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def lcdc_write(g: GB, env: int, v: int, t: int):
     ppu_sync(g, env, t)
     old = int(g.mem[IO_OFF + LCDC, env])
@@ -203,7 +205,7 @@ def lcdc_write(g: GB, env: int, v: int, t: int):
     stat_update(g, env)
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def stat_read(g: GB, env: int, t: int) -> int:
     ppu_sync(g, env, t)
     v = (int(g.mem[IO_OFF + STAT, env]) & 0x78) | 0x80

@@ -28,6 +28,8 @@ from gbx_gameboy.layout import (
 )
 
 wp.set_module_options({"enable_backward": False})
+# Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
+# site keeps the kernel small and its CPU/NVRTC compile time short.
 
 
 @wp.func
@@ -69,7 +71,7 @@ def timer_schedule(g: GB, env: int, t: int):
     g.st[T_TIMER_NEXT, env] = nxt
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def timer_sync(g: GB, env: int, t: int):
     """Apply every TIMA increment, overflow and reload at cycles <= t."""
     cur = g.st[T_TSYNC, env]
@@ -117,7 +119,7 @@ def timer_tick_once(g: GB, env: int, t: int):
     g.mem[IO_OFF + TIMA, env] = wp.uint8(tima)
 
 
-@wp.func(inline=False)  # cold path: a call keeps the kernel small
+@wp.func(inline=False)
 def timer_write(g: GB, env: int, reg: int, v: int, t: int):
     """CPU write of DIV, TIMA, TMA or TAC at cycle t."""
     if reg == DIV:
