@@ -75,3 +75,14 @@ def test_builtin_plugins_provide_toy_print_and_writers() -> None:
     assert "print" in reg.observers
     assert {w.kind for w in reg.writers} >= {"meta", "checkpoint", "failure"}
     assert attrs.has(reg.envs["toy"].config_cls)
+
+
+def test_default_observers_prefer_the_log_console_and_plot() -> None:
+    from types import SimpleNamespace
+
+    from gbx.resolve import default_observers
+
+    full = SimpleNamespace(observers={"print": 0, "console": 0, "jsonl": 0, "plot": 0, "gif": 0})
+    assert default_observers(full) == ("console", "jsonl", "plot")  # type: ignore[arg-type]
+    bare = SimpleNamespace(observers={"print": 0})
+    assert default_observers(bare) == ("print",)  # type: ignore[arg-type]

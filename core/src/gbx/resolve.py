@@ -73,9 +73,15 @@ def require_observer(registry: Registry, name: str) -> ObserverSpec:
     return registry.observers[name]
 
 
+# Every run keeps its structured log and its plot when the observers plugin is there;
+# the log is the source the plot and `gbx log` read.
+DEFAULT_OBSERVERS = ("console", "jsonl", "plot")
+
+
 def default_observers(registry: Registry) -> tuple[str, ...]:
-    """``console`` when the observers plugin is installed, else the built-in ``print``."""
-    return ("console",) if "console" in registry.observers else ("print",)
+    """``console,jsonl,plot`` (those installed), else the built-in ``print``."""
+    chosen = tuple(n for n in DEFAULT_OBSERVERS if n in registry.observers)
+    return chosen or ("print",)
 
 
 def resolve_device(spec: str) -> torch.device:

@@ -1,0 +1,107 @@
+"""One data-parallel rank of the multi-rank test: ``gbx run`` with a small SGD trainer.
+
+Started by ``python -m torch.distributed.run --nproc-per-node 2 dist_worker.py ARGS``
+from ``test_distributed.py``; ARGS are ``gbx run`` arguments. The ``dpsgd`` algorithm
+fits a linear model to the toy env's frames, seeing different frames on each rank
+(per-rank seeds), so only gradient averaging keeps the ranks' models equal.
+``GBX_TEST_NO_WRAP=1`` skips :func:`gbx.distributed.wrap_model` (the negative control).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gbx_testplugins import FakeEntryPoint, make_host  # noqa: E402
+
+from gbx import distributed as gdist  # noqa: E402
+from gbx import hookimpl  # noqa: E402
+from gbx.config import option  # noqa: E402
+
+
+@attrs.frozen
+class DpConfig:
+    num_envs: int = option(4, "envs per rank", attrs.validators.ge(1))
+    lr: float = option(0.05, "SGD learning rate", attrs.validators.gt(0.0))
+
+
+class DpTrainer:
+    def __init__(self, config: DpConfig, ctx: Any) -> None:
+        self.cfg, self.ctx = config, ctx
+        self.env = ctx.make_env(config.num_envs)
+        torch.manual_seed(ctx.seed)  # a different initialisation per rank
+        self.model = nn.Linear(int(torch.tensor(self.env.obs_shape).prod()), 1)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.lr)
+        self.train_model = (self.model if os.environ.get("GBX_TEST_NO_WRAP")
+                            else gdist.wrap_model(self.model))
+        self.env_steps = 0
+        self.gen = torch.Generator().manual_seed(ctx.seed)
+
+    def act(self, obs: torch.Tensor, *, greedy: bool = True) -> torch.Tensor:
+        return torch.randint(0, self.env.num_actions, (obs.shape[0],), generator=self.gen)
+
+    def train(self) -> None:
+        obs = self.env.reset()
+        while not self.ctx.should_stop():
+            obs, reward, *_ = self.env.step(self.act(obs))
+            x = obs.flatten(1).float() / 3.0
+            loss = (self.train_model(x).squeeze(1) - reward - 1.0).pow(2).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.env_steps += self.env.num_envs
+            self.ctx.record({"env_steps": self.env_steps, "loss": loss.detach(),
+                             "rank_id": float(gdist.rank())})
+            self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
+
+    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+        return {"episodes": episodes}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "env_steps": self.env_steps}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.env_steps = int(state["env_steps"])
+
+
+class RecordFile:
+    """Appends records to $GBX_TEST_RECORDS (JSON lines): what rank 0's observers saw."""
+
+    def __init__(self, run: Any) -> None:
+        self.path = Path(os.environ["GBX_TEST_RECORDS"])
+
+    def on_record(self, record: Mapping[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(dict(record)) + "\n")
+
+
+class _Plugin:
+    @hookimpl
+    def register_algorithms(self, register: Any) -> None:
+        register("dpsgd", DpTrainer, DpConfig, description="test: data-parallel SGD")
+
+    @hookimpl
+    def register_observers(self, register: Any) -> None:
+        register("recordfile", RecordFile, description="test: records to a file")
+
+
+def main() -> None:
+    from gbx.cli import build_cli
+
+    host = make_host(FakeEntryPoint("dpsgd", _Plugin(), "gbx-test-dpsgd"))
+    build_cli(host).main(args=sys.argv[1:], prog_name="gbx", standalone_mode=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""gbx.distributed: record merging, launch command, and real 2-rank gloo runs on the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gbx import distributed as gdist
+from gbx.artifacts import load_checkpoint
+from gbx.cli import torchrun_command
+
+HERE = Path(__file__).parent
+WORKER = HERE / "dist_worker.py"
+
+
+# ---------------------------------------------------------------------------- pure helpers
+def test_merge_records_sums_counters_and_averages_the_rest() -> None:
+    merged = gdist.merge_records([
+        {"step": 64, "env_steps": 64, "sps": 100.0, "loss": 1.0, "name": "a",
+         "ep_return": torch.tensor(2.0)},
+        {"step": 64, "env_steps": 64, "sps": 300.0, "loss": 3.0, "name": "b"},
+    ])
+    assert merged["step"] == 128 and merged["env_steps"] == 128
+    assert merged["sps"] == 400.0 and merged["loss"] == 2.0
+    assert merged["name"] == "a"
+    assert merged["ep_return"] == 2.0  # only rank 0 finished an episode: its value
+    assert merged[gdist.REDUCED_KEY] == 2
+
+
+def test_single_process_helpers_are_no_ops() -> None:
+    model = torch.nn.Linear(2, 1)
+    assert gdist.wrap_model(model) is model
+    assert gdist.unwrap_model(model) is model
+    rec = {"step": 3, "loss": 0.5}
+    assert gdist.reduce_record(rec) == rec
+    assert gdist.broadcast_state({"a": 1}) == {"a": 1}
+    assert gdist.any_rank(True) and not gdist.any_rank(False)
+    assert gdist.info() == gdist.DistInfo()
+    assert gdist.rank_seed(7) == 7 and gdist.rank_seed(7, 1) == 7 + gdist.SEED_STRIDE
+
+
+def test_fingerprint_changes_with_parameters() -> None:
+    model = torch.nn.Linear(2, 1)
+    before = gdist.fingerprint({"m": model})
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    assert gdist.fingerprint({"m": model}) != before
+
+
+def test_device_for_rank_refuses_a_fixed_gpu_for_several_ranks() -> None:
+    assert gdist.device_for_rank("cpu", 1) == torch.device("cpu")
+    with pytest.raises(gdist.GbxError, match="cuda:LOCAL_RANK"):
+        gdist.device_for_rank("cuda:0", 1)
+
+
+def test_torchrun_command_drops_gpus_flag() -> None:
+    cmd = torchrun_command(["run", "--gpus", "4", "--algo", "ppo", "--gpus=4", "--env", "x"], 4)
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--nproc-per-node=4" in cmd
+    assert cmd[cmd.index("gbx") + 1:] == ["run", "--algo", "ppo", "--env", "x"]
+
+
+# ---------------------------------------------------------------------------- 2 ranks, gloo
+def _torchrun(args: list[str], env_extra: dict[str, str], timeout: float = 120):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **env_extra}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc-per-node=2", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                          check=False)
+
+
+def _fingerprints(folder: Path) -> list[dict]:
+    return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def _dp_run(tmp_path: Path, name: str, *extra: str, no_wrap: bool = False, steps: int = 40):
+    fp = tmp_path / f"fp_{name}"
+    records = tmp_path / f"records_{name}.jsonl"
+    env = {"GBX_DIST_FINGERPRINT_DIR": str(fp), "GBX_TEST_RECORDS": str(records)}
+    if no_wrap:
+        env["GBX_TEST_NO_WRAP"] = "1"
+    run_dir = tmp_path / "run"
+    args = [str(WORKER), "run", "--algo", "dpsgd", "--env", "toy", "--device", "cpu",
+            "--observer", "recordfile", *extra]
+    args += ["--resume", str(run_dir)] if "--resume" in extra else []
+    if "--resume" in extra:
+        args.remove("--resume")
+        args += ["--steps", str(steps)]
+    else:
+        args += ["--run-dir", str(run_dir), "--steps", str(steps)]
+    proc = _torchrun(args, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = records.read_text().splitlines() if records.exists() else []
+    return _fingerprints(fp), [json.loads(line) for line in lines], run_dir
+
+
+def test_two_ranks_stay_identical_and_only_rank0_writes(tmp_path: Path) -> None:
+    fps, records, run_dir = _dp_run(tmp_path, "a")
+    assert fps[0]["seed"] != fps[1]["seed"]
+    assert fps[0]["fingerprint"] == fps[1]["fingerprint"], fps
+    # Records reach rank 0's observer once each, reduced over both ranks.
+    assert [r["step"] for r in records] == [8, 16, 24, 32, 40]
+    assert all(r["ranks"] == 2 and r["rank_id"] == 0.5 for r in records)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["distributed"]["world_size"] == 2 and meta["distributed"]["backend"] == "gloo"
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["step"] == 40
+    # Negative control: without gradient averaging the ranks' models drift apart.
+    fps_apart, _, _ = _dp_run(tmp_path / "control", "b", no_wrap=True)
+    assert fps_apart[0]["fingerprint"] != fps_apart[1]["fingerprint"]
+    # Resume: both ranks continue from rank 0's checkpoint and stay identical.
+    fps2, records2, _ = _dp_run(tmp_path, "c", "--resume", steps=56)
+    assert [r["step"] for r in records2] == [48, 56]
+    assert fps2[0]["fingerprint"] == fps2[1]["fingerprint"]
+    assert fps2[0]["fingerprint"] != fps[0]["fingerprint"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gbx_algo_ppo") is None,
+                    reason="needs the PPO plugin (pip install -e plugins/algo_ppo)")
+def test_ppo_two_ranks_through_gbx_run(tmp_path: Path) -> None:
+    fp = tmp_path / "fp"
+    run_dir = tmp_path / "ppo"
+    args = ["-m", "gbx", "run", "--algo", "ppo", "--env", "toy", "--device", "cpu",
+            "--steps", "256", "--run-dir", str(run_dir), "--observer", "print",
+            "--set", "algo.num_envs=8", "--set", "algo.rollout_steps=16",
+            "--set", "algo.minibatch_size=32", "--set", "algo.eval_every=0"]
+    proc = _torchrun(args, {"GBX_DIST_FINGERPRINT_DIR": str(fp)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fps = _fingerprints(fp)
+    assert fps[0]["seed"] != fps[1]["seed"]
+    assert fps[0]["fingerprint"] == fps[1]["fingerprint"], fps
+    assert load_checkpoint(run_dir)["step"] == 256
