@@ -1,4 +1,4 @@
-"""An in-memory run context and a resumable toy env for driving the A2C trainer."""
+"""An in-memory run context for driving the A2C trainer without the run loop."""
 
 from __future__ import annotations
 
@@ -70,42 +70,6 @@ def roundtrip(state: dict[str, Any]) -> dict[str, Any]:
     torch.save(state, raw)
     raw.seek(0)
     return torch.load(raw, weights_only=False)
-
-
-class StatefulToy:
-    """The toy env plus state_dict/load_state_dict, for exact-resume tests."""
-
-    _FIELDS = ("_pos", "_t", "_consec", "_dist", "_frames")
-
-    def __init__(self, env: Any) -> None:
-        self._env = env
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    def reset(self) -> torch.Tensor:
-        return self._env.reset()
-
-    def step(self, actions: torch.Tensor) -> Any:
-        return self._env.step(actions)
-
-    def close(self) -> None:
-        self._env.close()
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {f: getattr(self._env, f).clone() for f in self._FIELDS}
-        state["gen"] = self._env._gen.get_state()
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for f in self._FIELDS:
-            setattr(self._env, f, state[f].clone())
-        self._env._gen.set_state(state["gen"])
-
-
-class StatefulToyContext(FakeContext):
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
-        return StatefulToy(super().make_env(num_envs, seed_offset=seed_offset))
 
 
 TIMING_KEYS = frozenset({"sps", "ups"})

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from gbx.toy import ToyEnv
-
 WINDOW = 8 * 5  # num_envs x update_every
 ARGS = [
     "--algo", "a2c", "--env", "toy", "--device", "cpu", "--seed", "3", "--observer", "print",
@@ -51,11 +49,6 @@ def _records(stdout: str) -> dict[int, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    not hasattr(ToyEnv, "load_state_dict"),
-    reason="the toy env cannot save its state yet, so resumed episodes restart",
-    strict=True,
-)
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     full = subprocess.run(
         _gbx("run", *ARGS, "--run-dir", str(tmp_path / "full")),

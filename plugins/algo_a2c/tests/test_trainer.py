@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from a2c_helpers import FakeContext, StatefulToyContext, comparable, roundtrip
+from a2c_helpers import FakeContext, comparable, roundtrip
 
 from gbx import rl_common
 from gbx.guard import NonFiniteError
@@ -58,6 +58,35 @@ def test_records_carry_the_shared_schema() -> None:
     # Two windows per record: every action of both is in the histogram.
     assert sum(rec["action_hist"]) == 2 * cfg.batch_size and len(rec["action_hist"]) == 7
     assert rec["trunc_rate"] > 0 and rec["trunc_overflow"] == 0.0
+
+
+class _PercentileToy:
+    """The toy env reporting only distance percentiles, as pixel goal envs can."""
+
+    def __init__(self, env: object) -> None:
+        self._env = env
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._env, name)
+
+    def step(self, actions: torch.Tensor) -> tuple:
+        obs, reward, done, trunc, info = self._env.step(actions)  # type: ignore[attr-defined]
+        q = torch.quantile(info.pop("dist"), torch.tensor([0.1, 0.5, 0.9]))
+        info.update(dist_p10=q[0], dist_p50=q[1], dist_p90=q[2])
+        return obs, reward, done, trunc, info
+
+
+def test_env_reported_percentiles_reach_the_record() -> None:
+    cfg = small_config()
+
+    class Ctx(FakeContext):
+        def make_env(self, num_envs: int, *, seed_offset: int = 0) -> object:
+            return _PercentileToy(super().make_env(num_envs, seed_offset=seed_offset))
+
+    ctx = Ctx(cfg, steps=2 * cfg.batch_size)
+    A2CTrainer(cfg, ctx).train()
+    rec = ctx.records[0]
+    assert 0.0 <= rec["dist_p10"] <= rec["dist_p50"] <= rec["dist_p90"] <= 1.0
 
 
 def test_budget_ending_inside_a_logging_window_still_records() -> None:
@@ -264,14 +293,14 @@ def test_window_size_is_fixed_and_matches_the_estimate() -> None:
 def test_resume_from_state_dict_reproduces_records() -> None:
     cfg = small_config(checkpoint_every=4, log_every=2)
     env_cfg = ToyConfig(max_steps=10)
-    full = StatefulToyContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
+    full = FakeContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
     A2CTrainer(cfg, full).train()
     assert len(full.records) == 4
     step, state = full.checkpoints[0]
     assert step == 4 * cfg.batch_size
     # Perturb global RNGs: the checkpoint must restore them.
     torch.manual_seed(12345)
-    resumed_ctx = StatefulToyContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
+    resumed_ctx = FakeContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
     resumed = A2CTrainer(cfg, resumed_ctx)
     resumed.load_state_dict(roundtrip(dict(state)))
     resumed.train()
@@ -325,11 +354,11 @@ def test_nan_through_the_run_loop_writes_a_failure_bundle(
 def test_resuming_between_records_keeps_the_record_and_checkpoint_schedule() -> None:
     cfg = small_config(log_every=2, checkpoint_every=4)
     env_cfg = ToyConfig(max_steps=10)
-    first_ctx = StatefulToyContext(cfg, steps=3 * cfg.batch_size, env_config=env_cfg)
+    first_ctx = FakeContext(cfg, steps=3 * cfg.batch_size, env_config=env_cfg)
     first = A2CTrainer(cfg, first_ctx)
     first.train()  # the budget ends one step into a logging window
     assert [r["opt_steps"] for r in first_ctx.records] == [2, 3]
-    ctx = StatefulToyContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg)
+    ctx = FakeContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg)
     resumed = A2CTrainer(cfg, ctx)
     resumed.load_state_dict(roundtrip(first.state_dict()))
     resumed.train()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
+
 from gbx.cli import build_cli
 from gbx.plugins import get_host
 

@@ -89,6 +89,19 @@ def test_random_noop_start_desynchronises_envs(rom: Path, ready: Path) -> None:
     assert env.bank.size == 5
 
 
+def test_random_start_from_a_bank_of_states(rom: Path, ready: Path, tmp_path: Path) -> None:
+    env = make(rom, ready, n=1)
+    env.reset()
+    for _ in range(2):
+        env.step(torch.tensor([6]))
+    moved = save_state(env.batch, 0, tmp_path / "moved.gbxstate")
+    env2 = make(rom, ready, n=48, start_states=(str(moved),))
+    assert env2.bank.size == 2 and len(env2.meta()["start_states_sha256"]) == 1
+    obs = env2.reset()
+    xs = {black_x(obs[e, -1]) for e in range(48)}
+    assert xs == {0, 6}
+
+
 def test_start_from_gbx_savestate(rom: Path, ready: Path, tmp_path: Path) -> None:
     env = make(rom, ready, n=1)
     env.reset()

@@ -14,7 +14,7 @@ from gbx.errors import ConfigError
 from gbx_gameboy.capture import GoalError, npy_bytes
 from gbx_gameboy.game.solutions import ACTIONS, SOLUTIONS
 from gbx_gameboy.goal import GoalConfig, GoalEnv
-from gbx_gameboy.tasks import START_STATE, STAGE_TASKS, states_dir
+from gbx_gameboy.tasks import STAGE_TASKS, START_STATE, states_dir
 
 STAGE1 = STAGE_TASKS[0]
 A = ACTIONS.index("A")  # in the house, facing a free floor block: A changes nothing
@@ -63,6 +63,7 @@ def test_truncation_is_distinct_from_done() -> None:
     for t in range(1, 4):
         obs, rew, done, trunc, info = env.step(torch.tensor([ACTIONS.index("DOWN"), A]))
         assert not done.any() and "dist" not in info and "dist_p50" not in info
+        assert bool(trunc.any()) == (t == 3)
     assert trunc.tolist() == [True, True] and info["reset_mask"].tolist() == [True, True]
     assert not torch.equal(info["final_obs"][0], start[0])  # the walked state, kept for bootstrap
     assert torch.equal(obs, start)

@@ -5,8 +5,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from gbx_gameboy.tasks import BASELINE_FILE, INDEX_FILE, STAGE_TASKS, START_STATE, make_stages, \
-    states_dir
+from gbx_gameboy.tasks import (
+    BASELINE_FILE,
+    INDEX_FILE,
+    STAGE_TASKS,
+    START_STATE,
+    make_stages,
+    states_dir,
+)
 
 STAGE_FILES = ("goal.npy", "meta.json", "goal.png", "README.md")
 

@@ -76,3 +76,22 @@ def test_scripted_solution_reaches_goal_at_its_end(task) -> None:
     assert done_at == len(task.solution) <= task.max_steps
     # No screen of the way there comes near the goal: at least twice tau away.
     assert closest_before > 2 * task.tau
+
+
+def test_tasks_module_loads_as_a_plugin_and_resolves_configs() -> None:
+    """As its own entry point (``gameboy_tasks = gbx_gameboy.tasks``) beside the others."""
+    import importlib.metadata as md
+    from pathlib import Path
+
+    from gbx.config import read_config_file
+    from gbx.plugins import load_plugins
+
+    ep = md.EntryPoint("gameboy_tasks", "gbx_gameboy.tasks", "gbx")
+    host = load_plugins(entry_points=[ep], environ={})
+    assert {"gameboy-goal", "gbx-quest-1", "gbx-quest-4"} <= set(host.registry.envs)
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    for name in ("quest1_cpu.toml", "quest1_gpu.toml"):
+        data = read_config_file(examples / name)
+        env_cls = host.registry.envs[data["run"]["env"]].config_cls
+        cfg = structure_section(data.get("env"), env_cls, "env")
+        assert cfg.goal_dir.endswith("quest1_leave_house") and cfg.max_steps == 256

@@ -45,6 +45,8 @@ from gbx_algo_a2c.window import Window, estimate_window_bytes
 
 # Eval envs are seeded apart from the training envs.
 EVAL_SEED_OFFSET = 1_000_003
+# Per-step distance percentiles an env may report instead of per-env distances.
+DIST_PERCENTILES = ("dist_p10", "dist_p50", "dist_p90")
 # Record key of the window's non-finite flag; consumed here, never emitted.
 _NONFINITE = "nonfinite"
 
@@ -219,8 +221,11 @@ class A2CTrainer:
                 actions=action,
                 dist=dist if isinstance(dist, torch.Tensor) else None,
             )
-            if "dist_p50" in info and not isinstance(dist, torch.Tensor):
-                acc.add_scalars(dist_p50=info["dist_p50"])
+            if not isinstance(dist, torch.Tensor):
+                # Envs that report only percentiles: the record gets their window means.
+                stats = {k: info[k] for k in DIST_PERCENTILES if k in info}
+                if stats:
+                    acc.add_scalars(**stats)
         self.obs = obs
         self.env_steps += self.cfg.batch_size
 

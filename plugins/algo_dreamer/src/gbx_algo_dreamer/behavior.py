@@ -54,6 +54,10 @@ class Behavior(nn.Module):
         self.actor = Actor(feat_dim, size.units, size.layers, num_actions, cfg.unimix)
         self.critic = Head(feat_dim, size.units, size.layers, cfg.bins, zero_init=True)
         self.slow_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        # made once: a tensor built from a Python list per update is a host-to-device copy
+        self.register_buffer("report_quantiles", torch.tensor([0.05, 0.5, 0.95]),
+                             persistent=False)
+        self.report_quantiles: torch.Tensor
 
     @torch.no_grad()
     def update_slow_critic(self) -> None:
@@ -110,8 +114,7 @@ class Behavior(nn.Module):
         critic_nll = twohot_nll(critic_logits, returns, bins)
         slow_nll = twohot_nll(critic_logits, slow_target, bins)
         critic_loss = (w * (critic_nll + cfg.slow_critic_reg * slow_nll)).mean()
-        pct = torch.quantile(returns.reshape(-1),
-                             torch.tensor([0.05, 0.5, 0.95], device=returns.device))
+        pct = torch.quantile(returns.reshape(-1), self.report_quantiles)
         scalars = {
             "loss_actor": actor_loss.detach(),
             "loss_critic": critic_loss.detach(),

@@ -76,6 +76,10 @@ class GameBoyConfig:
         0, "random start: each episode begins 0..N no-op frames after the start state",
         _v.and_(_v.ge(0), _v.le(10_000)),
     )
+    start_states: tuple[str, ...] = option(
+        (), "more start savestates (gbx or PyBoy); each episode starts from a random one",
+        _v.deep_iterable(_v.instance_of(str)),
+    )
 
 
 def resolve_rom(path: str) -> Path:
@@ -145,24 +149,33 @@ class GameBoyEnv:
         hw = obs_hw(config.obs_size)
         self.obs_shape = (config.stack_k, *hw)
 
-        # Start snapshot(s): built on a one-env batch so setup cost does not grow with N.
+        # Start snapshots, built on a one-env batch so setup cost does not grow with N:
+        # each start state, then 1..random_noop_max no-op frames after it.
         probe = GameBoyBatch(self.batch.cart, 1, wdev)
         self.state_sha256: str | None = None
-        rendered = False
+        self.start_states_sha256: list[str] = []
+        starts = []
         with self._on_torch_stream():
-            if config.state:
-                self.state_sha256, rendered = load_start_state(probe, config.state)
-            if not rendered:
-                probe.run_frames(1, render_last=True)  # a rendered first observation
-            starts = [capture(probe.state_tensors(), 0)]
-            for _ in range(config.random_noop_max):
-                probe.run_frames(1, render_last=True)
+            for i, path in enumerate((config.state, *config.start_states)):
+                probe.reset()
+                rendered = False
+                if path:
+                    sha, rendered = load_start_state(probe, path)
+                    if i == 0:
+                        self.state_sha256 = sha
+                    else:
+                        self.start_states_sha256.append(sha)
+                if not rendered:
+                    probe.run_frames(1, render_last=True)  # a rendered first observation
                 starts.append(capture(probe.state_tensors(), 0))
+                for _ in range(config.random_noop_max):
+                    probe.run_frames(1, render_last=True)
+                    starts.append(capture(probe.state_tensors(), 0))
         del probe
         self.bank = SnapshotBank.from_states(starts, self.device)
         self.restorer = MaskedRestore(self.batch.state_tensors(), self.bank)
         self.restorer.seed(seed)
-        self.random_start = config.random_noop_max > 0
+        self.random_start = self.bank.size > 1
 
         n, dev = num_envs, self.device
         self.stack = FrameStack(n, config.stack_k, hw, dev)
@@ -213,9 +226,9 @@ class GameBoyEnv:
         return self.stack.buffer, reward, done, self._trunc, info
 
     def close(self) -> None:
-        self.batch = None  # type: ignore[assignment]
-        self.restorer = None  # type: ignore[assignment]
-        self.bank = None  # type: ignore[assignment]
+        self.batch = None
+        self.restorer = None
+        self.bank = None
 
     def meta(self) -> dict[str, Any]:
         cfg = self.config
@@ -234,6 +247,8 @@ class GameBoyEnv:
             "stack_k": cfg.stack_k,
             "max_steps": cfg.max_steps,
             "random_noop_max": cfg.random_noop_max,
+            "start_states": list(cfg.start_states),
+            "start_states_sha256": self.start_states_sha256,
         }
 
     # ------------------------------------------------------------------ internals

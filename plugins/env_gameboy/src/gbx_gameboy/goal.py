@@ -72,6 +72,8 @@ class GoalConfig(GameBoyConfig):
 class GoalEnv(GameBoyEnv):
     """:class:`GameBoyEnv` with reward and done from the distance to a goal screen."""
 
+    config: GoalConfig  # or a stage's config class with the same fields (tasks.py)
+
     def __init__(
         self, config: GoalConfig, num_envs: int, device: torch.device | str, seed: int = 0
     ) -> None:

@@ -116,10 +116,10 @@ def render_line(
     if (lcdc & 0x04) != 0:
         obj_h = 16
     unsigned_tiles = (lcdc >> 4) & 1
-    bg_map = 0x1800
+    bg_map = wp.int32(0x1800)
     if (lcdc & 0x08) != 0:
         bg_map = 0x1C00
-    win_map = 0x1800
+    win_map = wp.int32(0x1800)
     if (lcdc & 0x40) != 0:
         win_map = 0x1C00
 

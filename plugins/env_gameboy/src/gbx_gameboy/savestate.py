@@ -70,7 +70,7 @@ class SaveState:
 def encode(rom: RomId, arrays: Mapping[str, torch.Tensor]) -> bytes:
     """Serialise one env's arrays for ``rom`` (pure function)."""
     host = {k: v.detach().to("cpu").contiguous() for k, v in arrays.items()}
-    meta = {
+    meta: dict[str, Any] = {
         "rom": {
             "title": rom.title,
             "header_checksum": rom.header_checksum,

@@ -14,7 +14,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import click
@@ -237,7 +237,7 @@ def stage_readme(task: StageTask, meta: dict[str, Any], goal_dir: Path) -> str:
             f"distance seen on a step that did not reach the goal: "
             f"{b.get('min_dist_not_done', 'n/a')}.\n\n"
             f"Measured with `gbx gameboy baseline --env {task.env_name} --episodes "
-            f"{b['episodes']} --record` ({BASELINE_FILE})."
+            f"{b['episodes']} --num-envs {b['num_envs']} --record` ({BASELINE_FILE})."
         )
     else:
         baseline = (f"Not measured yet: `gbx gameboy baseline --env {task.env_name} "
@@ -314,7 +314,7 @@ def random_baseline(env_name: str, episodes: int, num_envs: int, device: str, se
         return out
 
     env.step = watched  # type: ignore[method-assign]
-    per = run_episodes(env, policy, episodes)
+    per = run_episodes(cast(Any, env), policy, episodes)
     out = summarize(per)
     out.update({
         "env": env_name, "episodes": episodes, "num_envs": num_envs, "device": str(env.device),

@@ -1,0 +1,87 @@
+"""The PyBoy start state of an env: the same snapshot the Warp backend starts from.
+
+The Warp env builds its start snapshot on a one-env batch: load ``env.state`` (a gbx
+or PyBoy savestate; power-on when empty) and, unless the state holds a rendered
+frame, run one rendered frame. Here the very same steps run once on the Warp CPU
+emulator, and :func:`gbx_gameboy.pyboy_state.save_pyboy_state` turns that snapshot
+into a PyBoy ``.state``; the start screen comes from the same batch. Both are cached
+under ``$GBX_CACHE_DIR/pyboy-start`` (default ``~/.cache/gbx``) by content hash, so
+only the first env build pays for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+FORMAT = 1  # bump when the way start states are made changes
+
+
+@attrs.frozen
+class StartState:
+    """A PyBoy savestate and the screen (shades ``uint8 [144, 160]``) it shows."""
+
+    pyboy_state: bytes
+    screen: np.ndarray
+    sha256: str
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("GBX_CACHE_DIR") or Path.home() / ".cache" / "gbx"
+    return Path(root) / "pyboy-start"
+
+
+def _digest(rom: Path, state: str) -> str:
+    h = hashlib.sha256(f"gbx-pyboy-start/{FORMAT}".encode())
+    h.update(hashlib.sha256(rom.read_bytes()).digest())
+    h.update(hashlib.sha256(Path(state).expanduser().read_bytes()).digest() if state else b"-")
+    return h.hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build(rom: Path, state: str) -> StartState:
+    """Make the start state on the Warp CPU emulator (no cache)."""
+    from gbx_gameboy import pyboy_state
+    from gbx_gameboy.capture import new_batch
+
+    batch = new_batch(rom, state or None, "cpu")
+    data = pyboy_state.save_pyboy_state(batch, 0)
+    screen = batch.fb[0].cpu().numpy().astype(np.uint8).copy()
+    return StartState(data, screen, hashlib.sha256(data).hexdigest())
+
+
+def load_or_build(rom: Path, state: str) -> StartState:
+    """The cached start state for ``(rom, state)``, built on the first call."""
+    key = _digest(rom, state)
+    folder = cache_dir()
+    state_path, screen_path = folder / f"{key}.state", folder / f"{key}.npy"
+    if state_path.is_file() and screen_path.is_file():
+        data = state_path.read_bytes()
+        screen = np.load(screen_path)
+        return StartState(data, screen, hashlib.sha256(data).hexdigest())
+    start = build(rom, state)
+    buf = io.BytesIO()
+    np.save(buf, start.screen)
+    _atomic_write(screen_path, buf.getvalue())
+    _atomic_write(state_path, start.pyboy_state)
+    _atomic_write(folder / f"{key}.json", json.dumps(
+        {"rom": str(rom), "state": state, "format": FORMAT}).encode())
+    return start
