@@ -190,3 +190,143 @@ def test_env_batch_state_roundtrip(capsys: pytest.CaptureFixture[str]) -> None:
     # An env without load_state_dict keeps its reset state; a warning says so.
     assert restore_env_batch(object(), state, None, cpu, algo="a2c") is None
     assert "a2c: warning: the env cannot restore its state" in capsys.readouterr().err
+
+
+def test_seed_everything_seeds_every_stream() -> None:
+    first = _draws(rl_common.seed_everything(5, torch.device("cpu")))
+    gen = rl_common.seed_everything(5, torch.device("cpu"))
+    assert _draws(gen) == first
+    assert _draws(rl_common.seed_everything(6, torch.device("cpu"))) != first
+
+
+def test_normalize_advantages_by_hand() -> None:
+    adv = torch.tensor([1.0, 3.0])  # mean 2, population std 1
+    out = rl_common.normalize_advantages(adv, eps=0.0)
+    assert torch.allclose(out, torch.tensor([-1.0, 1.0]))
+
+
+def test_step_window_shapes_and_bytes() -> None:
+    plain = rl_common.StepWindow(4, 3, (1, 2, 2), "cpu")
+    with_logp = rl_common.StepWindow(4, 3, (1, 2, 2), "cpu", logprobs=True)
+    assert plain.logprobs is None and with_logp.logprobs is not None
+    assert plain.obs.shape == (4, 3, 1, 2, 2) and plain.trunc_values.shape == (4, 3)
+    # The table view shares storage with the flat buffer and its spare element.
+    plain.trunc_values_flat[5] = 7.0
+    assert plain.trunc_values[1, 2] == 7.0 and plain.trunc_values_flat.numel() == 13
+    assert with_logp.nbytes() - plain.nbytes() == 4 * 3 * 4
+    side = plain.truncated.nbytes()
+    # obs 48 B, actions 96, rewards 48, dones 12, truncs 12, values 48, flat values 52.
+    assert plain.nbytes() == 48 + 96 + 48 + 12 + 12 + 48 + 52 + side
+    # Estimate: per sample the frame, the action, two flags and the float columns.
+    est = rl_common.window_bytes(4, 3, (1, 2, 2), float_columns=5)
+    assert est == 12 * (4 + 8 + 5 * 4 + 2) + TruncatedObsBuffer.estimate_bytes(4, 3, (1, 2, 2))
+
+
+def test_shared_config_fields_validate() -> None:
+    import attrs
+
+    @attrs.frozen(kw_only=True)
+    class Cfg:
+        gamma: float = attrs.field(default=0.5, validator=rl_common.unit_interval)
+        lam: float | None = attrs.field(default=None, validator=rl_common.unit_interval_or_none)
+        clip: float | None = attrs.field(default=None, validator=rl_common.positive_or_none)
+        every: int = rl_common.every_field(3, "evaluate", "updates")
+        model: str = rl_common.model_field()
+        options: dict = rl_common.model_options_field()
+        budget: int = rl_common.budget_field()
+
+    cfg = Cfg()
+    assert (cfg.every, cfg.model, cfg.options, cfg.budget) == (3, "cnn", {}, 0)
+    assert attrs.fields(Cfg).every.metadata["help"] == "evaluate every this many updates; 0 = off"
+    for bad in ({"gamma": 1.5}, {"lam": -0.1}, {"clip": 0.0}, {"every": -1}, {"model": ""},
+                {"budget": -1}):
+        with pytest.raises(ValueError):
+            Cfg(**bad)
+
+
+def _tiny_config_cls() -> type:
+    """A config with the fields :class:`rl_common.OnPolicyTrainer` reads."""
+    import attrs
+
+    @attrs.frozen(kw_only=True)
+    class TinyConfig:
+        num_envs: int = 4
+        steps: int = 3
+        total_env_steps: int = rl_common.budget_field()
+        eval_episodes: int = rl_common.eval_episodes_field()
+        eval_greedy: bool = rl_common.eval_greedy_field()
+        model: str = rl_common.model_field()
+        model_options: dict = attrs.field(factory=lambda: {"channels": (4, 8, 8), "hidden": 8})
+
+        @property
+        def batch_size(self) -> int:
+            return self.num_envs * self.steps
+
+    return TinyConfig
+
+
+class _TinyTrainer(rl_common.OnPolicyTrainer):
+    """The smallest on-policy trainer: one value-regression step per window."""
+
+    algo = "tiny"
+
+    def _build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=1e-2)
+
+    def train(self) -> None:
+        from gbx.guard import FiniteGuard
+
+        if self.env is None:
+            env, obs_shape, _model = self._setup_env(self.cfg.num_envs)
+            self._check_memory(1, fix="n/a", describe="tiny")
+            self._start_storage(
+                rl_common.StepWindow(self.cfg.steps, self.cfg.num_envs, obs_shape, self.device),
+                env,
+            )
+        while self.env_steps + self.cfg.batch_size <= self._total_env_steps():
+            self._collect_with(self.forward_fn())
+            next_value = self._bootstrap_values(2)
+            buf = self.storage
+            assert buf is not None and self.metrics is not None
+            _, values = self.forward_fn()(buf.obs.flatten(0, 1))
+            target = (buf.rewards + 0.9 * next_value).flatten()
+            loss = (values - target).square().mean()
+            self._optimizer().zero_grad()
+            loss.backward()
+            guard = FiniteGuard(self.device)
+            params = list(self.model_or_fail().parameters())
+            rl_common.guarded_step(self._optimizer(), params, guard, max_grad_norm=1.0,
+                                   loss_value=loss)
+            self.opt_steps += 1
+            self.ctx.record({"step": self.env_steps, "env_steps": self.env_steps,
+                             "loss": float(loss.detach()), **self.metrics.summary()})
+            self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
+
+
+def test_on_policy_trainer_base_trains_evaluates_and_resumes_exactly() -> None:
+    from gbx.testing import comparable, train_and_resume
+
+    cfg = _tiny_config_cls()()
+    full, resumed = train_and_resume(_TinyTrainer, cfg, steps=4 * cfg.batch_size, seed=3)
+    assert [r["env_steps"] for r in full.records] == [12, 24, 36, 48]
+    step, state = full.checkpoints[0]
+    assert step == 12 and state["algo"] == "tiny" and state["counters"]["opt_steps"] == 1
+    assert state["env"] is not None and "metrics" in state["env"]
+    assert [comparable(r) for r in resumed.records] == [comparable(r) for r in full.records[1:]]
+    trainer = _TinyTrainer(cfg, full)
+    trainer.load_state_dict(full.checkpoints[-1][1])
+    summary = trainer.evaluate(4)
+    assert summary["episodes"] == 4 and "random_success_rate" in summary
+    actions = trainer.act(torch.zeros(2, 1, 72, 80, dtype=torch.uint8), greedy=False)
+    assert actions.shape == (2,) and actions.dtype == torch.int64
+
+
+def test_on_policy_trainer_refuses_a_checkpoint_without_spec() -> None:
+    cfg = _tiny_config_cls()()
+    from gbx.testing import InMemoryRunContext
+
+    trainer = _TinyTrainer(cfg, InMemoryRunContext(cfg))
+    with pytest.raises(ValueError, match="TINY checkpoint has no model spec"):
+        trainer.load_state_dict({"spec": None})
+    with pytest.raises(RuntimeError, match="TINY model is not built yet"):
+        trainer.act(torch.zeros(1, 1, 72, 80, dtype=torch.uint8))

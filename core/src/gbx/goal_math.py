@@ -50,10 +50,15 @@ def goal_distance(
     return out.mul_(1.0 / (MAX_SHADE * pixels))
 
 
-def count_under(dist: torch.Tensor, tau: float, consec: torch.Tensor) -> torch.Tensor:
-    """Consecutive steps under ``tau``, updated in place: ``+1`` where ``dist < tau``, else 0."""
-    under = dist < tau
-    consec.add_(1).mul_(under.to(consec.dtype))
+def count_under(
+    dist: torch.Tensor, tau: float, consec: torch.Tensor, *, under: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Consecutive steps under ``tau``, updated in place: ``+1`` where ``dist < tau``, else 0.
+
+    ``under`` is an optional preallocated ``bool [N]`` buffer.
+    """
+    mask = torch.lt(dist, tau, out=under) if under is not None else torch.lt(dist, tau)
+    consec.add_(1).mul_(mask)
     return consec
 
 
@@ -76,10 +81,11 @@ def goal_reward(
     """``bonus * done + shaping * (prev_dist - dist)`` as float32 ``[N]``."""
     if out is None:
         out = torch.empty_like(dist, dtype=torch.float32)
-    torch.mul(done, bonus, out=out)
     if shaping != 0.0:
-        out.add_(prev_dist - dist, alpha=shaping)
-    return out
+        torch.sub(prev_dist, dist, out=out).mul_(shaping)
+    else:
+        out.zero_()
+    return out.add_(done, alpha=bonus)  # in place: no temporary tensor
 
 
 def distance_quantiles(dist: torch.Tensor, qs: torch.Tensor) -> torch.Tensor:

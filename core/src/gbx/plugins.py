@@ -50,6 +50,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "gbx.builtin_observers",
     "gbx.artifacts",
     "gbx.models",
+    "gbx.bench_train",
 )
 
 _REGISTRARS: dict[str, Callable[[Registry, Provider], Any]] = {

@@ -8,7 +8,11 @@
 * a side buffer that compacts the final observations of truncated envs on
   the device, so bootstrapping from ``info["final_obs"]`` needs no host sync;
 * saving and restoring the live env batch (observation, env state, the
-  metrics accumulator's per-env episode sums) inside a checkpoint.
+  metrics accumulator's per-env episode sums) inside a checkpoint;
+* :class:`StepWindow`, the preallocated ``[T, N]`` storage of on-policy
+  steps, and :class:`OnPolicyTrainer`, the trainer shell both on-policy
+  algorithms share (seeding, model and optimiser, memory check, collection,
+  bootstrapping, evaluation wiring, checkpoint state).
 
 Everything tensor-valued here is a pure function of its inputs or works on
 preallocated buffers; nothing reads back to the host except the memory check
@@ -21,18 +25,25 @@ import math
 import os
 import random
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
+import attrs
 import numpy as np
 import torch
 from torch import nn
 
+from gbx.api import Env, RunContext
 from gbx.errors import GbxError
+from gbx.evaluation import evaluate_policy
 from gbx.metrics import MetricsAccumulator
+from gbx.models import build_model
 
 __all__ = [
+    "EVAL_SEED_OFFSET",
     "MemoryBudgetError",
+    "OnPolicyTrainer",
+    "StepWindow",
     "TruncatedObsBuffer",
     "activation_bytes",
     "available_bytes",
@@ -42,17 +53,111 @@ __all__ = [
     "compute_gae",
     "env_batch_state",
     "explained_variance",
+    "field_help",
     "format_bytes",
+    "guarded_step",
     "model_bytes",
+    "normalize_advantages",
     "restore_env_batch",
     "restore_rng_state",
     "sample_categorical",
+    "seed_everything",
     "trunc_capacity",
+    "window_bytes",
 ]
+
+# Eval envs are seeded apart from the training envs.
+EVAL_SEED_OFFSET = 1_000_003
+
+# ---------------------------------------------------------------------------
+# Config fields both on-policy algorithms have
+# ---------------------------------------------------------------------------
+
+
+def unit_interval(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    """attrs validator: ``0 <= value <= 1``."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"'{attribute.name}' must be in [0, 1]: {value}")
+
+
+def unit_interval_or_none(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """attrs validator: None or ``0 <= value <= 1``."""
+    if value is not None:
+        unit_interval(instance, attribute, value)
+
+
+def positive_or_none(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """attrs validator: None or ``value > 0``."""
+    if value is not None and not value > 0:
+        raise ValueError(f"'{attribute.name}' must be > 0 or None: {value}")
+
+
+def field_help(text: str) -> dict[str, str]:
+    """attrs field metadata carrying the ``help`` text ``gbx config --explain`` shows."""
+    return {"help": text}
+
+
+def _field(default: Any, help: str, validator: Any = None) -> Any:
+    return attrs.field(default=default, validator=validator, metadata=field_help(help))
+
+
+def budget_field() -> Any:
+    """``total_env_steps``: the training budget, 0 meaning the run's ``--steps``."""
+    return _field(
+        0, "training budget in env steps over all envs; 0 = the run's --steps",
+        attrs.validators.ge(0),
+    )
+
+
+def ent_coef_field() -> Any:
+    return _field(0.01, "entropy bonus coefficient", attrs.validators.ge(0.0))
+
+
+def vf_coef_field() -> Any:
+    return _field(0.5, "value loss coefficient", attrs.validators.ge(0.0))
+
+
+def max_grad_norm_field() -> Any:
+    return _field(0.5, "global gradient norm clip; 0 = off", attrs.validators.ge(0.0))
+
+
+def every_field(default: int, what: str, unit: str) -> Any:
+    """A cadence ``0 = off``: ``what`` (evaluate, checkpoint) every this many ``unit``."""
+    return _field(default, f"{what} every this many {unit}; 0 = off", attrs.validators.ge(0))
+
+
+def eval_episodes_field() -> Any:
+    return _field(32, "episodes per evaluation", attrs.validators.gt(0))
+
+
+def eval_greedy_field() -> Any:
+    return _field(True, "periodic evaluations act greedily (else sample)")
+
+
+def model_field() -> Any:
+    return _field("cnn", "registered model name (cnn, impala)", attrs.validators.min_len(1))
+
+
+def model_options_field() -> Any:
+    return attrs.field(
+        factory=dict,
+        metadata=field_help("keyword options of the model builder, e.g. {hidden: 256}"),
+    )
+
 
 # ---------------------------------------------------------------------------
 # Random number generators
 # ---------------------------------------------------------------------------
+
+
+def seed_everything(seed: int, device: torch.device) -> torch.Generator:
+    """Seed the global python/numpy/torch RNGs; return a seeded sampling generator on ``device``."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator
 
 
 def capture_rng_state(generator: torch.Generator) -> dict[str, Any]:
@@ -189,6 +294,36 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.T
     var_residual = (target.float() - predicted.float()).var(unbiased=False)
     nan = torch.full_like(var_target, float("nan"))
     return torch.where(var_target > 0, 1.0 - var_residual / var_target.clamp_min(1e-30), nan)
+
+
+def guarded_step(
+    optimizer: torch.optim.Optimizer,
+    params: Sequence[nn.Parameter],
+    guard: Any,
+    *,
+    max_grad_norm: float,
+    **losses: torch.Tensor,
+) -> torch.Tensor:
+    """Watch ``losses`` and the gradient norm with ``guard``, clip, step; return the norm.
+
+    Call after ``backward``. ``guard`` is a :class:`gbx.guard.FiniteGuard`; it
+    only records device flags here (no host read). ``max_grad_norm`` 0 means
+    no clipping (the norm is still measured and watched).
+    """
+    for name, value in losses.items():
+        guard.watch(name, value)
+    if max_grad_norm > 0:
+        grad_norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
+        guard.watch("grad_norm", grad_norm)
+    else:
+        grad_norm = guard.watch_grads("grad_norm", params)
+    optimizer.step()
+    return grad_norm
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Zero mean, unit (population) standard deviation over all elements."""
+    return (advantages - advantages.mean()) / (advantages.std(unbiased=False) + eps)
 
 
 def compute_gae(
@@ -343,3 +478,352 @@ def restore_env_batch(
     if "metrics" in state and metrics is not None:
         metrics.load_state_dict(state["metrics"])
     return obs
+
+
+# ---------------------------------------------------------------------------
+# On-policy step storage
+# ---------------------------------------------------------------------------
+
+
+class StepWindow:
+    """Preallocated ``[T, N, ...]`` tensors of ``steps`` env steps of ``num_envs`` envs.
+
+    ``logprobs`` (the behaviour policy's log-probabilities) is allocated only
+    when asked for. ``trunc_values`` holds the bootstrap values of truncated
+    steps; its flat view has one spare element at the end that absorbs the
+    scatter of unused side-buffer slots (see :class:`TruncatedObsBuffer`).
+    """
+
+    def __init__(
+        self,
+        steps: int,
+        num_envs: int,
+        obs_shape: Sequence[int],
+        device: torch.device | str,
+        *,
+        logprobs: bool = False,
+    ) -> None:
+        t, n = steps, num_envs
+        self.steps = t
+        self.num_envs = n
+        self.device = torch.device(device)
+        dev = self.device
+        self.obs = torch.zeros((t, n, *obs_shape), dtype=torch.uint8, device=dev)
+        self.actions = torch.zeros((t, n), dtype=torch.int64, device=dev)
+        self.logprobs: torch.Tensor | None = (
+            torch.zeros((t, n), dtype=torch.float32, device=dev) if logprobs else None
+        )
+        self.rewards = torch.zeros((t, n), dtype=torch.float32, device=dev)
+        self.dones = torch.zeros((t, n), dtype=torch.bool, device=dev)
+        self.truncs = torch.zeros((t, n), dtype=torch.bool, device=dev)
+        self.values = torch.zeros((t, n), dtype=torch.float32, device=dev)
+        self.trunc_values_flat = torch.zeros(t * n + 1, dtype=torch.float32, device=dev)
+        self.trunc_values = self.trunc_values_flat[: t * n].view(t, n)
+        self.truncated = TruncatedObsBuffer(t, n, obs_shape, self.device)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        own = (self.obs, self.actions, self.logprobs, self.rewards, self.dones, self.truncs,
+               self.values, self.trunc_values_flat, self.truncated.obs, self.truncated.positions)
+        return tuple(x for x in own if x is not None)
+
+    def nbytes(self) -> int:
+        return sum(x.numel() * x.element_size() for x in self.tensors())
+
+
+def window_bytes(
+    steps: int, num_envs: int, obs_shape: Sequence[int], *, float_columns: int
+) -> int:
+    """Bytes of a :class:`StepWindow` plus an update's per-sample temporaries.
+
+    Per sample: the uint8 observation, the int64 action, two flags and
+    ``float_columns`` float32 values (stored columns and temporaries); plus
+    the truncated-observation side buffer.
+    """
+    frame = math.prod(int(d) for d in obs_shape)
+    per_sample = frame + 8 + float_columns * 4 + 2
+    side = TruncatedObsBuffer.estimate_bytes(steps, num_envs, obs_shape)
+    return steps * num_envs * per_sample + side
+
+
+# ---------------------------------------------------------------------------
+# The on-policy trainer shell
+# ---------------------------------------------------------------------------
+
+Forward = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class OnPolicyTrainer:
+    """What PPO and A2C share around their updates (a :class:`gbx.api.Trainer` base).
+
+    A subclass sets :attr:`algo` (the name in messages and checkpoints) and
+    :attr:`dist_keys` (the per-step distance statistics an env may report in
+    ``info`` that the records average), and implements
+    :meth:`_build_optimizer`. Its config needs ``model``, ``model_options``,
+    ``total_env_steps`` and ``batch_size``. ``_collect`` fills
+    :attr:`storage` (a :class:`StepWindow`) without host reads;
+    ``_bootstrap_values`` computes the values of truncated states and of
+    the observation after the window.
+    """
+
+    algo: ClassVar[str] = "on-policy"
+    dist_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: Any, ctx: RunContext) -> None:
+        self.cfg = config
+        self.ctx = ctx
+        self.device = torch.device(ctx.device)
+        self.generator = seed_everything(int(ctx.seed), self.device)
+        self.env_steps = 0
+        self.opt_steps = 0
+        self.model: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.env: Env | None = None
+        self.obs: torch.Tensor | None = None
+        self.storage: StepWindow | None = None
+        self.metrics: MetricsAccumulator | None = None
+        self._forward: Forward | None = None
+        self._spec: tuple[tuple[int, ...], int] | None = None
+        self._pending_env_state: Mapping[str, Any] | None = None
+        self._baselines: dict[int, dict[str, Any]] = {}
+
+    # -- model -------------------------------------------------------------------
+
+    def _build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        raise NotImplementedError
+
+    def _wrap_forward(self, model: nn.Module) -> Forward:
+        """The callable that runs the model (a subclass may compile it)."""
+        return model
+
+    def _setup_model(self, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
+        if self.model is not None:
+            if self._spec != (obs_shape, num_actions):
+                raise ValueError(
+                    f"env gives obs {obs_shape} with {num_actions} actions but the model was "
+                    f"built for {self._spec}: use the env config the checkpoint was trained on"
+                )
+            return self.model
+        cfg = self.cfg
+        self._spec = (tuple(obs_shape), int(num_actions))
+        model = build_model(cfg.model, obs_shape, num_actions, **cfg.model_options)
+        self.model = model.to(self.device)
+        self.optimizer = self._build_optimizer(self.model)
+        self._forward = self._wrap_forward(self.model)
+        return self.model
+
+    def model_or_fail(self) -> nn.Module:
+        if self.model is None:
+            raise RuntimeError(
+                f"the {self.algo.upper()} model is not built yet: train, evaluate or load first"
+            )
+        return self.model
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            raise RuntimeError(f"the {self.algo.upper()} optimiser is not built yet")
+        return self.optimizer
+
+    def forward_fn(self) -> Forward:
+        """The model's forward pass (compiled when the subclass wraps it)."""
+        return self._forward if self._forward is not None else self.model_or_fail()
+
+    def _total_env_steps(self) -> int:
+        if self.cfg.total_env_steps:
+            return int(self.cfg.total_env_steps)
+        return int(self.ctx.config.run.steps)
+
+    # -- setup -------------------------------------------------------------------
+
+    def _setup_env(self, num_envs: int) -> tuple[Env, tuple[int, ...], nn.Module]:
+        """Make the training envs and the model that fits them."""
+        env = self.ctx.make_env(num_envs)
+        self.env = env
+        obs_shape = tuple(int(d) for d in env.obs_shape)
+        return env, obs_shape, self._setup_model(obs_shape, env.num_actions)
+
+    def _check_memory(self, required: int, *, fix: str, describe: str) -> None:
+        """Refuse a run that will not fit; print one line on what it allocates."""
+        line = check_memory(required, self.device, algo=self.algo, fix=fix)
+        print(f"{self.algo}: {describe}; {line}", file=sys.stderr, flush=True)
+
+    def _start_storage(self, storage: StepWindow, env: Env) -> None:
+        """Adopt ``storage``, reset the envs and apply a pending resumed env state."""
+        self.storage = storage
+        self.metrics = MetricsAccumulator(storage.num_envs, env.num_actions, self.device)
+        self.obs = env.reset()
+        if self._pending_env_state is not None:
+            self._restore_env(self._pending_env_state)
+            self._pending_env_state = None
+
+    # -- acting ------------------------------------------------------------------
+
+    def act(self, obs: torch.Tensor, *, greedy: bool = True) -> torch.Tensor:
+        """Actions int64 ``[N]``: argmax of the policy, or a sample from it."""
+        forward = self.forward_fn()
+        with torch.no_grad():
+            logits, _ = forward(obs.to(self.device))
+        if greedy:
+            return logits.argmax(-1)
+        return sample_categorical(logits, self.generator)
+
+    def _collect_with(self, forward: Forward) -> None:
+        """Step every env ``storage.steps`` times into the storage: no host reads in here."""
+        env, buf, acc = self.env, self.storage, self.metrics
+        assert env is not None and buf is not None and acc is not None and self.obs is not None
+        obs = self.obs
+        buf.truncated.start()
+        for t in range(buf.steps):
+            with torch.no_grad():
+                logits, value = forward(obs)
+                action = sample_categorical(logits, self.generator)
+                if buf.logprobs is not None:
+                    buf.logprobs[t] = categorical_logprob(logits, action)
+            buf.obs[t].copy_(obs)
+            buf.actions[t] = action
+            buf.values[t] = value
+            obs, reward, done, trunc, info = env.step(action)
+            buf.rewards[t] = reward
+            buf.dones[t] = done
+            buf.truncs[t] = trunc
+            final_obs = info.get("final_obs")
+            if final_obs is not None:
+                buf.truncated.add(t, trunc, final_obs)
+            dist = info.get("dist")
+            acc.add_step(
+                reward,
+                done,
+                trunc,
+                reset_mask=info.get("reset_mask"),
+                success=done,
+                actions=action,
+                dist=dist if isinstance(dist, torch.Tensor) else None,
+            )
+            if not isinstance(dist, torch.Tensor):
+                # Envs that report only percentiles: the record gets their window means.
+                stats = {k: info[k] for k in self.dist_keys if k in info}
+                if stats:
+                    acc.add_scalars(**stats)
+        self.obs = obs
+        self.env_steps += buf.steps * buf.num_envs
+
+    def _bootstrap_values(self, chunk: int) -> torch.Tensor:
+        """Values of the truncated states (into the storage), then of the next observation.
+
+        Side-buffer observations are evaluated ``chunk`` at a time.
+        """
+        buf = self.storage
+        assert buf is not None and self.obs is not None
+        forward = self.forward_fn()
+        side = buf.truncated
+        with torch.no_grad():
+            # Default for truncations without final_obs (or beyond the side buffer):
+            # the value of the state one step before the cut.
+            buf.trunc_values.copy_(buf.values)
+            for start in range(0, side.capacity, chunk):
+                stop = min(start + chunk, side.capacity)
+                _, v = forward(side.obs[start:stop])
+                # Unused slots point at the spare element past the end.
+                buf.trunc_values_flat.scatter_(0, side.positions[start:stop], v.float())
+            _, next_value = forward(self.obs)
+        return next_value.float()
+
+    # -- evaluation --------------------------------------------------------------
+
+    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+        """Greedy or sampled episodes on fresh eval envs, beside a random-policy baseline."""
+        # One episode per eval env and round; rounds repeat beyond 1024 episodes.
+        num = min(int(episodes), 1024)
+        env = self.ctx.make_env(num, seed_offset=EVAL_SEED_OFFSET)
+        try:
+            self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
+            model = self.model_or_fail()
+            was_training = model.training
+            model.eval()
+            try:
+                # A separate generator keeps training's sampling stream untouched by evaluation.
+                eval_gen = torch.Generator(device=self.device)
+                eval_gen.manual_seed(int(self.ctx.seed) + EVAL_SEED_OFFSET)
+                forward = self.forward_fn()
+
+                def policy(obs: torch.Tensor) -> torch.Tensor:
+                    logits, _ = forward(obs)
+                    if greedy:
+                        return logits.argmax(-1)
+                    return sample_categorical(logits, eval_gen)
+
+                # Eval envs are seeded identically every time, so the random
+                # baseline for a given episode count is computed once per run.
+                cached = self._baselines.get(int(episodes))
+                summary = evaluate_policy(
+                    env, policy, int(episodes), greedy=greedy, baseline=cached is None,
+                    seed=int(self.ctx.seed) + EVAL_SEED_OFFSET,
+                )
+                if cached is None:
+                    cached = {k: v for k, v in summary.items() if k.startswith("random_")}
+                    self._baselines[int(episodes)] = cached
+                summary.update(cached)
+                return summary
+            finally:
+                model.train(was_training)
+        finally:
+            env.close()
+
+    def _periodic_eval(self, counters: Mapping[str, int]) -> None:
+        """Evaluate with the config's episodes and greediness; record it with ``counters``."""
+        cfg = self.cfg
+        summary = self.evaluate(cfg.eval_episodes, greedy=cfg.eval_greedy)
+        self.ctx.record_eval(
+            {"step": self.env_steps, "env_steps": self.env_steps, **counters, **summary}
+        )
+
+    # -- state ---------------------------------------------------------------------
+
+    def _env_state(self) -> dict[str, Any] | None:
+        return env_batch_state(self.env, self.obs, self.metrics)
+
+    def _restore_env(self, state: Mapping[str, Any]) -> None:
+        obs = restore_env_batch(self.env, state, self.metrics, self.device, algo=self.algo)
+        if obs is not None:
+            self.obs = obs
+
+    def _counters(self) -> dict[str, int]:
+        return {"env_steps": self.env_steps, "opt_steps": self.opt_steps}
+
+    def _load_counters(self, counters: Mapping[str, Any]) -> None:
+        self.env_steps = int(counters["env_steps"])
+        self.opt_steps = int(counters["opt_steps"])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Model, optimiser, counters, RNG streams and the live env batch."""
+        model = self.model_or_fail()
+        return {
+            "algo": self.algo,
+            "config": attrs.asdict(self.cfg),
+            "spec": {"obs_shape": list(self._spec[0]), "num_actions": self._spec[1]}
+            if self._spec
+            else None,
+            "model": model.state_dict(),
+            "optimizer": self._optimizer().state_dict(),
+            "counters": self._counters(),
+            "rng": capture_rng_state(self.generator),
+            "env": self._env_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        spec = state.get("spec")
+        if spec is None:
+            raise ValueError(
+                f"{self.algo.upper()} checkpoint has no model spec: "
+                "it was saved before training began"
+            )
+        self._setup_model(tuple(spec["obs_shape"]), int(spec["num_actions"]))
+        self.model_or_fail().load_state_dict(state["model"])
+        self._optimizer().load_state_dict(state["optimizer"])
+        self._load_counters(state["counters"])
+        restore_rng_state(state["rng"], self.generator)
+        env_state = state.get("env")
+        if env_state is not None:
+            if self.env is not None:
+                self._restore_env(env_state)
+            else:
+                self._pending_env_state = env_state

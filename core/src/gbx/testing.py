@@ -1,21 +1,42 @@
 """Helpers for plugin authors' tests.
 
-``check_env(env)`` drives any env through resets and random steps and checks
-every output against the :class:`gbx.api.Env` contract, including autoreset::
+* ``check_env(env)`` drives any env through resets and random steps and
+  checks every output against the :class:`gbx.api.Env` contract, including
+  autoreset::
 
-    from gbx.testing import check_env
+      from gbx.testing import check_env
 
-    def test_my_env_follows_the_contract():
-        check_env(make_my_env(MyConfig(), num_envs=4, device="cpu", seed=0))
+      def test_my_env_follows_the_contract():
+          check_env(make_my_env(MyConfig(), num_envs=4, device="cpu", seed=0))
+
+* :class:`InMemoryRunContext` runs a trainer on the toy env without the run
+  loop and keeps its records, evals and checkpoints; :func:`roundtrip` and
+  :func:`comparable` help compare a resumed run with an uninterrupted one,
+  and :func:`train_and_resume` produces the two;
+* :func:`count_host_reads` proves a hot loop reads nothing back from the
+  device;
+* :func:`check_sigkill_resume` kills a ``gbx run`` after a checkpoint,
+  resumes it and compares its records with an uninterrupted run.
 """
 
 from __future__ import annotations
 
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 
 from gbx.envcheck import EnvContractError, check_reset_output, check_step_output
+from gbx.toy import ToyConfig, make_toy_env
 
 
 def check_env(env: Any, *, steps: int = 64, seed: int = 0) -> dict[str, int]:
@@ -46,3 +67,238 @@ def check_env(env: Any, *, steps: int = 64, seed: int = 0) -> dict[str, int]:
                 raise EnvContractError("info['final_obs'] differs from obs for a running env")
     env.close()
     return counts
+
+
+# ---------------------------------------------------------------------------
+# Driving a trainer without the run loop
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _RunSection:
+    steps: int
+
+
+@attrs.frozen
+class _RunConfig:
+    run: _RunSection
+    env: Any
+    algo: Any
+
+
+def roundtrip(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Serialise ``state`` and load it back, as a checkpoint file does.
+
+    A trainer's state holds live tensors; a test that keeps the dict itself
+    would see later in-place updates, which a real checkpoint never does.
+    """
+    raw = io.BytesIO()
+    torch.save(dict(state), raw)
+    raw.seek(0)
+    loaded: dict[str, Any] = torch.load(raw, weights_only=False)
+    return loaded
+
+
+class InMemoryRunContext:
+    """A :class:`gbx.api.RunContext` in memory, on the built-in toy env.
+
+    Keeps every record, eval record and checkpoint (serialised and loaded
+    back, see :func:`roundtrip`) so a test can drive a trainer directly::
+
+        ctx = InMemoryRunContext(MyConfig(), steps=4096)
+        MyTrainer(MyConfig(), ctx).train()
+        assert ctx.records[-1]["env_steps"] == 4096
+
+    ``stop_after_records`` makes :meth:`should_stop` return True once that
+    many train records arrived (a stop request between updates).
+    """
+
+    def __init__(
+        self,
+        algo_config: Any,
+        *,
+        steps: int = 10_000,
+        seed: int = 0,
+        env_config: ToyConfig | None = None,
+        device: str = "cpu",
+        run_dir: Path | None = None,
+        stop_after_records: int | None = None,
+    ) -> None:
+        self.run_id = "test"
+        self.run_dir = run_dir or Path(".")
+        self.device = torch.device(device)
+        self.seed = seed
+        self.env_config = env_config or ToyConfig()
+        self.config = _RunConfig(_RunSection(steps), self.env_config, algo_config)
+        self.records: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
+        self.checkpoints: list[tuple[int, dict[str, Any]]] = []
+        self.stop_after_records = stop_after_records
+
+    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+        return make_toy_env(self.env_config, num_envs, self.device, self.seed + seed_offset)
+
+    def record(self, metrics: Mapping[str, Any]) -> None:
+        self.records.append(dict(metrics))
+
+    def record_eval(self, metrics: Mapping[str, Any]) -> None:
+        self.evals.append(dict(metrics))
+
+    def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
+        self.checkpoints.append((step, roundtrip(state)))
+        return self.run_dir / f"ckpt-{step}"
+
+    def should_stop(self) -> bool:
+        return self.stop_after_records is not None and len(self.records) >= self.stop_after_records
+
+
+def train_and_resume(
+    make_trainer: Callable[[Any, Any], Any],
+    algo_config: Any,
+    *,
+    steps: int,
+    seed: int = 0,
+    env_config: ToyConfig | None = None,
+    checkpoint: int = 0,
+) -> tuple[InMemoryRunContext, InMemoryRunContext]:
+    """Train to the budget; train again resumed from checkpoint number ``checkpoint``.
+
+    Returns both contexts (uninterrupted, resumed). The global RNGs are
+    perturbed before resuming, so the checkpoint must restore them for the
+    resumed records to match the uninterrupted run's later ones.
+    """
+    full = InMemoryRunContext(algo_config, steps=steps, seed=seed, env_config=env_config)
+    make_trainer(algo_config, full).train()
+    _step, state = full.checkpoints[checkpoint]
+    torch.manual_seed(12345)
+    resumed_ctx = InMemoryRunContext(algo_config, steps=steps, seed=seed, env_config=env_config)
+    resumed = make_trainer(algo_config, resumed_ctx)
+    resumed.load_state_dict(roundtrip(state))
+    resumed.train()
+    return full, resumed_ctx
+
+
+# Record fields that differ between two runs of the same computation.
+TIMING_KEYS = frozenset({"sps", "ups", "wall_time_s"})
+
+
+def comparable(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` without its wall-clock fields, for comparing two runs."""
+    return {k: v for k, v in record.items() if k not in TIMING_KEYS}
+
+
+# ---------------------------------------------------------------------------
+# Host reads in a hot path
+# ---------------------------------------------------------------------------
+
+_HOST_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
+
+
+@contextmanager
+def count_host_reads(forbid: bool) -> Iterator[list[str]]:
+    """Count (or, with ``forbid``, refuse) every Python-level device-to-host tensor read.
+
+    Yields the list of the names of the methods called (``item``, ``tolist``,
+    ...). Reads made inside ``torch.optim`` are not counted: optimisers keep
+    their step counters on the host, so reading them does not wait for the
+    device. On the CPU this is the way to prove a loop has no hidden syncs;
+    on CUDA, ``torch.cuda.set_sync_debug_mode("error")`` checks the rest.
+    """
+    calls: list[str] = []
+    saved = {n: getattr(torch.Tensor, n) for n in _HOST_READS}
+    optim_dir = f"torch{os.sep}optim{os.sep}"
+
+    def wrap(name: str) -> Callable[..., Any]:
+        original = saved[name]
+
+        def reader(self: torch.Tensor, *a: Any, **k: Any) -> Any:
+            if optim_dir in sys._getframe(1).f_code.co_filename:
+                return original(self, *a, **k)
+            if forbid:
+                raise AssertionError(f"host read Tensor.{name} in the hot path")
+            calls.append(name)
+            return original(self, *a, **k)
+
+        return reader
+
+    for n in _HOST_READS:
+        setattr(torch.Tensor, n, wrap(n))
+    try:
+        yield calls
+    finally:
+        for n, f in saved.items():
+            setattr(torch.Tensor, n, f)
+
+
+# ---------------------------------------------------------------------------
+# Kill a CLI run, resume it
+# ---------------------------------------------------------------------------
+
+
+def printed_records(stdout: str) -> dict[int, str]:
+    """Train records printed by the ``print`` observer, keyed by step, timing fields dropped."""
+    out: dict[int, str] = {}
+    for line in stdout.splitlines():
+        parts = line.split("] ", 1)
+        if len(parts) != 2 or not parts[1].startswith("step="):
+            continue
+        fields = dict(kv.split("=", 1) for kv in parts[1].split(" ") if "=" in kv)
+        out[int(fields["step"])] = " ".join(
+            f"{k}={v}" for k, v in fields.items() if k not in TIMING_KEYS
+        )
+    return out
+
+
+def check_sigkill_resume(
+    run_args: Sequence[str],
+    work_dir: Path,
+    *,
+    plugins: str,
+    total_steps: int,
+    expected_records: int,
+    timeout: float = 300,
+) -> None:
+    """SIGKILL a ``gbx run`` after its first checkpoint, resume it, compare with a full run.
+
+    ``run_args`` are the ``gbx run`` arguments (they must include
+    ``--observer print`` and a checkpoint cadence); ``plugins`` is the
+    ``GBX_PLUGINS`` selection. The uninterrupted run must print
+    ``expected_records`` train records over ``total_steps`` env steps; the
+    resumed run must print exactly the records after the checkpoint, equal
+    field for field (timings aside). Raises AssertionError otherwise.
+    """
+    env = dict(os.environ)
+    env.update(GBX_PLUGINS=plugins, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    gbx = [sys.executable, "-m", "gbx"]
+    full = subprocess.run(
+        [*gbx, "run", *run_args, "--run-dir", str(work_dir / "full")],
+        capture_output=True, text=True, env=env, timeout=timeout, check=True,
+    )
+    reference = printed_records(full.stdout)
+    assert len(reference) == expected_records, full.stdout
+
+    killed_dir = work_dir / "killed"
+    proc = subprocess.Popen(
+        [*gbx, "run", *run_args, "--run-dir", str(killed_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        if " checkpoint step=" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    latest = (killed_dir / "checkpoints" / "latest").read_text().strip()
+    ckpt_step = int(latest.removeprefix("ckpt_").removesuffix(".pt"))
+    assert 0 < ckpt_step < total_steps
+
+    resumed = subprocess.run(
+        [*gbx, "run", "--resume", str(killed_dir), "--observer", "print"],
+        capture_output=True, text=True, env=env, timeout=timeout, check=True,
+    )
+    after = printed_records(resumed.stdout)
+    expected = {s: r for s, r in reference.items() if s > ckpt_step}
+    assert after and set(after) == set(expected)
+    assert after == expected

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gbx import rl_common
+from gbx.bench_train import train_bench
 from gbx.plugins import load_plugins, set_host
 from gbx_algo_a2c.bench import memory_bench
 
@@ -48,3 +49,23 @@ def test_memory_bench_reports_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None
 def test_memory_bench_rejects_bad_env_lists() -> None:
     result = CliRunner().invoke(memory_bench, ["--envs", "a,b"])
     assert result.exit_code == 2 and "comma-separated env counts" in result.output
+
+
+def test_core_train_bench_measures_a2c() -> None:
+    set_host(load_plugins(environ={"GBX_PLUGINS": "a2c"}))
+    try:
+        result = CliRunner().invoke(
+            train_bench,
+            ["--algo", "a2c", "--env", "toy", "--device", "cpu", "--envs", "8",
+             "--steps", str(8 * 5 * 4), "--set", "algo.log_every=2", "--set", SMALL],
+            catch_exceptions=False,
+        )
+    finally:
+        set_host(None)
+    assert result.exit_code == 0, result.output
+    (line,) = [ln for ln in result.output.splitlines() if ln.startswith("{")]
+    rec = json.loads(line)
+    assert rec["algo"] == "a2c" and rec["config"]["algo"]["num_envs"] == 8
+    # Four optimiser steps of 8 envs x 5 steps, one record every two.
+    assert rec["env_steps"] == 160 and rec["updates"] == 2
+    assert rec["env_steps_per_s"] > 0 and rec["steady_updates_per_s"] > 0

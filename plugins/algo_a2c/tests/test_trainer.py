@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import math
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
-from a2c_helpers import FakeContext, comparable, roundtrip
 
 from gbx import rl_common
 from gbx.guard import NonFiniteError
 from gbx.rl_common import MemoryBudgetError
+from gbx.testing import (
+    InMemoryRunContext,
+    comparable,
+    count_host_reads,
+    roundtrip,
+    train_and_resume,
+)
 from gbx.toy import ToyConfig
 from gbx_algo_a2c import returns as rl
 from gbx_algo_a2c.config import A2CConfig
@@ -38,7 +40,7 @@ def test_records_carry_the_shared_schema() -> None:
     cfg = small_config(grad_accum=2)
     # Episodes of at most 6 steps: at most one truncation per env per 5-step window,
     # which the side buffer always holds.
-    ctx = FakeContext(cfg, steps=4 * cfg.batch_size, env_config=ToyConfig(max_steps=6))
+    ctx = InMemoryRunContext(cfg, steps=4 * cfg.batch_size, env_config=ToyConfig(max_steps=6))
     trainer = A2CTrainer(cfg, ctx)
     trainer._setup_training()
     before = [p.detach().clone() for p in trainer.model_or_fail().parameters()]
@@ -79,7 +81,7 @@ class _PercentileToy:
 def test_env_reported_percentiles_reach_the_record() -> None:
     cfg = small_config()
 
-    class Ctx(FakeContext):
+    class Ctx(InMemoryRunContext):
         def make_env(self, num_envs: int, *, seed_offset: int = 0) -> object:
             return _PercentileToy(super().make_env(num_envs, seed_offset=seed_offset))
 
@@ -91,7 +93,7 @@ def test_env_reported_percentiles_reach_the_record() -> None:
 
 def test_budget_ending_inside_a_logging_window_still_records() -> None:
     cfg = small_config(log_every=4)
-    ctx = FakeContext(cfg, steps=6 * cfg.batch_size)
+    ctx = InMemoryRunContext(cfg, steps=6 * cfg.batch_size)
     A2CTrainer(cfg, ctx).train()
     assert [r["opt_steps"] for r in ctx.records] == [4, 6]
 
@@ -99,7 +101,7 @@ def test_budget_ending_inside_a_logging_window_still_records() -> None:
 def test_truncated_steps_bootstrap_from_final_obs_value() -> None:
     # n_step=1 makes each target r + gamma * V(next state): checkable per step.
     cfg = small_config(n_step=1, gamma=0.9)
-    ctx = FakeContext(cfg, steps=cfg.batch_size, env_config=ToyConfig(max_steps=3))
+    ctx = InMemoryRunContext(cfg, steps=cfg.batch_size, env_config=ToyConfig(max_steps=3))
     trainer = A2CTrainer(cfg, ctx)
     trainer._setup_training()
     trainer._collect()
@@ -131,7 +133,7 @@ def test_learns_toy_well_above_random() -> None:
     # 64 envs x 100 windows (32,000 env steps) learn the toy for every seed tried (0-3);
     # half as many envs sometimes leave a greedy policy stuck on a no-op action.
     cfg = small_config(num_envs=64, log_every=10, lr=1e-3)
-    ctx = FakeContext(cfg, steps=100 * cfg.batch_size)
+    ctx = InMemoryRunContext(cfg, steps=100 * cfg.batch_size)
     trainer = A2CTrainer(cfg, ctx)
     trainer.train()
     assert len(ctx.records) == 10
@@ -150,7 +152,7 @@ def test_learns_toy_well_above_random() -> None:
 def test_gae_and_adam_variant_trains() -> None:
     cfg = small_config(gae_lambda=0.95, optimizer="adam", norm_adv=True, max_grad_norm=0.0,
                        eval_every=2, eval_episodes=8)
-    ctx = FakeContext(cfg, steps=2 * cfg.batch_size)
+    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size)
     A2CTrainer(cfg, ctx).train()
     assert len(ctx.records) == 1 and math.isfinite(ctx.records[0]["loss_value"])
     assert len(ctx.evals) == 1 and ctx.evals[0]["opt_steps"] == 2
@@ -166,7 +168,7 @@ def test_nan_in_loss_stops_with_trace_id(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(rl, "a2c_loss", poisoned)
     cfg = small_config()
-    ctx = FakeContext(cfg, steps=4 * cfg.batch_size)
+    ctx = InMemoryRunContext(cfg, steps=4 * cfg.batch_size)
     with pytest.raises(NonFiniteError) as info:
         A2CTrainer(cfg, ctx).train()
     err = info.value
@@ -177,44 +179,10 @@ def test_nan_in_loss_stops_with_trace_id(monkeypatch: pytest.MonkeyPatch) -> Non
     assert ctx.records == []  # the failing window is not recorded
 
 
-@contextmanager
-def count_host_reads(forbid: bool) -> Iterator[list[str]]:
-    """Count (or forbid) every Python-level device-to-host read on tensors.
-
-    Reads made inside torch.optim are skipped: optimisers keep their step
-    counters on the host, so reading them does not wait for the device.
-    """
-    calls: list[str] = []
-    names = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
-    saved = {n: getattr(torch.Tensor, n) for n in names}
-
-    def wrap(name: str):  # type: ignore[no-untyped-def]
-        original = saved[name]
-
-        def reader(self: torch.Tensor, *a: object, **k: object):  # type: ignore[no-untyped-def]
-            caller = sys._getframe(1).f_code.co_filename
-            if f"torch{os.sep}optim{os.sep}" in caller:
-                return original(self, *a, **k)
-            if forbid:
-                raise AssertionError(f"host read Tensor.{name} in the hot path")
-            calls.append(name)
-            return original(self, *a, **k)
-
-        return reader
-
-    for n in names:
-        setattr(torch.Tensor, n, wrap(n))
-    try:
-        yield calls
-    finally:
-        for n, f in saved.items():
-            setattr(torch.Tensor, n, f)
-
-
 @pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
 def test_steps_have_no_host_reads_and_a_record_reads_once(optimizer: str) -> None:
     cfg = small_config(optimizer=optimizer, log_every=3)
-    ctx = FakeContext(cfg, steps=6 * cfg.batch_size, env_config=ToyConfig(max_steps=3))
+    ctx = InMemoryRunContext(cfg, steps=6 * cfg.batch_size, env_config=ToyConfig(max_steps=3))
     trainer = A2CTrainer(cfg, ctx)
     trainer._setup_training()
     with count_host_reads(forbid=True):
@@ -234,7 +202,7 @@ def test_steps_have_no_host_reads_and_a_record_reads_once(optimizer: str) -> Non
 @pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
 def test_cuda_windows_have_no_syncs(optimizer: str) -> None:
     cfg = small_config(optimizer=optimizer)
-    ctx = FakeContext(cfg, steps=2 * cfg.batch_size, device="cuda")
+    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, device="cuda")
     trainer = A2CTrainer(cfg, ctx)
     trainer.train()  # warms up allocator, kernels and the optimiser's state
     torch.cuda.synchronize()
@@ -253,7 +221,7 @@ def test_cuda_windows_have_no_syncs(optimizer: str) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_memory_does_not_grow_with_steps() -> None:
     cfg = small_config(num_envs=256, log_every=4)
-    ctx = FakeContext(cfg, steps=10**12, device="cuda")
+    ctx = InMemoryRunContext(cfg, steps=10**12, device="cuda")
     trainer = A2CTrainer(cfg, ctx)
     trainer._setup_training()
 
@@ -280,7 +248,7 @@ def test_window_size_is_fixed_and_matches_the_estimate() -> None:
     sizes = []
     for steps in (2, 8):
         cfg = small_config()
-        ctx = FakeContext(cfg, steps=steps * cfg.batch_size)
+        ctx = InMemoryRunContext(cfg, steps=steps * cfg.batch_size)
         trainer = A2CTrainer(cfg, ctx)
         trainer.train()
         assert trainer.window is not None
@@ -293,17 +261,12 @@ def test_window_size_is_fixed_and_matches_the_estimate() -> None:
 def test_resume_from_state_dict_reproduces_records() -> None:
     cfg = small_config(checkpoint_every=4, log_every=2)
     env_cfg = ToyConfig(max_steps=10)
-    full = FakeContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
-    A2CTrainer(cfg, full).train()
+    full, resumed_ctx = train_and_resume(
+        A2CTrainer, cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7
+    )
     assert len(full.records) == 4
-    step, state = full.checkpoints[0]
+    step, _state = full.checkpoints[0]
     assert step == 4 * cfg.batch_size
-    # Perturb global RNGs: the checkpoint must restore them.
-    torch.manual_seed(12345)
-    resumed_ctx = FakeContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7)
-    resumed = A2CTrainer(cfg, resumed_ctx)
-    resumed.load_state_dict(roundtrip(dict(state)))
-    resumed.train()
     assert [comparable(r) for r in resumed_ctx.records] == [
         comparable(r) for r in full.records[2:]
     ]
@@ -312,7 +275,7 @@ def test_resume_from_state_dict_reproduces_records() -> None:
 def test_refuses_a_window_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1_000_000)
     cfg = small_config()
-    trainer = A2CTrainer(cfg, FakeContext(cfg, steps=cfg.batch_size))
+    trainer = A2CTrainer(cfg, InMemoryRunContext(cfg, steps=cfg.batch_size))
     with pytest.raises(MemoryBudgetError, match="lower algo.num_envs") as info:
         trainer.train()
     assert str(info.value).startswith("a2c needs") and "\n" not in str(info.value)
@@ -354,11 +317,11 @@ def test_nan_through_the_run_loop_writes_a_failure_bundle(
 def test_resuming_between_records_keeps_the_record_and_checkpoint_schedule() -> None:
     cfg = small_config(log_every=2, checkpoint_every=4)
     env_cfg = ToyConfig(max_steps=10)
-    first_ctx = FakeContext(cfg, steps=3 * cfg.batch_size, env_config=env_cfg)
+    first_ctx = InMemoryRunContext(cfg, steps=3 * cfg.batch_size, env_config=env_cfg)
     first = A2CTrainer(cfg, first_ctx)
     first.train()  # the budget ends one step into a logging window
     assert [r["opt_steps"] for r in first_ctx.records] == [2, 3]
-    ctx = FakeContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg)
+    ctx = InMemoryRunContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg)
     resumed = A2CTrainer(cfg, ctx)
     resumed.load_state_dict(roundtrip(first.state_dict()))
     resumed.train()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from gbx_algo_dreamer.packing import pack_shades, unpack_shades
@@ -67,3 +68,10 @@ def test_reset_writes_a_first_record_and_sampling_forces_first():
     replay.commit()
     b = replay.sample(16, 2, torch.Generator().manual_seed(1))
     assert b.is_first[:, 0].all()
+
+
+def test_packing_layout_matches_the_gameboy_plugin_when_installed():
+    obs = pytest.importorskip("gbx_gameboy.obs", reason="gbx-env-gameboy not installed")
+    x = torch.randint(0, 4, (2, 3, 72, 80), dtype=torch.uint8)
+    assert torch.equal(obs.pack_shades(x), pack_shades(x))
+    assert torch.equal(obs.unpack_shades(pack_shades(x)), x)

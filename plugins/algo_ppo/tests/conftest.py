@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
-
-# The suite imports test modules by path (importlib mode); make the shared
-# helper module of this folder importable.
-sys.path.insert(0, str(Path(__file__).parent))
 
 # Tests run on small shared CPUs: one intra-op thread avoids oversubscription,
 # which otherwise slows tiny convolutions down by an order of magnitude.

@@ -1,4 +1,4 @@
-"""``gbx bench train`` measures end-to-end throughput through the run loop."""
+"""``gbx bench train`` (a core benchmark) measures PPO end to end through the run loop."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
+from gbx.bench_train import train_bench
 from gbx.plugins import load_plugins, set_host
-from gbx_algo_ppo.bench import train_bench
 
 
 def test_train_bench_prints_one_json_record() -> None:
@@ -16,7 +16,7 @@ def test_train_bench_prints_one_json_record() -> None:
         result = CliRunner().invoke(
             train_bench,
             ["--algo", "ppo", "--env", "toy", "--device", "cpu", "--steps", "384",
-             "--set", "algo.num_envs=8", "--set", "algo.rollout_steps=16",
+             "--envs", "8", "--set", "algo.rollout_steps=16",
              "--set", "algo.minibatches=2", "--set", "algo.update_epochs=1",
              "--set", "algo.model_options={channels=[8,16,16], hidden=16}"],
             catch_exceptions=False,
@@ -31,3 +31,4 @@ def test_train_bench_prints_one_json_record() -> None:
     assert rec["env_steps"] == 384 and rec["updates"] == 3
     assert rec["env_steps_per_s"] > 0 and rec["updates_per_s"] > 0
     assert rec["steady_env_steps_per_s"] > 0
+    assert rec["config"]["algo"]["num_envs"] == 8

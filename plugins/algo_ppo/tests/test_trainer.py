@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
-from ppo_helpers import FakeContext, StatefulToyContext, comparable
 
 from gbx import rl_common
 from gbx.guard import NonFiniteError
 from gbx.rl_common import MemoryBudgetError
+from gbx.testing import InMemoryRunContext, comparable, count_host_reads, train_and_resume
 from gbx.toy import ToyConfig
 from gbx_algo_ppo import losses
 from gbx_algo_ppo.config import PPOConfig
@@ -37,7 +32,7 @@ def small_config(**over: object) -> PPOConfig:
 
 def test_one_update_changes_parameters_and_records_everything() -> None:
     cfg = small_config()
-    ctx = FakeContext(cfg, steps=cfg.batch_size, env_config=ToyConfig(max_steps=6))
+    ctx = InMemoryRunContext(cfg, steps=cfg.batch_size, env_config=ToyConfig(max_steps=6))
     trainer = PPOTrainer(cfg, ctx)
     trainer._setup_training()
     before = [p.detach().clone() for p in trainer.model_or_fail().parameters()]
@@ -64,7 +59,7 @@ def test_one_update_changes_parameters_and_records_everything() -> None:
 
 def test_final_checkpoint_when_the_budget_ends_between_checkpoints() -> None:
     cfg = small_config(checkpoint_every=2)
-    ctx = FakeContext(cfg, steps=3 * cfg.batch_size)
+    ctx = InMemoryRunContext(cfg, steps=3 * cfg.batch_size)
     PPOTrainer(cfg, ctx).train()
     assert [s for s, _ in ctx.checkpoints] == [2 * cfg.batch_size, 3 * cfg.batch_size]
     assert ctx.checkpoints[-1][1]["counters"]["updates"] == 3
@@ -72,7 +67,7 @@ def test_final_checkpoint_when_the_budget_ends_between_checkpoints() -> None:
 
 def test_truncated_steps_bootstrap_from_final_obs_value() -> None:
     cfg = small_config()
-    ctx = FakeContext(cfg, steps=cfg.batch_size, env_config=ToyConfig(max_steps=6))
+    ctx = InMemoryRunContext(cfg, steps=cfg.batch_size, env_config=ToyConfig(max_steps=6))
     trainer = PPOTrainer(cfg, ctx)
     trainer._setup_training()
     trainer._collect()
@@ -102,7 +97,7 @@ def test_learns_toy_well_above_random() -> None:
         num_envs=32, rollout_steps=32, minibatches=4, update_epochs=4, lr=1e-3,
         model_options={"channels": (16, 32, 32), "hidden": 64},
     )
-    ctx = FakeContext(cfg, steps=6 * cfg.batch_size)
+    ctx = InMemoryRunContext(cfg, steps=6 * cfg.batch_size)
     trainer = PPOTrainer(cfg, ctx)
     trainer.train()
     assert len(ctx.records) == 6
@@ -128,7 +123,7 @@ def test_nan_in_loss_stops_with_trace_id(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(losses, "value_loss", poisoned)
     cfg = small_config()
-    ctx = FakeContext(cfg, steps=4 * cfg.batch_size)
+    ctx = InMemoryRunContext(cfg, steps=4 * cfg.batch_size)
     trainer = PPOTrainer(cfg, ctx)
     with pytest.raises(NonFiniteError) as info:
         trainer.train()
@@ -140,44 +135,9 @@ def test_nan_in_loss_stops_with_trace_id(monkeypatch: pytest.MonkeyPatch) -> Non
     assert ctx.records == []  # the failing update is not recorded
 
 
-@contextmanager
-def count_host_reads(forbid: bool) -> Iterator[list[str]]:
-    """Count (or forbid) every Python-level device-to-host read on tensors.
-
-    Reads made by torch.optim are skipped: Adam keeps its step counters on
-    the host (CPU tensors even when training on CUDA), so reading them does
-    not wait for the device.
-    """
-    calls: list[str] = []
-    names = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
-    saved = {n: getattr(torch.Tensor, n) for n in names}
-
-    def wrap(name: str):  # type: ignore[no-untyped-def]
-        original = saved[name]
-
-        def reader(self: torch.Tensor, *a: object, **k: object):  # type: ignore[no-untyped-def]
-            caller = sys._getframe(1).f_code.co_filename
-            if f"torch{os.sep}optim{os.sep}" in caller:
-                return original(self, *a, **k)
-            if forbid:
-                raise AssertionError(f"host read Tensor.{name} in the hot path")
-            calls.append(name)
-            return original(self, *a, **k)
-
-        return reader
-
-    for n in names:
-        setattr(torch.Tensor, n, wrap(n))
-    try:
-        yield calls
-    finally:
-        for n, f in saved.items():
-            setattr(torch.Tensor, n, f)
-
-
 def test_rollout_has_no_host_reads_and_update_reads_twice() -> None:
     cfg = small_config()
-    ctx = FakeContext(cfg, steps=2 * cfg.batch_size, env_config=ToyConfig(max_steps=5))
+    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, env_config=ToyConfig(max_steps=5))
     trainer = PPOTrainer(cfg, ctx)
     trainer._setup_training()
     with count_host_reads(forbid=True):
@@ -193,7 +153,7 @@ def test_rollout_has_no_host_reads_and_update_reads_twice() -> None:
 @pytest.mark.parametrize("cuda_graphs", [False, True])
 def test_cuda_update_has_no_syncs(cuda_graphs: bool) -> None:
     cfg = small_config(cuda_graphs=cuda_graphs)
-    ctx = FakeContext(cfg, steps=2 * cfg.batch_size, device="cuda")
+    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, device="cuda")
     trainer = PPOTrainer(cfg, ctx)
     trainer.train()  # two updates warm up allocator, kernels and Adam's state
     torch.cuda.synchronize()
@@ -207,28 +167,16 @@ def test_cuda_update_has_no_syncs(cuda_graphs: bool) -> None:
     assert len(trainer.metrics.summary()) > 5  # type: ignore[union-attr]
 
 
-def _roundtrip(state: dict) -> dict:
-    raw = io.BytesIO()
-    torch.save(state, raw)
-    raw.seek(0)
-    return torch.load(raw, weights_only=False)
-
-
 def test_resume_from_state_dict_reproduces_records() -> None:
     cfg = small_config(checkpoint_every=2, norm_reward=True)
     env_cfg = ToyConfig(max_steps=10)
-    full = StatefulToyContext(cfg, steps=4 * cfg.batch_size, env_config=env_cfg, seed=7)
-    PPOTrainer(cfg, full).train()
+    full, resumed_ctx = train_and_resume(
+        PPOTrainer, cfg, steps=4 * cfg.batch_size, env_config=env_cfg, seed=7
+    )
     assert len(full.records) == 4
     assert [s for s, _ in full.checkpoints] == [2 * cfg.batch_size, 4 * cfg.batch_size]
-    step, state = full.checkpoints[0]
+    step, _state = full.checkpoints[0]
     assert step == 2 * cfg.batch_size
-    # Perturb global RNGs: the checkpoint must restore them.
-    torch.manual_seed(12345)
-    resumed_ctx = StatefulToyContext(cfg, steps=4 * cfg.batch_size, env_config=env_cfg, seed=7)
-    resumed = PPOTrainer(cfg, resumed_ctx)
-    resumed.load_state_dict(_roundtrip(dict(state)))
-    resumed.train()
     assert [comparable(r) for r in resumed_ctx.records] == [
         comparable(r) for r in full.records[2:]
     ]
@@ -237,7 +185,7 @@ def test_resume_from_state_dict_reproduces_records() -> None:
 def test_refuses_a_rollout_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1_000_000)
     cfg = small_config()
-    trainer = PPOTrainer(cfg, FakeContext(cfg, steps=cfg.batch_size))
+    trainer = PPOTrainer(cfg, InMemoryRunContext(cfg, steps=cfg.batch_size))
     with pytest.raises(MemoryBudgetError, match="lower algo.num_envs") as info:
         trainer.train()
     assert "\n" not in str(info.value)

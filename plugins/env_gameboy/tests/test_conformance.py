@@ -12,12 +12,11 @@ from gbx_gameboy import conformance as conf
 
 ROOT = conf.testroms_dir()
 
-# Not modelled yet: the mode-3 sprite penalty, the first line after LCD on, DI at the
+# Not modelled yet: the mode-3 sprite penalty and DI at the
 # interrupt-sampling edge.
 KNOWN_FAILING = {
     "mooneye/acceptance/di_timing-GS": "DI vs. interrupt sampling at the M-cycle edge",
     "mooneye/acceptance/ppu/intr_2_mode0_timing_sprites": "sprite penalty in mode 3",
-    "mooneye/acceptance/ppu/lcdon_write_timing-GS": "first line after LCD on",
 }
 
 

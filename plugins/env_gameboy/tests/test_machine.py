@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -324,3 +326,99 @@ def test_cuda_matches_cpu() -> None:
         out.append({k: v.cpu() for k, v in batch.state_tensors().items()})
     for k in out[0]:
         assert torch.equal(out[0][k], out[1][k]), k
+
+
+def test_stop_sleeps_until_a_button_press() -> None:
+    body = """
+    xor a
+    ldh [$00], a       ; select both rows so a press is visible
+    ld [$C000], a
+    stop
+    ld a, 1
+    ld [$C000], a
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body), 2, "cpu")
+    batch.run_frames(3)
+    assert [batch.read_memory(e, 0xC000) for e in range(2)] == [0, 0]
+    assert batch.regs(0)["halted"] == 2
+    batch.step_frames(torch.tensor([0x10, 0], dtype=torch.int32), 3, 1, render_last=False)
+    assert [batch.read_memory(e, 0xC000) for e in range(2)] == [1, 0]
+
+
+@pytest.mark.skipif(
+    os.environ.get("GBX_GAMEBOY_NO_RENDER") == "1", reason="timing-only kernel requested"
+)
+def test_render_hook_draws_only_the_observed_frame() -> None:
+    # Background tile 0 filled with colour 3 everywhere; BGP maps it to shade 3.
+    body = """
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vbl
+    xor a
+    ldh [$40], a       ; LCD off to write VRAM freely
+    ld hl, $8000
+    ld b, 16
+    ld a, $FF
+.fill:
+    ld [hl+], a
+    dec b
+    jr nz, .fill
+    ld a, $E4
+    ldh [$47], a
+    ld a, $91
+    ldh [$40], a
+.spin:
+    jr .spin
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(3, render_last=False)
+    assert int(batch.fb.sum()) == 0  # nothing observed, nothing drawn
+    batch.run_frames(2, render_last=True)
+    assert int(batch.fb.min()) == 3 and int(batch.fb.max()) == 3
+
+
+@pytest.mark.slow
+def test_long_runs_do_not_wrap_the_int32_event_clock() -> None:
+    # 2**31 cycles is about 30,600 frames. Event times that are never refreshed (the last
+    # timer sync while TAC is off, the last OAM DMA) must saturate instead of wrapping, or
+    # the timer enabled afterwards would never count.
+    body = """
+    di
+    xor a
+    ld [$C000], a
+.frame:                ; poll LY (no IF/timer register access while the timer is off)
+    ldh a, [$44]
+    cp 144
+    jr nz, .frame
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr z, .vbl
+    ld a, [$C000]
+    inc a
+    ld [$C000], a
+    ld [$FE00], a
+    ld a, [$FE00]
+    ld [$C001], a
+    ld a, $10          ; action row: A pressed -> start the timer
+    ldh [$00], a
+    ldh a, [$00]
+    bit 0, a
+    jr nz, .frame
+    ld a, $05
+    ldh [$07], a
+    ldh a, [$05]
+    ld [$C002], a
+    jr .frame
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    for _ in range(4):
+        batch.run_frames(9000)
+    assert int(batch.cycle_count[0]) > 2**31
+    counter = batch.read_memory(0, 0xC000)
+    assert counter in ((36000 - 1) % 256, 36000 % 256)
+    assert batch.read_memory(0, 0xC001) == counter  # OAM not blocked by a stale DMA window
+    batch.step_frames(torch.tensor([0x10], dtype=torch.int32), 3, 3, render_last=False)
+    assert batch.read_memory(0, 0xC002) != 0  # TIMA counts

@@ -95,3 +95,18 @@ def test_tasks_module_loads_as_a_plugin_and_resolves_configs() -> None:
         env_cls = host.registry.envs[data["run"]["env"]].config_cls
         cfg = structure_section(data.get("env"), env_cls, "env")
         assert cfg.goal_dir.endswith("quest1_leave_house") and cfg.max_steps == 256
+
+
+def test_baseline_command_prints_random_play_figures() -> None:
+    from click.testing import CliRunner
+
+    from gbx_gameboy.tasks import baseline_cmd
+
+    res = CliRunner().invoke(baseline_cmd, ["--env", "gbx-quest-1", "--episodes", "2",
+                                            "--num-envs", "2", "--max-steps", "6"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    # Six random steps cannot leave the house (the solution needs nine).
+    assert out["success_rate"] == 0.0 and out["median_steps_to_goal"] is None
+    assert out["mean_length"] == 6.0 and out["max_steps"] == 6
+    assert out["min_dist_not_done"] > 2 * out["tau"]

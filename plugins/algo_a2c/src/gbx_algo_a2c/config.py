@@ -12,23 +12,24 @@ from typing import Any
 import attrs
 from attrs import validators as v
 
+from gbx.rl_common import (
+    budget_field,
+    ent_coef_field,
+    eval_episodes_field,
+    eval_greedy_field,
+    every_field,
+    field_help,
+    max_grad_norm_field,
+    model_field,
+    model_options_field,
+    unit_interval,
+    unit_interval_or_none,
+    vf_coef_field,
+)
+
 OPTIMIZERS = ("rmsprop", "adam")
 # Largest forward/backward batch chosen by grad_accum=0.
 AUTO_CHUNK = 8192
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
-
-
-def _unit_interval(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"'{attribute.name}' must be in [0, 1]: {value}")
-
-
-def _unit_interval_or_none(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None:
-        _unit_interval(instance, attribute, value)
 
 
 @attrs.frozen(kw_only=True)
@@ -36,83 +37,60 @@ class A2CConfig:
     """Every knob of A2C; see docs/a2c.md."""
 
     num_envs: int = attrs.field(
-        default=8192, validator=v.gt(0), metadata=_help("parallel training envs (N)")
+        default=8192, validator=v.gt(0), metadata=field_help("parallel training envs (N)")
     )
     update_every: int = attrs.field(
         default=5, validator=v.gt(0),
-        metadata=_help("env steps per env between optimiser steps (window length T)"),
+        metadata=field_help("env steps per env between optimiser steps (window length T)"),
     )
     n_step: int = attrs.field(
         default=0, validator=v.ge(0),
-        metadata=_help("return length: bootstrap after at most this many steps; "
+        metadata=field_help("return length: bootstrap after at most this many steps; "
                        "0 = update_every (every step looks to the window's end)"),
     )
     gamma: float = attrs.field(
-        default=0.99, validator=_unit_interval, metadata=_help("discount factor")
+        default=0.99, validator=unit_interval, metadata=field_help("discount factor")
     )
     gae_lambda: float | None = attrs.field(
-        default=None, validator=_unit_interval_or_none,
-        metadata=_help("GAE lambda over the window; None = plain n-step returns"),
+        default=None, validator=unit_interval_or_none,
+        metadata=field_help("GAE lambda over the window; None = plain n-step returns"),
     )
-    lr: float = attrs.field(default=7e-4, validator=v.gt(0.0), metadata=_help("learning rate"))
+    lr: float = attrs.field(default=7e-4, validator=v.gt(0.0), metadata=field_help("learning rate"))
     optimizer: str = attrs.field(
-        default="rmsprop", validator=v.in_(OPTIMIZERS), metadata=_help("rmsprop | adam")
+        default="rmsprop", validator=v.in_(OPTIMIZERS), metadata=field_help("rmsprop | adam")
     )
     eps: float = attrs.field(
-        default=1e-5, validator=v.gt(0.0), metadata=_help("optimiser epsilon")
+        default=1e-5, validator=v.gt(0.0), metadata=field_help("optimiser epsilon")
     )
     alpha: float = attrs.field(
-        default=0.99, validator=_unit_interval,
-        metadata=_help("RMSprop smoothing constant (ignored by adam)"),
+        default=0.99, validator=unit_interval,
+        metadata=field_help("RMSprop smoothing constant (ignored by adam)"),
     )
-    ent_coef: float = attrs.field(
-        default=0.01, validator=v.ge(0.0), metadata=_help("entropy bonus coefficient")
-    )
-    vf_coef: float = attrs.field(
-        default=0.5, validator=v.ge(0.0), metadata=_help("value loss coefficient")
-    )
-    max_grad_norm: float = attrs.field(
-        default=0.5, validator=v.ge(0.0), metadata=_help("global gradient norm clip; 0 = off")
-    )
+    ent_coef: float = ent_coef_field()
+    vf_coef: float = vf_coef_field()
+    max_grad_norm: float = max_grad_norm_field()
     norm_adv: bool = attrs.field(
-        default=False, metadata=_help("normalise advantages over each window")
+        default=False, metadata=field_help("normalise advantages over each window")
     )
     grad_accum: int = attrs.field(
         default=0, validator=v.ge(0),
-        metadata=_help("chunks each window's batch is split into for forward/backward; "
+        metadata=field_help("chunks each window's batch is split into for forward/backward; "
                        "gradients add up to one optimiser step (bounds activation memory); "
                        f"0 = auto, the fewest chunks of at most {AUTO_CHUNK} samples"),
     )
     log_every: int = attrs.field(
         default=10, validator=v.gt(0),
-        metadata=_help("optimiser steps per metrics record (one host read per record)"),
+        metadata=field_help("optimiser steps per metrics record (one host read per record)"),
     )
-    total_env_steps: int = attrs.field(
-        default=0, validator=v.ge(0),
-        metadata=_help("training budget in env steps over all envs; 0 = the run's --steps"),
+    total_env_steps: int = budget_field()
+    eval_every: int = every_field(0, "evaluate", "optimiser steps (a multiple of log_every)")
+    eval_episodes: int = eval_episodes_field()
+    eval_greedy: bool = eval_greedy_field()
+    checkpoint_every: int = every_field(
+        500, "checkpoint", "optimiser steps (a multiple of log_every)"
     )
-    eval_every: int = attrs.field(
-        default=0, validator=v.ge(0),
-        metadata=_help("evaluate every this many optimiser steps (a multiple of log_every); "
-                       "0 = off"),
-    )
-    eval_episodes: int = attrs.field(
-        default=32, validator=v.gt(0), metadata=_help("episodes per evaluation")
-    )
-    eval_greedy: bool = attrs.field(
-        default=True, metadata=_help("periodic evaluations act greedily (else sample)")
-    )
-    checkpoint_every: int = attrs.field(
-        default=500, validator=v.ge(0),
-        metadata=_help("checkpoint every this many optimiser steps (a multiple of log_every); "
-                       "0 = off"),
-    )
-    model: str = attrs.field(
-        default="cnn", validator=v.min_len(1), metadata=_help("registered model name (cnn, impala)")
-    )
-    model_options: dict[str, Any] = attrs.field(
-        factory=dict, metadata=_help("keyword options of the model builder, e.g. {hidden: 256}")
-    )
+    model: str = model_field()
+    model_options: dict[str, Any] = model_options_field()
 
     def __attrs_post_init__(self) -> None:
         if self.n_step > self.update_every:

@@ -15,7 +15,9 @@ from typing import NamedTuple
 import torch
 
 from gbx.metrics import categorical_entropy
-from gbx.rl_common import categorical_logprob
+from gbx.rl_common import categorical_logprob, normalize_advantages
+
+__all__ = ["A2CLoss", "a2c_loss", "normalize_advantages", "nstep_returns"]
 
 
 def nstep_returns(
@@ -83,7 +85,3 @@ def a2c_loss(
     ent = entropy.mean()
     total = policy + vf_coef * value - ent_coef * ent
     return A2CLoss(total, policy, value, ent, entropy)
-
-
-def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    return (advantages - advantages.mean()) / (advantages.std(unbiased=False) + eps)

@@ -61,7 +61,7 @@ def _with_common(fn: Any) -> Any:
 @validate_group.command("standing-still")
 @_with_common
 @click.option("--env", "env_name", default="toy", show_default=True)
-@click.option("--size", default="tiny", show_default=True, type=click.Choice(list(SIZES)))
+@click.option("--size", default="XS", show_default=True, type=click.Choice(list(SIZES)))
 @click.option("--steps", default=4096, show_default=True, help="env steps")
 def standing_still_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str,
                        steps: int) -> None:
@@ -80,7 +80,7 @@ def standing_still_cmd(device: str, as_json: bool, seed: int, env_name: str, siz
 @_with_common
 @click.option("--env", "env_name", default="gbx-quest-1", show_default=True)
 @click.option("--size", default="S", show_default=True, type=click.Choice(list(SIZES)))
-@click.option("--steps", default=200_000, show_default=True, help="env steps")
+@click.option("--steps", default=100_000, show_default=True, help="env steps")
 @click.option("--num-envs", default=64, show_default=True)
 @click.option("--train-ratio", default=32.0, show_default=True)
 def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, steps: int,
@@ -168,13 +168,15 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
 @click.option("--batch-size", default=16, show_default=True)
 @click.option("--batch-length", default=64, show_default=True)
 @click.option("--repeats", default=10, show_default=True)
+@click.option("--compile", "compile_", is_flag=True, help="set algo.compile=true")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
-              batch_length: int, repeats: int) -> None:
+              batch_length: int, repeats: int, compile_: bool) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates."""
     from gbx_algo_dreamer.bench import print_records, run_bench
     from gbx_algo_dreamer.config import DreamerConfig
 
     cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
-                        learning_starts=num_envs * batch_length, checkpoint_every=0)
+                        learning_starts=num_envs * batch_length, checkpoint_every=0,
+                        compile=compile_)
     print_records(run_bench(_device(device), env_name, cfg, repeats))

@@ -1,6 +1,8 @@
 """Shade packing for replay: four 2-bit shade indices per byte along the last axis.
 
-Pixel ``4*j + i`` of a row lands in bits ``2*i .. 2*i+1`` of byte ``j``.
+Pixel ``4*j + i`` of a row lands in bits ``2*i .. 2*i+1`` of byte ``j``: the same layout
+as ``gbx_gameboy.obs`` (a test checks both agree bit for bit when that plugin is
+installed). It lives here so this plugin runs with only gbx-core installed.
 """
 
 from __future__ import annotations

@@ -12,19 +12,20 @@ from typing import Any
 import attrs
 from attrs import validators as v
 
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
-
-
-def _positive_or_none(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None and not value > 0:
-        raise ValueError(f"'{attribute.name}' must be > 0 or None: {value}")
-
-
-def _unit_interval(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"'{attribute.name}' must be in [0, 1]: {value}")
+from gbx.rl_common import (
+    budget_field,
+    ent_coef_field,
+    eval_episodes_field,
+    eval_greedy_field,
+    every_field,
+    field_help,
+    max_grad_norm_field,
+    model_field,
+    model_options_field,
+    positive_or_none,
+    unit_interval,
+    vf_coef_field,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -32,82 +33,63 @@ class PPOConfig:
     """Every knob of PPO; see docs/ppo.md."""
 
     num_envs: int = attrs.field(
-        default=256, validator=v.gt(0), metadata=_help("parallel training envs (N)")
+        default=256, validator=v.gt(0), metadata=field_help("parallel training envs (N)")
     )
     rollout_steps: int = attrs.field(
-        default=128, validator=v.gt(0), metadata=_help("env steps per env per update (T)")
+        default=128, validator=v.gt(0), metadata=field_help("env steps per env per update (T)")
     )
-    total_env_steps: int = attrs.field(
-        default=0,
-        validator=v.ge(0),
-        metadata=_help("training budget in env steps over all envs; 0 = the run's --steps"),
-    )
+    total_env_steps: int = budget_field()
     gamma: float = attrs.field(
-        default=0.995, validator=_unit_interval, metadata=_help("discount factor")
+        default=0.995, validator=unit_interval, metadata=field_help("discount factor")
     )
     gae_lambda: float = attrs.field(
-        default=0.95, validator=_unit_interval, metadata=_help("GAE lambda")
+        default=0.95, validator=unit_interval, metadata=field_help("GAE lambda")
     )
     clip: float = attrs.field(
-        default=0.2, validator=v.gt(0.0), metadata=_help("policy ratio clip range")
+        default=0.2, validator=v.gt(0.0), metadata=field_help("policy ratio clip range")
     )
     value_clip: float | None = attrs.field(
         default=None,
-        validator=_positive_or_none,
-        metadata=_help("clip range of value updates around the rollout values; None = off"),
+        validator=positive_or_none,
+        metadata=field_help("clip range of value updates around the rollout values; None = off"),
     )
     lr: float = attrs.field(
-        default=2.5e-4, validator=v.gt(0.0), metadata=_help("Adam learning rate")
+        default=2.5e-4, validator=v.gt(0.0), metadata=field_help("Adam learning rate")
     )
     lr_anneal: bool = attrs.field(
-        default=True, metadata=_help("anneal the learning rate linearly to 0 over the budget")
+        default=True, metadata=field_help("anneal the learning rate linearly to 0 over the budget")
     )
-    adam_eps: float = attrs.field(default=1e-5, validator=v.gt(0.0), metadata=_help("Adam epsilon"))
-    ent_coef: float = attrs.field(
-        default=0.01, validator=v.ge(0.0), metadata=_help("entropy bonus coefficient")
+    adam_eps: float = attrs.field(
+        default=1e-5, validator=v.gt(0.0), metadata=field_help("Adam epsilon")
     )
-    vf_coef: float = attrs.field(
-        default=0.5, validator=v.ge(0.0), metadata=_help("value loss coefficient")
-    )
-    max_grad_norm: float = attrs.field(
-        default=0.5, validator=v.ge(0.0), metadata=_help("global gradient norm clip; 0 = off")
-    )
+    ent_coef: float = ent_coef_field()
+    vf_coef: float = vf_coef_field()
+    max_grad_norm: float = max_grad_norm_field()
     update_epochs: int = attrs.field(
-        default=4, validator=v.gt(0), metadata=_help("passes over each rollout")
+        default=4, validator=v.gt(0), metadata=field_help("passes over each rollout")
     )
     minibatches: int = attrs.field(
-        default=4, validator=v.gt(0), metadata=_help("minibatches per epoch")
+        default=4, validator=v.gt(0), metadata=field_help("minibatches per epoch")
     )
     norm_adv: bool = attrs.field(
-        default=True, metadata=_help("normalise advantages per minibatch")
+        default=True, metadata=field_help("normalise advantages per minibatch")
     )
     norm_reward: bool = attrs.field(
         default=False,
-        metadata=_help("scale rewards by a running std of the discounted return"),
+        metadata=field_help("scale rewards by a running std of the discounted return"),
     )
-    eval_every: int = attrs.field(
-        default=0, validator=v.ge(0), metadata=_help("evaluate every this many updates; 0 = off")
-    )
-    eval_episodes: int = attrs.field(
-        default=32, validator=v.gt(0), metadata=_help("episodes per evaluation")
-    )
-    eval_greedy: bool = attrs.field(
-        default=True, metadata=_help("periodic evaluations act greedily (else sample)")
-    )
-    checkpoint_every: int = attrs.field(
-        default=50, validator=v.ge(0), metadata=_help("checkpoint every this many updates; 0 = off")
-    )
-    model: str = attrs.field(
-        default="cnn", validator=v.min_len(1), metadata=_help("registered model name (cnn, impala)")
-    )
-    model_options: dict[str, Any] = attrs.field(
-        factory=dict, metadata=_help("keyword options of the model builder, e.g. {hidden: 256}")
-    )
+    eval_every: int = every_field(0, "evaluate", "updates")
+    eval_episodes: int = eval_episodes_field()
+    eval_greedy: bool = eval_greedy_field()
+    checkpoint_every: int = every_field(50, "checkpoint", "updates")
+    model: str = model_field()
+    model_options: dict[str, Any] = model_options_field()
     torch_compile: bool = attrs.field(
-        default=False, metadata=_help("wrap the model in torch.compile")
+        default=False, metadata=field_help("wrap the model in torch.compile")
     )
     cuda_graphs: bool = attrs.field(
-        default=False, metadata=_help("replay the rollout forward pass as a CUDA graph (CUDA only)")
+        default=False,
+        metadata=field_help("replay the rollout forward pass as a CUDA graph (CUDA only)"),
     )
 
     def __attrs_post_init__(self) -> None:

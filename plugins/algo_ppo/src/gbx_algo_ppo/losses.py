@@ -24,6 +24,7 @@ from gbx.rl_common import (
     categorical_logprob,
     compute_gae,
     explained_variance,
+    normalize_advantages,
     sample_categorical,
 )
 
@@ -86,10 +87,6 @@ def value_loss(
     clipped_values = old_values + (new_values - old_values).clamp(-clip, clip)
     clipped_error = (clipped_values - returns).square()
     return 0.5 * torch.maximum(error, clipped_error).mean()
-
-
-def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    return (advantages - advantages.mean()) / (advantages.std(unbiased=False) + eps)
 
 
 class RunningMeanStd:

@@ -18,9 +18,3 @@ def register_algorithms(register: Any) -> None:
         description="Proximal Policy Optimisation (clipped surrogate, GAE) on device rollouts",
     )
 
-
-@hookimpl
-def register_benchmarks(register: Any) -> None:
-    from gbx_algo_ppo.bench import train_bench
-
-    register("train", train_bench)

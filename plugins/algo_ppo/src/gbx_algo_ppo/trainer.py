@@ -1,45 +1,39 @@
 """The PPO trainer: collect on device, update, record, evaluate, checkpoint.
 
-The imperative shell around :mod:`gbx_algo_ppo.losses`. Hot-path rules:
-the rollout loop never reads the device from the host; each update ends
-with exactly two host reads (the non-finite guard's flag and the metrics
-record), plus the budget/stop checks that use host-side counters only.
+The imperative shell around :mod:`gbx_algo_ppo.losses`; what it shares with
+A2C (seeding, model and optimiser, memory check, collection, bootstrapping,
+evaluation, checkpoint state) is :class:`gbx.rl_common.OnPolicyTrainer`.
+Hot-path rules: the rollout loop never reads the device from the host; each
+update ends with exactly two host reads (the non-finite guard's flag and the
+metrics record), plus the budget/stop checks that use host-side counters only.
 """
 
 from __future__ import annotations
 
-import random
-import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import attrs
-import numpy as np
 import torch
 from torch import nn
 
-from gbx.api import Env, RunContext
-from gbx.evaluation import evaluate_policy
+from gbx.api import RunContext
 from gbx.guard import FiniteGuard
-from gbx.metrics import MetricsAccumulator
-from gbx.models import build_model, require_model
+from gbx.models import require_model
 from gbx.rl_common import (
+    EVAL_SEED_OFFSET,
+    Forward,
+    OnPolicyTrainer,
     activation_bytes,
-    capture_rng_state,
-    check_memory,
-    env_batch_state,
     format_bytes,
+    guarded_step,
     model_bytes,
-    restore_env_batch,
-    restore_rng_state,
 )
 from gbx_algo_ppo import losses
 from gbx_algo_ppo.buffer import RolloutBuffer, estimate_buffer_bytes
 from gbx_algo_ppo.config import PPOConfig
 
-# Eval envs are seeded apart from the training envs.
-EVAL_SEED_OFFSET = 1_000_003
+__all__ = ["EVAL_SEED_OFFSET", "PPOTrainer"]
 
 
 class _GraphedForward:
@@ -68,112 +62,56 @@ class _GraphedForward:
         return logits, value
 
 
-class PPOTrainer:
+class PPOTrainer(OnPolicyTrainer):
     """PPO bound to one run (implements :class:`gbx.api.Trainer`)."""
+
+    algo = "ppo"
+    # Envs without per-env distances may report the step's median distance.
+    dist_keys = ("dist_p50",)
 
     def __init__(self, config: PPOConfig, ctx: RunContext) -> None:
         require_model(config.model)  # fail before any env or buffer is built
-        self.cfg = config
-        self.ctx = ctx
-        self.device = torch.device(ctx.device)
-        seed = int(ctx.seed)
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(seed)
-        self.env_steps = 0
+        super().__init__(config, ctx)
+        self.cfg: PPOConfig = config
         self.updates = 0
-        self.opt_steps = 0
-        self.model: nn.Module | None = None
-        self.optimizer: torch.optim.Adam | None = None
-        self.env: Env | None = None
-        self.obs: torch.Tensor | None = None
-        self.buffer: RolloutBuffer | None = None
-        self.metrics: MetricsAccumulator | None = None
         self.reward_stats = losses.RunningMeanStd(self.device)
         self.discounted: torch.Tensor | None = None
-        self._forward: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
-        self._rollout_forward: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
-        self._spec: tuple[tuple[int, ...], int] | None = None
-        self._pending_env_state: Mapping[str, Any] | None = None
-        self._baselines: dict[int, dict[str, Any]] = {}
+        self._rollout_forward: Forward | None = None
+
+    @property
+    def buffer(self) -> RolloutBuffer | None:
+        assert self.storage is None or isinstance(self.storage, RolloutBuffer)
+        return self.storage
 
     # -- setup -------------------------------------------------------------------
 
-    def _setup_model(self, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
-        if self.model is not None:
-            if self._spec != (obs_shape, num_actions):
-                raise ValueError(
-                    f"env gives obs {obs_shape} with {num_actions} actions but the model was "
-                    f"built for {self._spec}: use the env config the checkpoint was trained on"
-                )
-            return self.model
-        self._spec = (tuple(obs_shape), int(num_actions))
-        model = build_model(self.cfg.model, obs_shape, num_actions, **self.cfg.model_options)
-        self.model = model.to(self.device)
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps
-        )
-        self._forward = torch.compile(self.model) if self.cfg.torch_compile else self.model
-        return self.model
+    def _build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps)
 
-    def _total_env_steps(self) -> int:
-        if self.cfg.total_env_steps:
-            return self.cfg.total_env_steps
-        return int(self.ctx.config.run.steps)
+    def _wrap_forward(self, model: nn.Module) -> Forward:
+        return torch.compile(model) if self.cfg.torch_compile else model
 
     def _setup_training(self) -> None:
         cfg = self.cfg
-        env = self.ctx.make_env(cfg.num_envs)
-        self.env = env
-        obs_shape = tuple(int(d) for d in env.obs_shape)
-        model = self._setup_model(obs_shape, env.num_actions)
-        required = (
-            estimate_buffer_bytes(cfg.rollout_steps, cfg.num_envs, obs_shape)
-            + model_bytes(model)
-            + activation_bytes(model, obs_shape, cfg.minibatch_size)
-        )
-        line = check_memory(
-            required, self.device, algo="ppo",
-            fix="the rollout will not fit; lower algo.num_envs or algo.rollout_steps",
-        )
+        env, obs_shape, model = self._setup_env(cfg.num_envs)
         rollout = estimate_buffer_bytes(cfg.rollout_steps, cfg.num_envs, obs_shape)
-        print(
-            f"ppo: {cfg.num_envs} envs x {cfg.rollout_steps} steps, obs {obs_shape}; "
-            f"rollout buffer {format_bytes(rollout)}; {line}",
-            file=sys.stderr,
-            flush=True,
+        self._check_memory(
+            rollout + model_bytes(model) + activation_bytes(model, obs_shape, cfg.minibatch_size),
+            fix="the rollout will not fit; lower algo.num_envs or algo.rollout_steps",
+            describe=f"{cfg.num_envs} envs x {cfg.rollout_steps} steps, obs {obs_shape}; "
+                     f"rollout buffer {format_bytes(rollout)}",
         )
-        self.buffer = RolloutBuffer(cfg.rollout_steps, cfg.num_envs, obs_shape, self.device)
-        self.metrics = MetricsAccumulator(cfg.num_envs, env.num_actions, self.device)
         self.discounted = torch.zeros(cfg.num_envs, device=self.device)
-        self.obs = env.reset()
-        if self._pending_env_state is not None:
-            self._restore_env(self._pending_env_state)
-            self._pending_env_state = None
+        self._start_storage(
+            RolloutBuffer(cfg.rollout_steps, cfg.num_envs, obs_shape, self.device), env
+        )
         if cfg.cuda_graphs:
             if self.device.type != "cuda":
                 raise ValueError("algo.cuda_graphs=true needs a CUDA device: set run.device=cuda")
+            assert self.obs is not None
             self._rollout_forward = _GraphedForward(self.model_or_fail(), self.obs)
         else:
             self._rollout_forward = self._forward
-
-    def model_or_fail(self) -> nn.Module:
-        if self.model is None:
-            raise RuntimeError("the PPO model is not built yet: train, evaluate or load first")
-        return self.model
-
-    # -- acting ------------------------------------------------------------------
-
-    def act(self, obs: torch.Tensor, *, greedy: bool = True) -> torch.Tensor:
-        """Actions int64 ``[N]``: argmax of the policy, or a sample from it."""
-        model = self.model_or_fail()
-        with torch.no_grad():
-            logits, _ = (self._forward if self._forward is not None else model)(obs.to(self.device))
-        if greedy:
-            return logits.argmax(-1)
-        return losses.sample_categorical(logits, self.generator)
 
     # -- training ----------------------------------------------------------------
 
@@ -196,79 +134,21 @@ class PPOTrainer:
             record = self._record(time.perf_counter() - started)
             self.ctx.record(record)
             if cfg.eval_every and self.updates % cfg.eval_every == 0:
-                summary = self.evaluate(cfg.eval_episodes, greedy=cfg.eval_greedy)
-                self.ctx.record_eval(
-                    {"step": self.env_steps, "env_steps": self.env_steps,
-                     "updates": self.updates, **summary}
-                )
+                self._periodic_eval({"updates": self.updates})
             if cfg.checkpoint_every and self.updates % cfg.checkpoint_every == 0:
                 self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
         # Keep the final policy too (budget reached or stop requested between checkpoints).
         if cfg.checkpoint_every and self.updates and self.updates % cfg.checkpoint_every:
             self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
 
-    def _optimizer(self) -> torch.optim.Adam:
-        if self.optimizer is None:
-            raise RuntimeError("the PPO optimiser is not built yet")
-        return self.optimizer
-
     def _collect(self) -> None:
         """Fill the rollout buffer: no host reads in here."""
-        env, buf, acc = self.env, self.buffer, self.metrics
-        assert env is not None and buf is not None and acc is not None and self.obs is not None
-        forward = self._rollout_forward
-        assert forward is not None
-        obs = self.obs
-        buf.truncated.start()
-        for t in range(self.cfg.rollout_steps):
-            with torch.no_grad():
-                logits, value = forward(obs)
-                action = losses.sample_categorical(logits, self.generator)
-                buf.logprobs[t] = losses.categorical_logprob(logits, action)
-            buf.obs[t].copy_(obs)
-            buf.actions[t] = action
-            buf.values[t] = value
-            obs, reward, done, trunc, info = env.step(action)
-            buf.rewards[t] = reward
-            buf.dones[t] = done
-            buf.truncs[t] = trunc
-            final_obs = info.get("final_obs")
-            if final_obs is not None:
-                buf.truncated.add(t, trunc, final_obs)
-            dist = info.get("dist")
-            acc.add_step(
-                reward,
-                done,
-                trunc,
-                reset_mask=info.get("reset_mask"),
-                success=done,
-                actions=action,
-                dist=dist if isinstance(dist, torch.Tensor) else None,
-            )
-            if "dist_p50" in info and not isinstance(dist, torch.Tensor):
-                acc.add_scalars(dist_p50=info["dist_p50"])
-        self.obs = obs
-        self.env_steps += self.cfg.batch_size
+        assert self._rollout_forward is not None
+        self._collect_with(self._rollout_forward)
 
     def _bootstrap(self) -> torch.Tensor:
         """Values of the truncated states, then of the observation after the rollout."""
-        buf = self.buffer
-        assert buf is not None and self.obs is not None and self.model is not None
-        forward = self._forward if self._forward is not None else self.model
-        with torch.no_grad():
-            # Default for truncations without final_obs (or beyond the side buffer):
-            # the value of the state one step before the cut.
-            buf.trunc_values.copy_(buf.values)
-            side = buf.truncated
-            chunk = self.cfg.minibatch_size
-            for start in range(0, side.capacity, chunk):
-                stop = min(start + chunk, side.capacity)
-                _, v = forward(side.obs[start:stop])
-                pos = side.positions[start:stop]
-                # Unused slots point at the spare element past the end.
-                buf.trunc_values_flat.scatter_(0, pos, v.float())
-            _, next_value = forward(self.obs)
-        return next_value.float()
+        return self._bootstrap_values(self.cfg.minibatch_size)
 
     def _update(self) -> None:
         """Optimise on the collected rollout, then the guard's one host read."""
@@ -280,7 +160,8 @@ class PPOTrainer:
         cfg = self.cfg
         buf, acc, model = self.buffer, self.metrics, self.model
         assert buf is not None and acc is not None and model is not None
-        forward = self._forward if self._forward is not None else model
+        assert buf.logprobs is not None
+        forward = self.forward_fn()
         optimizer = self._optimizer()
         next_value = self._bootstrap()
         rewards = buf.rewards
@@ -325,15 +206,10 @@ class PPOTrainer:
                 loss = pol.loss + cfg.vf_coef * v_loss - cfg.ent_coef * ent
                 optimizer.zero_grad(set_to_none=False)
                 loss.backward()
-                guard.watch("loss_policy", pol.loss)
-                guard.watch("loss_value", v_loss)
-                guard.watch("loss_entropy", ent)
-                if cfg.max_grad_norm > 0:
-                    grad_norm = nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                    guard.watch("grad_norm", grad_norm)
-                else:
-                    grad_norm = guard.watch_grads("grad_norm", params)
-                optimizer.step()
+                grad_norm = guarded_step(
+                    optimizer, params, guard, max_grad_norm=cfg.max_grad_norm,
+                    loss_policy=pol.loss, loss_value=v_loss, loss_entropy=ent,
+                )
                 self.opt_steps += 1
                 acc.add_scalars(
                     loss_policy=pol.loss.detach(),
@@ -381,99 +257,29 @@ class PPOTrainer:
         record["sps"] = self.cfg.batch_size / max(seconds, 1e-9)
         return record
 
-    # -- evaluation --------------------------------------------------------------
-
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
-        """Greedy or sampled episodes on fresh eval envs, beside a random-policy baseline."""
-        # One episode per eval env and round; rounds repeat beyond 1024 episodes.
-        num = min(int(episodes), 1024)
-        env = self.ctx.make_env(num, seed_offset=EVAL_SEED_OFFSET)
-        try:
-            self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
-            model = self.model_or_fail()
-            was_training = model.training
-            model.eval()
-            try:
-                # A separate generator keeps training's sampling stream untouched by evaluation.
-                eval_gen = torch.Generator(device=self.device)
-                eval_gen.manual_seed(int(self.ctx.seed) + EVAL_SEED_OFFSET)
-                forward = self._forward if self._forward is not None else model
-
-                def policy(obs: torch.Tensor) -> torch.Tensor:
-                    logits, _ = forward(obs)
-                    if greedy:
-                        return logits.argmax(-1)
-                    return losses.sample_categorical(logits, eval_gen)
-
-                # Eval envs are seeded identically every time, so the random
-                # baseline for a given episode count is computed once per run.
-                cached = self._baselines.get(int(episodes))
-                summary = evaluate_policy(
-                    env, policy, int(episodes), greedy=greedy, baseline=cached is None,
-                    seed=int(self.ctx.seed) + EVAL_SEED_OFFSET,
-                )
-                if cached is None:
-                    cached = {k: v for k, v in summary.items() if k.startswith("random_")}
-                    self._baselines[int(episodes)] = cached
-                summary.update(cached)
-                return summary
-            finally:
-                model.train(was_training)
-        finally:
-            env.close()
-
     # -- state ---------------------------------------------------------------------
 
     def _env_state(self) -> dict[str, Any] | None:
-        state = env_batch_state(self.env, self.obs, self.metrics)
+        state = super()._env_state()
         if state is not None and self.discounted is not None:
             state["discounted"] = self.discounted.clone()
         return state
 
     def _restore_env(self, state: Mapping[str, Any]) -> None:
-        obs = restore_env_batch(self.env, state, self.metrics, self.device, algo="ppo")
-        if obs is not None:
-            self.obs = obs
+        super()._restore_env(state)
         if "discounted" in state:
             self.discounted = state["discounted"].to(self.device)
 
+    def _counters(self) -> dict[str, int]:
+        return {**super()._counters(), "updates": self.updates}
+
+    def _load_counters(self, counters: Mapping[str, Any]) -> None:
+        super()._load_counters(counters)
+        self.updates = int(counters["updates"])
+
     def state_dict(self) -> dict[str, Any]:
-        model = self.model_or_fail()
-        return {
-            "algo": "ppo",
-            "config": attrs.asdict(self.cfg),
-            "spec": {"obs_shape": list(self._spec[0]), "num_actions": self._spec[1]}
-            if self._spec
-            else None,
-            "model": model.state_dict(),
-            "optimizer": self._optimizer().state_dict(),
-            "counters": {
-                "env_steps": self.env_steps,
-                "updates": self.updates,
-                "opt_steps": self.opt_steps,
-            },
-            "reward_stats": self.reward_stats.state_dict(),
-            "rng": capture_rng_state(self.generator),
-            "env": self._env_state(),
-        }
+        return {**super().state_dict(), "reward_stats": self.reward_stats.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        spec = state.get("spec")
-        if spec is None:
-            raise ValueError("PPO checkpoint has no model spec: it was saved before training began")
-        self._setup_model(tuple(spec["obs_shape"]), int(spec["num_actions"]))
-        self.model_or_fail().load_state_dict(state["model"])
-        self._optimizer().load_state_dict(state["optimizer"])
-        counters = state["counters"]
-        self.env_steps = int(counters["env_steps"])
-        self.updates = int(counters["updates"])
-        self.opt_steps = int(counters["opt_steps"])
+        super().load_state_dict(state)
         self.reward_stats.load_state_dict(state["reward_stats"])
-        restore_rng_state(state["rng"], self.generator)
-        env_state = state.get("env")
-        if env_state is not None:
-            if self.env is not None:
-                self._restore_env(env_state)
-            else:
-                self._pending_env_state = env_state
-

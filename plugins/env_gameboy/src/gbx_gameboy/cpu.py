@@ -32,6 +32,7 @@ from gbx_gameboy.layout import (
     S_LOCKED,
     T_DMA_END,
     T_DMA_START,
+    T_LINE_AT,
     T_PPU_NEXT,
     T_RELOAD,
     T_SERIAL_END,
@@ -53,6 +54,8 @@ FN = 0x40
 FH = 0x20
 FC = 0x10
 RUN_CYCLES = 0
+PAST_LIMIT = 1 << 29
+LAUNCH_TIME_LIMIT = 0x30000000  # below NEVER, above MAX_FRAMES_PER_LAUNCH frames
 RUN_FRAMES = 1
 
 
@@ -236,9 +239,11 @@ def catch_up(g: GB, env: int, t: int):
 
 @wp.func
 def rebase(g: GB, env: int, k: int, t: int):
+    """Shift a launch-relative time by the launch length; past times saturate at -PAST_LIMIT
+    so that long-unused ones (e.g. the last DMA) can never wrap around."""
     v = g.st[k, env]
     if v < NEVER:
-        g.st[k, env] = v - t
+        g.st[k, env] = wp.max(v - t, -PAST_LIMIT)
 
 
 @wp.kernel
@@ -281,7 +286,9 @@ def run_kernel(
             set_buttons(g, env, 0)
             held = int(0)
         if mode == RUN_FRAMES:
-            if g.st[S_LFRAMES, env] >= amount:
+            # The time bound only matters for a game that keeps restarting the LCD so that
+            # no frame ever completes: the launch clock must stay below NEVER.
+            if g.st[S_LFRAMES, env] >= amount or t >= LAUNCH_TIME_LIMIT:
                 break
         elif t >= amount:
             break
@@ -699,5 +706,6 @@ def run_kernel(
     rebase(g, env, T_SERIAL_END, t)
     rebase(g, env, T_DMA_END, t)
     rebase(g, env, T_DMA_START, t)
+    rebase(g, env, T_LINE_AT, t)
     g.tm[TM_CLOCK, env] = g.tm[TM_CLOCK, env] + wp.int64(t)
     g.tm[TM_INSTRS, env] = g.tm[TM_INSTRS, env] + wp.int64(icount)

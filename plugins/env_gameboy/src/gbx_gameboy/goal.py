@@ -103,6 +103,7 @@ class GoalEnv(GameBoyEnv):
         self._start_dist = torch.zeros(n, dtype=torch.float32, device=dev)
         self._consec = torch.zeros(n, dtype=torch.int32, device=dev)
         self._goal_done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._under = torch.zeros(n, dtype=torch.bool, device=dev)
         self._not_done = torch.zeros(n, dtype=torch.bool, device=dev)
         self._q = torch.tensor(_QUANTILES, dtype=torch.float32, device=dev)
         self._scoring = True
@@ -111,7 +112,7 @@ class GoalEnv(GameBoyEnv):
     def reward_done(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config
         goal_distance(frame, self._goal, out=self._dist, scratch=self._scratch)
-        count_under(self._dist, self.tau, self._consec)
+        count_under(self._dist, self.tau, self._consec, under=self._under)
         reached(self._consec, self.consec_k, out=self._goal_done)
         goal_reward(self._prev, self._dist, self._goal_done, bonus=cfg.goal_bonus,
                     shaping=cfg.shaping, out=self._reward)

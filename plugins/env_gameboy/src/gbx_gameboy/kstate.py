@@ -35,3 +35,8 @@ class GB:
     ppu_m3: int  # mode 3 starts this long after LY changes
     ppu_l0: int  # 1: line 0's OAM-scan IRQ rises with LY like lines 1-143
     ppu_lag: int  # CPU reads see the PPU state this many cycles before their M-cycle ends
+    acc_m2_start: int  # OAM blocked for the OAM scan from this dot of the line (LY change = 0)
+    acc_m2_end: int  # ... until this dot
+    acc_m3_shift: int  # VRAM/OAM blocking of mode 3 starts this long after STAT shows mode 3
+    acc_m3_end_shift: int  # ... and ends this long after STAT shows mode 0
+    lcdon_m3: int  # after LCD on, STAT shows mode 3 this long after the LCDC write

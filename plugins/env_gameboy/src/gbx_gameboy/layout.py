@@ -85,7 +85,9 @@ T_SERIAL_END = 42  # serial transfer completion
 T_DMA_END = 43  # OAM DMA busy until this cycle
 T_DMA_START = 44
 S_PPU_PHASE = 45  # position inside the scanline (see ppu_timing.py)
-ST_COUNT = 46
+T_LINE_AT = 46  # cycle at which LY last changed (or the virtual line start after LCD on)
+S_NO_OAM_SCAN = 47  # 1 on the first line after LCD on (no mode 2, OAM stays accessible)
+ST_COUNT = 48
 
 NEVER = 0x3FFFFFFF  # "no event" time; never rebased
 

@@ -20,14 +20,17 @@ if hasattr(wp, "LOG_WARNING"):  # newer Warp: quiet became a log level
 
 BOOT_ROM_BYTES = 256
 DEFAULT_SERIAL_CAPACITY = 1024
-# Launch windows are measured in int32 cycles; split longer requests.
-MAX_FRAMES_PER_LAUNCH = 20000
+# Launch windows are measured in int32 cycles and must stay below layout.NEVER (about
+# 1.07e9 cycles); longer requests are split.
+MAX_FRAMES_PER_LAUNCH = 10000
 MAX_CYCLES_PER_LAUNCH = MAX_FRAMES_PER_LAUNCH * L.CYCLES_PER_FRAME
 # Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
 POST_BOOT_DIV = 0xABC8
 
 # PPU timing constants (dots): see GB in kstate.py.
 PPU_TIMING = (4, 4, 80, 0, 1)
+# CPU access windows: OAM-scan block start/end dot, mode-3 block start/end shift, LCD-on.
+ACCESS_TIMING = (0, 76, 0, 0, 76)
 
 # Post-boot IO register values (FF00-FF7F) of a DMG; unlisted registers start at 0.
 POST_BOOT_IO: dict[int, int] = {
@@ -107,6 +110,7 @@ class GameBoyBatch:
         g.ser_cap = serial_capacity
         g.render_frame = -1
         g.ppu_pre, g.ppu_m2, g.ppu_m3, g.ppu_l0, g.ppu_lag = PPU_TIMING
+        g.acc_m2_start, g.acc_m2_end, g.acc_m3_shift, g.acc_m3_end_shift, g.lcdon_m3 = ACCESS_TIMING
         self._g = g
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
         self.last_compile_s = 0.0
@@ -148,6 +152,7 @@ class GameBoyBatch:
             st[k] = L.NEVER
         st[L.T_DMA_END] = -1
         st[L.T_DMA_START] = -1
+        st[L.T_LINE_AT] = 0  # mode 3 starts at cycle 80 of this line
         g = self._g
         g.st.assign(st)
         g.mem.assign(mem)
@@ -203,8 +208,8 @@ class GameBoyBatch:
 
     def serial_output(self, env: int = 0) -> bytes:
         """Bytes sent over the serial port by env (the last ``serial_capacity`` ones)."""
-        n = int(self._g.st.numpy()[L.S_SER_LEN, env])
-        buf = self._g.ser.numpy()[:, env]
+        n = int(wp.to_torch(self._g.st)[L.S_SER_LEN, env])
+        buf = wp.to_torch(self._g.ser)[:, env].cpu().numpy()
         cap = self.serial_capacity
         if n <= cap:
             return bytes(buf[:n])
@@ -212,32 +217,34 @@ class GameBoyBatch:
         return bytes(np.concatenate([buf[start:], buf[:start]]))
 
     def regs(self, env: int = 0) -> dict[str, int]:
-        st = self._g.st.numpy()[:, env]
+        """CPU registers and run flags of one env (a small device-to-host copy)."""
+        st = wp.to_torch(self._g.st)[:, env].cpu().tolist()
         out = {name: int(st[idx]) for name, idx in (
             ("a", L.R_A), ("f", L.R_F), ("b", L.R_B), ("c", L.R_C), ("d", L.R_D),
             ("e", L.R_E), ("h", L.R_H), ("l", L.R_L), ("sp", L.R_SP), ("pc", L.R_PC),
             ("ime", L.S_IME), ("halted", L.S_HALTED), ("locked", L.S_LOCKED))}
-        out["cycles"] = int(self._g.tm.numpy()[L.TM_CLOCK, env])
+        out["cycles"] = int(wp.to_torch(self._g.tm)[L.TM_CLOCK, env])
         return out
 
     def read_memory(self, env: int, addr: int) -> int:
         """Host-side peek of one byte of RAM-backed memory (VRAM, cart RAM, WRAM, OAM, IO, HRAM)."""
+        mem = wp.to_torch(self._g.mem)
         if 0x8000 <= addr < 0xA000:
-            return int(self._g.mem.numpy()[L.VRAM_OFF + addr - 0x8000, env])
+            return int(mem[L.VRAM_OFF + addr - 0x8000, env])
         if 0xA000 <= addr < 0xC000:
-            st = self._g.st.numpy()[:, env]
-            off = max(int(st[L.S_RAMOFF]), 0)
             if self.cart.ram_bytes == 0:
                 return 0xFF
-            return int(self._g.cram.numpy()[(off + addr - 0xA000) % self.cart.ram_bytes, env])
+            off = max(int(wp.to_torch(self._g.st)[L.S_RAMOFF, env]), 0)
+            cram = wp.to_torch(self._g.cram)
+            return int(cram[(off + addr - 0xA000) % self.cart.ram_bytes, env])
         if 0xC000 <= addr < 0xFE00:
-            return int(self._g.mem.numpy()[L.WRAM_OFF + (addr & 0x1FFF), env])
+            return int(mem[L.WRAM_OFF + (addr & 0x1FFF), env])
         if 0xFE00 <= addr < 0xFEA0:
-            return int(self._g.mem.numpy()[L.OAM_OFF + addr - 0xFE00, env])
+            return int(mem[L.OAM_OFF + addr - 0xFE00, env])
         if 0xFF00 <= addr < 0xFF80:
-            return int(self._g.mem.numpy()[L.IO_OFF + addr - 0xFF00, env])
+            return int(mem[L.IO_OFF + addr - 0xFF00, env])
         if addr >= 0xFF80:
-            return int(self._g.mem.numpy()[L.HRAM_OFF + addr - 0xFF80, env])
+            return int(mem[L.HRAM_OFF + addr - 0xFF80, env])
         raise ValueError(f"address 0x{addr:04X} is ROM; read batch.cart.data instead")
 
     # ------------------------------------------------------------------ stepping

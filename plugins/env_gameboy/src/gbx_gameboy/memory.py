@@ -53,7 +53,13 @@ from gbx_gameboy.layout import (
     VRAM_OFF,
     WRAM_OFF,
 )
-from gbx_gameboy.ppu_timing import lcdc_write, ppu_mode_at, ppu_sync, stat_read, stat_update
+from gbx_gameboy.ppu_timing import (
+    lcdc_write,
+    ppu_sync,
+    stat_read,
+    stat_update,
+    vram_oam_blocked,
+)
 from gbx_gameboy.timer import div_at, raise_if, timer_sync, timer_write
 
 wp.set_module_options({"enable_backward": False})
@@ -401,8 +407,7 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
 def oam_blocked(g: GB, env: int, t: int) -> bool:
     blocked = t >= g.st[T_DMA_START, env] and t < g.st[T_DMA_END, env]
     if not blocked:
-        mode = ppu_mode_at(g, env, t - g.ppu_lag)
-        blocked = mode == 2 or mode == 3
+        blocked = vram_oam_blocked(g, env, t, True)
     return blocked
 
 
@@ -465,7 +470,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
     elif a < 0x8000:
         v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a < 0xA000:
-        if ppu_mode_at(g, env, t - g.ppu_lag) != 3:
+        if not vram_oam_blocked(g, env, t, False):
             v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
     elif a < 0xC000:
         v = cart_ram_read(g, env, a)
@@ -499,7 +504,7 @@ def wr_slow(g: GB, env: int, a: int, v: int, t: int):
     if a < 0x8000:
         rom_write(g, env, a, v, t)
     elif a < 0xA000:
-        if ppu_mode_at(g, env, t - g.ppu_lag) != 3:
+        if not vram_oam_blocked(g, env, t, False):
             g.mem[VRAM_OFF + (a - 0x8000), env] = wp.uint8(v)
     elif a < 0xC000:
         cart_ram_write(g, env, a, v, t)

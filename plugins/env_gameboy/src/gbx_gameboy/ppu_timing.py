@@ -22,12 +22,14 @@ from gbx_gameboy.layout import (
     LYC,
     S_LFRAMES,
     S_MODE3_LEN,
+    S_NO_OAM_SCAN,
     S_PPU_MODE,
     S_PPU_PHASE,
     S_STAT_LINE,
     S_WIN_LINE,
     SCX,
     STAT,
+    T_LINE_AT,
     T_PPU_NEXT,
     TM_FRAMES,
 )
@@ -67,7 +69,6 @@ LINE_CYCLES = 456
 MODE2_START = 4  # STAT shows mode 0 for the first 4 dots of a line, then mode 2
 MODE3_START = 84
 MODE3_BASE = 172
-LCDON_MODE3_START = 80  # the first line after LCD on has no OAM scan (mode 0, then mode 3)
 
 # Scanline phases (S_PPU_PHASE): each one ends at T_PPU_NEXT.
 PH_LINE_START = 0  # dots 0-3: LY changed, OAM-scan IRQ condition already up, STAT mode 0
@@ -76,6 +77,12 @@ PH_DRAW = 2  # mode 3
 PH_HBLANK = 3  # mode 0 until the end of the line
 PH_VBLANK = 4  # a whole line in mode 1
 PH_PRE = 5  # last dots of a line: OAM-scan IRQ of the next line already up
+
+
+@wp.func
+def mode3_length(g: GB, env: int) -> int:
+    """Mode 3 dots: fine scroll discards SCX%8 pixels, a delay seen in whole M-cycles."""
+    return MODE3_BASE + ((int(g.mem[IO_OFF + SCX, env]) & 7) + 3) // 4 * 4
 
 
 @wp.func(inline=False)
@@ -134,8 +141,7 @@ def ppu_sync(g: GB, env: int, t: int):
             elif phase == PH_OAM:
                 phase = PH_DRAW
                 mode = 3
-                # Fine scroll discards SCX%8 pixels; the delay shows in whole M-cycles.
-                len3 = MODE3_BASE + ((int(g.mem[IO_OFF + SCX, env]) & 7) + 3) // 4 * 4
+                len3 = mode3_length(g, env)
                 g.st[S_MODE3_LEN, env] = len3
                 nxt = ev + len3
             elif phase == PH_DRAW:
@@ -170,20 +176,12 @@ def ppu_sync(g: GB, env: int, t: int):
                     mode = 0
                     nxt = ev + g.ppu_m2
                 g.mem[IO_OFF + LY, env] = wp.uint8(ly)
+                g.st[T_LINE_AT, env] = ev
+                g.st[S_NO_OAM_SCAN, env] = 0
             g.st[S_PPU_PHASE, env] = phase
             g.st[S_PPU_MODE, env] = mode
             g.st[T_PPU_NEXT, env] = nxt
             stat_update(g, env)
-
-
-@wp.func
-def ppu_mode_at(g: GB, env: int, t: int) -> int:
-    """PPU mode at cycle t (0 with the LCD off)."""
-    ppu_sync(g, env, t)
-    mode = int(0)
-    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
-        mode = g.st[S_PPU_MODE, env]
-    return mode
 
 
 @wp.func(inline=False)
@@ -200,8 +198,10 @@ def lcdc_write(g: GB, env: int, v: int, t: int):
         g.mem[IO_OFF + LY, env] = wp.uint8(0)
         g.st[S_PPU_MODE, env] = 0
         g.st[S_PPU_PHASE, env] = PH_OAM  # no OAM scan IRQ or mode 2 on this first line
+        g.st[S_NO_OAM_SCAN, env] = 1
         g.st[S_WIN_LINE, env] = 0
-        g.st[T_PPU_NEXT, env] = t + LCDON_MODE3_START
+        g.st[T_PPU_NEXT, env] = t + g.lcdon_m3
+        g.st[T_LINE_AT, env] = t + g.lcdon_m3 - g.ppu_m3  # as if the line had started earlier
     stat_update(g, env)
 
 
@@ -214,3 +214,23 @@ def stat_read(g: GB, env: int, t: int) -> int:
         if int(g.mem[IO_OFF + LY, env]) == int(g.mem[IO_OFF + LYC, env]):
             v = v | 4
     return v
+
+
+@wp.func
+def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
+    """Whether a CPU access at cycle t is refused: VRAM during mode 3, OAM during the OAM
+    scan and mode 3. The access windows are offset from the STAT-visible modes."""
+    s = t - g.ppu_lag
+    ppu_sync(g, env, s)
+    blocked = False
+    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0 and int(g.mem[IO_OFF + LY, env]) < 144:
+        d = s - g.st[T_LINE_AT, env]
+        m3s = g.ppu_m3 + g.acc_m3_shift
+        m3e = g.ppu_m3 + g.st[S_MODE3_LEN, env] + g.acc_m3_end_shift
+        if g.st[S_PPU_PHASE, env] == PH_OAM or g.st[S_PPU_PHASE, env] == PH_LINE_START:
+            m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
+        blocked = d >= m3s and d < m3e
+        if oam and g.st[S_NO_OAM_SCAN, env] == 0:
+            if d >= g.acc_m2_start and d < g.acc_m2_end:
+                blocked = True
+    return blocked
