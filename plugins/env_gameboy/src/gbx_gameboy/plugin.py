@@ -17,8 +17,10 @@ def register_commands(cli: Any) -> None:
 @hookimpl
 def register_benchmarks(register: Any) -> None:
     from gbx_gameboy.bench import emulator_bench
+    from gbx_gameboy.env_bench import env_bench
 
     register("emulator", emulator_bench)
+    register("env", env_bench)
 
 
 # --- environments: register_envs lives in env.py ---

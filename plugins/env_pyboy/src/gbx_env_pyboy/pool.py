@@ -51,6 +51,16 @@ def split(num_envs: int, workers: int) -> list[tuple[int, int]]:
     return out
 
 
+def start_method() -> str:
+    """``fork`` where it exists: workers run only numpy and PyBoy (never torch or CUDA),
+    and a forked worker neither re-imports the user's main script nor pays for a fresh
+    interpreter. ``GBX_PYBOY_START_METHOD`` picks another one."""
+    wanted = os.environ.get("GBX_PYBOY_START_METHOD")
+    if wanted:
+        return wanted
+    return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+
 def default_workers(num_envs: int) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), num_envs))
 
@@ -96,7 +106,7 @@ class PyBoyPool:
         self._reset[:] = 1
         self.fb.copy_(self._start_fb.expand_as(self.fb))
         table = names_by_mask(button_bits)
-        ctx = mp.get_context("spawn")  # no fork of a process that may hold CUDA or threads
+        ctx = mp.get_context(start_method())
         self._conns: list[Any] = []
         self._procs: list[Any] = []
         self._finalizer = weakref.finalize(self, _release, self._procs, self._conns,
