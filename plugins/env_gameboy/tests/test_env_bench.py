@@ -8,7 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from gbx_gameboy.env_bench import env_bench, register_benchmarks
+from gbx_gameboy.env_bench import env_bench
+from gbx_gameboy.plugin import register_benchmarks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
 from env_test_rom import write_env_test_rom
@@ -43,4 +44,4 @@ def test_bench_fails_on_memory_growth(tmp_path: Path) -> None:
 def test_registers_as_env() -> None:
     got = []
     register_benchmarks(lambda name, cmd: got.append((name, cmd)))
-    assert got == [("env", env_bench)]
+    assert ("env", env_bench) in got

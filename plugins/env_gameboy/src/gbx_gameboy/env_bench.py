@@ -17,7 +17,6 @@ from typing import Any
 import click
 import torch
 
-from gbx import hookimpl
 from gbx_gameboy.env import DEFAULT_ROM, GameBoyConfig, GameBoyEnv
 
 
@@ -41,20 +40,20 @@ def _mem(device: torch.device) -> dict[str, int]:
     return {"rss": _rss_bytes(), "rss_peak": peak_kb * 1024}
 
 
-def _timed_steps(env: GameBoyEnv, actions: torch.Tensor, steps: int) -> float:
-    """Seconds for ``steps`` env steps, measured on the device."""
+def _timed_steps(env: GameBoyEnv, actions: torch.Tensor) -> float:
+    """Seconds for one env step per row of ``actions`` ``[steps, N]``, measured on the device."""
     if env.device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(steps):
-            env.step(actions)
+        for row in actions:
+            env.step(row)
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1000.0
     t0 = time.perf_counter()
-    for _ in range(steps):
-        env.step(actions)
+    for row in actions:
+        env.step(row)
     return time.perf_counter() - t0
 
 
@@ -67,14 +66,19 @@ def measure(
     build_s = time.perf_counter() - t0
     dev = env.device
     gen = torch.Generator(device=dev).manual_seed(seed)
-    actions = torch.randint(0, env.num_actions, (num_envs,), generator=gen, device=dev)
+    # A fresh random button per env and step, drawn up front so the timed loop
+    # allocates nothing: envs diverge as in real play (lockstep envs would
+    # flatter a GPU).
+    actions = torch.randint(
+        0, env.num_actions, (warmup + steps, num_envs), generator=gen, device=dev
+    )
     env.reset()
-    for _ in range(warmup):
-        env.step(actions)
+    for row in actions[:warmup]:
+        env.step(row)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     mem_warm = _mem(dev)
-    secs = _timed_steps(env, actions, steps)
+    secs = _timed_steps(env, actions[warmup:])
     mem_end = _mem(dev)
     # Reset cost: a restore with no env flagged vs every env flagged.
     none = torch.zeros(num_envs, dtype=torch.bool, device=dev)
@@ -120,7 +124,8 @@ def measure(
               help="comma-separated batch sizes, e.g. 64,1024")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | cuda:N | auto")
 @click.option("--steps", default=20, show_default=True, help="timed env steps per batch size")
-@click.option("--warmup", default=3, show_default=True, help="untimed env steps first")
+@click.option("--warmup", default=10, show_default=True,
+              help="untimed env steps first (random play, so envs have diverged)")
 @click.option("--frames-per-step", default=24, show_default=True)
 @click.option("--obs-size", default="72x80", show_default=True)
 @click.option("--stack-k", default=1, show_default=True)
@@ -151,8 +156,3 @@ def env_bench(
     if failed:
         raise click.ClickException("memory grew after warm-up: " + "; ".join(failed))
 
-
-@hookimpl
-def register_benchmarks(register: Any) -> None:
-    """Register ``gbx bench env``."""
-    register("env", env_bench)

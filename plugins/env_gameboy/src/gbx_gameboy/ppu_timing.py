@@ -66,17 +66,16 @@ else:
 
 
 LINE_CYCLES = 456
-MODE2_START = 4  # STAT shows mode 0 for the first 4 dots of a line, then mode 2
-MODE3_START = 84
 MODE3_BASE = 172
 
-# Scanline phases (S_PPU_PHASE): each one ends at T_PPU_NEXT.
-PH_LINE_START = 0  # dots 0-3: LY changed, OAM-scan IRQ condition already up, STAT mode 0
-PH_OAM = 1  # mode 2 until MODE3_START
-PH_DRAW = 2  # mode 3
-PH_HBLANK = 3  # mode 0 until the end of the line
+# Scanline phases (S_PPU_PHASE), dots counted from the LY change; each phase ends at
+# T_PPU_NEXT. The dot constants come from GB.ppu_* (machine.PPU_TIMING).
+PH_LINE_START = 0  # until ppu_m2: LY changed, OAM-scan IRQ condition up, STAT mode 0
+PH_OAM = 1  # mode 2 until ppu_m3
+PH_DRAW = 2  # mode 3 for mode3_length() dots
+PH_HBLANK = 3  # mode 0 until ppu_pre dots before the end of the line
 PH_VBLANK = 4  # a whole line in mode 1
-PH_PRE = 5  # last dots of a line: OAM-scan IRQ of the next line already up
+PH_PRE = 5  # last ppu_pre dots of a line: OAM-scan IRQ of the next line already up
 
 
 @wp.func

@@ -38,8 +38,18 @@ def cache_dir() -> Path:
     return Path(root) / "pyboy-start"
 
 
+def _converter_sources() -> list[Path]:
+    """Source files whose change changes the converted state (emulator layout, converter)."""
+    import gbx_gameboy
+
+    root = Path(gbx_gameboy.__file__).parent
+    return [root / name for name in ("layout.py", "pyboy_state.py", "savestate.py")]
+
+
 def _digest(rom: Path, state: str) -> str:
     h = hashlib.sha256(f"gbx-pyboy-start/{FORMAT}".encode())
+    for src in _converter_sources():
+        h.update(src.read_bytes() if src.is_file() else b"-")
     h.update(hashlib.sha256(rom.read_bytes()).digest())
     h.update(hashlib.sha256(Path(state).expanduser().read_bytes()).digest() if state else b"-")
     return h.hexdigest()
