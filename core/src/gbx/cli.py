@@ -159,6 +159,11 @@ def build_cli(host: Any) -> click.Group:
 
     for spec in sorted(host.registry.benchmarks.values(), key=lambda s: s.name):
         bench.add_command(spec.command, spec.name)
+    from gbx.bench_compare import compare_cmd, plot_cmd
+
+    for tool in (compare_cmd, plot_cmd):  # tools over the records of every benchmark
+        if tool.name not in bench.commands:
+            bench.add_command(tool)
 
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="machine-readable output")

@@ -422,3 +422,60 @@ def test_long_runs_do_not_wrap_the_int32_event_clock() -> None:
     assert batch.read_memory(0, 0xC001) == counter  # OAM not blocked by a stale DMA window
     batch.step_frames(torch.tensor([0x10], dtype=torch.int32), 3, 3, render_last=False)
     assert batch.read_memory(0, 0xC002) != 0  # TIMA counts
+
+
+@pytest.mark.skipif(
+    os.environ.get("GBX_GAMEBOY_NO_RENDER") == "1", reason="timing-only kernel requested"
+)
+def test_mid_frame_palette_write_lands_on_the_right_lines() -> None:
+    # Tile 0 is colour 3 everywhere. BGP=$FF (shade 3) at frame start, switched to $00
+    # (shade 0) by the LY=72 STAT interrupt: lines before 72 keep shade 3.
+    body = """
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vbl
+    xor a
+    ldh [$40], a
+    ld hl, $8000
+    ld b, 16
+    ld a, $FF
+.fill:
+    ld [hl+], a
+    dec b
+    jr nz, .fill
+    ld a, 72
+    ldh [$45], a
+    ld a, $40
+    ldh [$41], a
+    ld a, $03          ; VBlank + STAT
+    ldh [$FF], a
+    xor a
+    ldh [$0F], a
+    ld a, $91
+    ldh [$40], a
+    ei
+.spin:
+    halt
+    jr .spin
+"""
+    handlers = """
+SECTION "vbl", ROM0[$0040]
+    jp OnVBlank
+SECTION "stat", ROM0[$0048]
+    jp OnStat
+SECTION "h", ROM0[$1000]
+OnVBlank:
+    ld a, $FF
+    ldh [$47], a
+    reti
+OnStat:
+    xor a
+    ldh [$47], a
+    reti
+"""
+    batch = GameBoyBatch(micro_rom(body, extra=handlers), 1, "cpu")
+    batch.run_frames(4, render_last=True)
+    fb = batch.fb[0]
+    assert bool((fb[:72] == 3).all())
+    assert bool((fb[73:] == 0).all())

@@ -73,4 +73,4 @@ def test_plugin_hooks_register_the_command_group_and_benchmark() -> None:
     assert "gameboy" in cli.commands
     got = {}
     plugin.register_benchmarks(lambda name, cmd: got.setdefault(name, cmd))
-    assert got == {"emulator": emulator_bench}
+    assert got["emulator"] is emulator_bench

@@ -37,7 +37,7 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     trainer = DreamerTrainer(cfg, ctx)
     trainer._ensure_started()
     common = {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
-              "compile": cfg.compile, "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length]}
+              "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length]}
     # fill enough replay for sampling
     while not trainer._ready():
         trainer._collect_step()

@@ -168,15 +168,13 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
 @click.option("--batch-size", default=16, show_default=True)
 @click.option("--batch-length", default=64, show_default=True)
 @click.option("--repeats", default=10, show_default=True)
-@click.option("--compile", "compile_", is_flag=True, help="set algo.compile=true")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
-              batch_length: int, repeats: int, compile_: bool) -> None:
+              batch_length: int, repeats: int) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates."""
     from gbx_algo_dreamer.bench import print_records, run_bench
     from gbx_algo_dreamer.config import DreamerConfig
 
     cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
-                        learning_starts=num_envs * batch_length, checkpoint_every=0,
-                        compile=compile_)
+                        learning_starts=num_envs * batch_length, checkpoint_every=0)
     print_records(run_bench(_device(device), env_name, cfg, repeats))

@@ -95,8 +95,6 @@ class DreamerConfig:
     deter: int = attrs.field(default=0, metadata=_help("GRU width override"))
     units: int = attrs.field(default=0, metadata=_help("MLP width override"))
     depth: int = attrs.field(default=0, metadata=_help("CNN base depth override"))
-    compile: bool = attrs.field(default=False, metadata=_help(
-        "torch.compile the per-step cells (GRU, latent heads) to fuse their small kernels"))
     # bookkeeping
     record_every: int = attrs.field(default=64, metadata=_help("env iterations per record"))
     checkpoint_every: int = attrs.field(default=100_000, metadata=_help(

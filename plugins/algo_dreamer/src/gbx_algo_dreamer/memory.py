@@ -8,11 +8,16 @@ from typing import Any
 
 import torch
 
+from gbx.errors import GbxError
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.replay import Replay
 
 _FLOAT = 4
 _OPT_COPIES = 4  # weights, gradients, two Adam moments
+
+
+class ReplayMemoryError(GbxError, MemoryError):
+    """The run would not fit in device memory (reported as one line, no failure bundle)."""
 
 
 def parameter_count(cfg: DreamerConfig, obs_shape: tuple[int, int, int],
@@ -67,6 +72,6 @@ def check_memory(cfg: DreamerConfig, obs_shape: tuple[int, int, int], num_action
             f"(free {free / gib:.1f} GiB)")
     print(line, file=sys.stderr, flush=True)  # stderr: keeps --json output clean
     if est["total_bytes"] > cfg.memory_fraction * free:
-        raise MemoryError(line + ": will not fit; lower algo.replay_capacity, "
+        raise ReplayMemoryError(line + ": will not fit; lower algo.replay_capacity, "
                           "algo.batch_size or algo.size")
     return {**est, "free_bytes": free}

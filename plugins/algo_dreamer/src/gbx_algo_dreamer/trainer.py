@@ -54,11 +54,6 @@ class DreamerTrainer:
                              cfg.bins).to(self.device)
         self.behavior = Behavior(self.wm.rssm.feat_dim, self.num_actions, cfg).to(self.device)
         self.bins = make_bins(cfg.bins).to(self.device)
-        if cfg.compile:
-            # compile forwards in place: parameter names (and checkpoints) stay the same
-            for mod in (self.wm.rssm.gru, self.wm.rssm.img_in, self.wm.rssm.prior_net,
-                        self.wm.rssm.post_net, self.behavior.actor):
-                mod.forward = torch.compile(mod.forward)  # type: ignore[method-assign]
         self.model_opt = _adam(self.wm.parameters(), cfg.model_lr, cfg.model_eps)
         self.actor_opt = _adam(self.behavior.actor.parameters(), cfg.actor_lr, cfg.ac_eps)
         self.critic_opt = _adam(self.behavior.critic.parameters(), cfg.critic_lr, cfg.ac_eps)

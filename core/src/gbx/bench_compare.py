@@ -1,0 +1,204 @@
+"""``gbx bench compare`` and ``gbx bench plot``: read benchmark records, compare, plot.
+
+Every ``gbx bench`` command prints JSON records, one per line. These commands read
+such files (JSON lines, or one JSON object or list), key every record by its
+benchmark name and parameters (:data:`PARAM_KEYS`, the device excluded so that a
+CPU file and a GPU file line up), and
+
+* ``compare A B``: for every key in both files, each rate (``*_per_s``) of B
+  divided by A's;
+* ``plot A B --out F.png``: env steps/s against the number of envs, log-log, one
+  line per file and env.
+
+Records without a ``bench`` name (or ratio records, ``bench`` ending in ``-ratio``)
+are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gbx.errors import GbxError
+
+# Parameters that identify one measurement (present ones only).
+PARAM_KEYS = ("env", "task", "backend", "algo", "num_envs", "envs", "world_size", "gpus",
+              "frames_per_step", "obs_size", "stack_k", "model", "batch_size")
+RATE_SUFFIX = "_per_s"
+
+Key = tuple[tuple[str, Any], ...]
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Benchmark records of a file: JSON lines, or a JSON object / list of objects."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GbxError(f"cannot read benchmark file {p}: {exc.strerror}") from exc
+    records: list[Any] = []
+    try:
+        whole = json.loads(text)
+        records = whole if isinstance(whole, list) else [whole]
+    except json.JSONDecodeError:
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or not line.startswith("{"):
+                continue  # log lines mixed into a redirected output
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise GbxError(f"{p}:{n}: not a JSON record ({exc.msg}); "
+                               "pass files written by gbx bench") from exc
+    out = [r for r in records if isinstance(r, dict) and isinstance(r.get("bench"), str)
+           and not r["bench"].endswith("-ratio")]
+    if not out:
+        raise GbxError(f"{p} holds no benchmark records (JSON objects with a 'bench' name)")
+    return out
+
+
+def record_key(record: Mapping[str, Any], keys: Iterable[str] = PARAM_KEYS) -> Key:
+    """``(("bench", name), (param, value), ...)`` for the parameters the record has."""
+    parts: list[tuple[str, Any]] = [("bench", record["bench"])]
+    for k in keys:
+        if k in record and isinstance(record[k], str | int | float | bool):
+            parts.append((k, record[k]))
+    return tuple(parts)
+
+
+def key_text(key: Key) -> str:
+    return " ".join(f"{k}={v}" for k, v in key)
+
+
+def rates(record: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in record.items()
+            if k.endswith(RATE_SUFFIX) and isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def by_key(records: Iterable[Mapping[str, Any]], keys: Iterable[str] = PARAM_KEYS
+           ) -> dict[Key, dict[str, float]]:
+    """Rates per key; repeated measurements of one key are averaged."""
+    sums: dict[Key, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    keys = tuple(keys)
+    for rec in records:
+        for metric, value in rates(rec).items():
+            sums[record_key(rec, keys)][metric].append(value)
+    return {k: {m: sum(v) / len(v) for m, v in ms.items()} for k, ms in sums.items()}
+
+
+def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
+            keys: Iterable[str] = PARAM_KEYS) -> list[dict[str, Any]]:
+    """One row per (key, rate) present in both: A's value, B's value and B / A."""
+    ka, kb = by_key(a, keys), by_key(b, keys)
+    rows = []
+    for key in ka:
+        if key not in kb:
+            continue
+        for metric, va in ka[key].items():
+            vb = kb[key].get(metric)
+            if vb is None:
+                continue
+            ratio = vb / va if va else math.inf
+            rows.append({"key": dict(key), "metric": metric, "a": va, "b": vb,
+                         "ratio": round(ratio, 4)})
+    return rows
+
+
+def _atomic_save(fig: Any, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=out.suffix)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def scaling_series(records: Iterable[Mapping[str, Any]], metric: str
+                   ) -> dict[str, list[tuple[int, float]]]:
+    """``label -> [(num_envs, metric)]`` sorted by N; label = env (backend, device)."""
+    series: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for rec in records:
+        n, y = rec.get("num_envs"), rec.get(metric)
+        if not isinstance(n, int) or not isinstance(y, int | float):
+            continue
+        label = str(rec.get("env") or rec.get("backend") or rec["bench"])
+        if rec.get("device"):
+            label += f" ({rec.get('device_name') or rec['device']})"
+        series[label][n].append(float(y))
+    return {lab: sorted((n, sum(v) / len(v)) for n, v in pts.items())
+            for lab, pts in series.items()}
+
+
+def plot_scaling(files: list[Path], out: Path, metric: str = "env_steps_per_s") -> Path:
+    """Log-log plot of ``metric`` against the number of envs, one line per file and env."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    drawn = 0
+    for path in files:
+        for label, pts in scaling_series(read_records(path), metric).items():
+            if not pts:
+                continue
+            xs, ys = zip(*pts, strict=True)
+            name = label if len(files) == 1 else f"{label} [{path.name}]"
+            ax.plot(xs, ys, marker="o", label=name)
+            drawn += 1
+    if not drawn:
+        plt.close(fig)
+        raise GbxError(f"no records with num_envs and {metric} in {', '.join(map(str, files))}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("envs (N)")
+    ax.set_ylabel(metric.replace("_", " "))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    _atomic_save(fig, out)
+    plt.close(fig)
+    return out
+
+
+@click.command("compare")
+@click.argument("a", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", "keys", default=None,
+              help=f"parameters that identify a measurement (default: {','.join(PARAM_KEYS)})")
+@click.option("--json", "as_json", is_flag=True, help="print JSON records instead of a table")
+def compare_cmd(a: Path, b: Path, keys: str | None, as_json: bool) -> None:
+    """Ratios B / A of every rate (*_per_s) measured in both benchmark files."""
+    key_names = tuple(k.strip() for k in keys.split(",")) if keys else PARAM_KEYS
+    rows = compare(read_records(a), read_records(b), key_names)
+    if not rows:
+        raise GbxError(f"{a} and {b} share no measurement (same bench name and parameters); "
+                       "choose the parameters to match with --key")
+    for row in rows:
+        if as_json:
+            click.echo(json.dumps({"bench": "compare", "a": str(a), "b": str(b), **row}))
+        else:
+            key = key_text(tuple(row["key"].items()))
+            click.echo(f"{key}  {row['metric']}: {row['a']:.6g} -> {row['b']:.6g}  "
+                       f"x{row['ratio']:.3f}")
+
+
+@click.command("plot")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="image to write (.png, .svg, .pdf)")
+@click.option("--metric", default="env_steps_per_s", show_default=True)
+def plot_cmd(files: tuple[Path, ...], out: Path, metric: str) -> None:
+    """Plot a rate against the number of envs (log-log) from benchmark files."""
+    click.echo(str(plot_scaling(list(files), out, metric)))
