@@ -4,7 +4,10 @@ Started by ``python -m torch.distributed.run --nproc-per-node 2 dist_worker.py A
 from ``test_distributed.py``; ARGS are ``gbx run`` arguments. The ``dpsgd`` algorithm
 fits a linear model to the toy env's frames, seeing different frames on each rank
 (per-rank seeds), so only gradient averaging keeps the ranks' models equal.
-``GBX_TEST_NO_WRAP=1`` skips :func:`gbx.distributed.wrap_model` (the negative control).
+``GBX_TEST_MODE`` picks how gradients are shared: ``ddp`` (:func:`gbx.distributed.wrap_model`,
+the default), ``average`` (:func:`~gbx.distributed.sync_parameters` once, then
+:func:`~gbx.distributed.average_gradients` after every backward) or ``none`` (the
+negative control: ranks drift apart).
 """
 
 from __future__ import annotations
@@ -40,15 +43,21 @@ class DpTrainer:
         self.cfg, self.ctx = config, ctx
         self.env = ctx.make_env(config.num_envs)
         torch.manual_seed(ctx.seed)  # a different initialisation per rank
-        self.model = nn.Linear(int(torch.tensor(self.env.obs_shape).prod()), 1)
+        self.model = nn.Linear(int(torch.tensor(self.env.obs_shape).prod()), 1).to(ctx.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.lr)
-        self.train_model = (self.model if os.environ.get("GBX_TEST_NO_WRAP")
-                            else gdist.wrap_model(self.model))
+        self.mode = os.environ.get("GBX_TEST_MODE", "ddp")
+        if self.mode == "ddp":
+            self.train_model = gdist.wrap_model(self.model)
+        else:
+            self.train_model = self.model
+            if self.mode == "average":
+                gdist.sync_parameters(self.model)
         self.env_steps = 0
         self.gen = torch.Generator().manual_seed(ctx.seed)
 
     def act(self, obs: torch.Tensor, *, greedy: bool = True) -> torch.Tensor:
-        return torch.randint(0, self.env.num_actions, (obs.shape[0],), generator=self.gen)
+        actions = torch.randint(0, self.env.num_actions, (obs.shape[0],), generator=self.gen)
+        return actions.to(obs.device)
 
     def train(self) -> None:
         obs = self.env.reset()
@@ -58,6 +67,8 @@ class DpTrainer:
             loss = (self.train_model(x).squeeze(1) - reward - 1.0).pow(2).mean()
             self.optimizer.zero_grad()
             loss.backward()
+            if self.mode == "average":
+                gdist.average_gradients(self.model.parameters())
             self.optimizer.step()
             self.env_steps += self.env.num_envs
             self.ctx.record({"env_steps": self.env_steps, "loss": loss.detach(),

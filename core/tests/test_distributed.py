@@ -68,7 +68,7 @@ def test_torchrun_command_drops_gpus_flag() -> None:
 
 
 # ---------------------------------------------------------------------------- 2 ranks, gloo
-def _torchrun(args: list[str], env_extra: dict[str, str], timeout: float = 120):
+def _torchrun(args: list[str], env_extra: dict[str, str], timeout: float = 300):
     env = {**os.environ, "OMP_NUM_THREADS": "1", **env_extra}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            "--nproc-per-node=2", *args]
@@ -80,14 +80,14 @@ def _fingerprints(folder: Path) -> list[dict]:
     return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(2)]
 
 
-def _dp_run(tmp_path: Path, name: str, *extra: str, no_wrap: bool = False, steps: int = 40):
+def _dp_run(tmp_path: Path, name: str, *extra: str, mode: str = "ddp", steps: int = 40,
+            device: str = "cpu"):
     fp = tmp_path / f"fp_{name}"
     records = tmp_path / f"records_{name}.jsonl"
-    env = {"GBX_DIST_FINGERPRINT_DIR": str(fp), "GBX_TEST_RECORDS": str(records)}
-    if no_wrap:
-        env["GBX_TEST_NO_WRAP"] = "1"
+    env = {"GBX_DIST_FINGERPRINT_DIR": str(fp), "GBX_TEST_RECORDS": str(records),
+           "GBX_TEST_MODE": mode}
     run_dir = tmp_path / "run"
-    args = [str(WORKER), "run", "--algo", "dpsgd", "--env", "toy", "--device", "cpu",
+    args = [str(WORKER), "run", "--algo", "dpsgd", "--env", "toy", "--device", device,
             "--observer", "recordfile", *extra]
     args += ["--resume", str(run_dir)] if "--resume" in extra else []
     if "--resume" in extra:
@@ -112,14 +112,19 @@ def test_two_ranks_stay_identical_and_only_rank0_writes(tmp_path: Path) -> None:
     assert meta["distributed"]["world_size"] == 2 and meta["distributed"]["backend"] == "gloo"
     ckpt = load_checkpoint(run_dir)
     assert ckpt["step"] == 40
-    # Negative control: without gradient averaging the ranks' models drift apart.
-    fps_apart, _, _ = _dp_run(tmp_path / "control", "b", no_wrap=True)
-    assert fps_apart[0]["fingerprint"] != fps_apart[1]["fingerprint"]
     # Resume: both ranks continue from rank 0's checkpoint and stay identical.
     fps2, records2, _ = _dp_run(tmp_path, "c", "--resume", steps=56)
     assert [r["step"] for r in records2] == [48, 56]
     assert fps2[0]["fingerprint"] == fps2[1]["fingerprint"]
     assert fps2[0]["fingerprint"] != fps[0]["fingerprint"]
+
+
+def test_average_gradients_keeps_ranks_equal_and_control_drifts(tmp_path: Path) -> None:
+    fps, _, _ = _dp_run(tmp_path / "avg", "avg", mode="average")
+    assert fps[0]["fingerprint"] == fps[1]["fingerprint"]
+    # Negative control: without gradient averaging the ranks' models drift apart.
+    apart, _, _ = _dp_run(tmp_path / "none", "none", mode="none")
+    assert apart[0]["fingerprint"] != apart[1]["fingerprint"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gbx_algo_ppo") is None,
@@ -140,3 +145,35 @@ def test_ppo_two_ranks_through_gbx_run(tmp_path: Path) -> None:
     assert fps[0]["seed"] != fps[1]["seed"]
     assert fps[0]["fingerprint"] == fps[1]["fingerprint"], fps
     assert load_checkpoint(run_dir)["step"] == 256
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+
+
+@pytest.mark.cuda
+@two_gpus
+def test_two_gpu_ranks_over_nccl(tmp_path: Path) -> None:
+    fps, records, run_dir = _dp_run(tmp_path, "gpu", device="cuda")
+    assert fps[0]["fingerprint"] == fps[1]["fingerprint"]
+    assert [r["step"] for r in records] == [8, 16, 24, 32, 40]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["distributed"]["backend"] == "nccl"
+
+
+@pytest.mark.cuda
+@two_gpus
+@pytest.mark.skipif(importlib.util.find_spec("gbx_algo_ppo") is None,
+                    reason="needs the PPO plugin (pip install -e plugins/algo_ppo)")
+def test_ppo_gbx_run_gpus_2(tmp_path: Path) -> None:
+    fp = tmp_path / "fp"
+    run_dir = tmp_path / "ppo"
+    cmd = [sys.executable, "-m", "gbx", "run", "--gpus", "2", "--algo", "ppo", "--env", "toy",
+           "--device", "cuda", "--steps", "65536", "--run-dir", str(run_dir),
+           "--observer", "print", "--set", "algo.eval_every=0"]
+    env = {**os.environ, "GBX_DIST_FINGERPRINT_DIR": str(fp)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fps = _fingerprints(fp)
+    assert fps[0]["fingerprint"] == fps[1]["fingerprint"]
+    assert load_checkpoint(run_dir)["step"] == 65536

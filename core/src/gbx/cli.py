@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -130,8 +131,9 @@ def build_cli(host: Any) -> click.Group:
 
         summary = execute(config, _host(ctx), resume_dir=Path(resume) if resume else None,
                           argv=["gbx", *sys.argv[1:]], on_prepared=announce)
-        click.echo(f"gbx: run {summary['status']} at step {summary['step']} "
-                   f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
+        if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
+            click.echo(f"gbx: run {summary['status']} at step {summary['step']} "
+                       f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
 
     @cli.command(name="eval")
     @click.option("--checkpoint", required=True, type=click.Path(exists=True),
@@ -160,8 +162,9 @@ def build_cli(host: Any) -> click.Group:
     for spec in sorted(host.registry.benchmarks.values(), key=lambda s: s.name):
         bench.add_command(spec.command, spec.name)
     from gbx.bench_compare import compare_cmd, plot_cmd
+    from gbx.bench_profile import profile_cmd
 
-    for tool in (compare_cmd, plot_cmd):  # tools over the records of every benchmark
+    for tool in (compare_cmd, plot_cmd, profile_cmd):  # tools over the records of every benchmark
         if tool.name not in bench.commands:
             bench.add_command(tool)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -46,6 +46,9 @@ REDUCED_KEY = "ranks"
 # Distinct, far-apart per-rank seeds: rank r uses seed + r * SEED_STRIDE.
 SEED_STRIDE = 1_000_003
 _TIMEOUT = _dt.timedelta(minutes=10)
+# With NCCL, small host-side agreements (metric records, stop flags, checkpoints handed
+# from rank 0) go through a gloo group instead: no device copies and no stream syncs.
+_control_group: Any = None
 
 
 @attrs.frozen
@@ -145,6 +148,8 @@ def init_from_env(device_spec: str) -> tuple[DistInfo, torch.device]:
         if device.type == "cuda":
             kwargs["device_id"] = device  # binds NCCL to this GPU at once
         dist.init_process_group(**kwargs)
+    global _control_group
+    _control_group = dist.new_group(backend="gloo") if backend == "nccl" else None
     return info(), device
 
 
@@ -154,15 +159,17 @@ def shutdown(*, wait: bool = True) -> None:
     ``wait``: meet the other ranks first (a clean end); after a failure the other
     ranks may never arrive, so leave at once.
     """
+    global _control_group
     if dist.is_available() and dist.is_initialized():
         if wait:
-            dist.barrier()
+            dist.barrier(group=_control_group)
+        _control_group = None
         dist.destroy_process_group()
 
 
 def barrier() -> None:
     if world_size() > 1:
-        dist.barrier()
+        dist.barrier(group=_control_group)
 
 
 def wrap_model(model: nn.Module, **ddp_options: Any) -> nn.Module:
@@ -184,6 +191,43 @@ def wrap_model(model: nn.Module, **ddp_options: Any) -> nn.Module:
         options["output_device"] = device
     options.update(ddp_options)
     return DistributedDataParallel(model, **options)
+
+
+def sync_parameters(module: nn.Module, src: int = 0) -> nn.Module:
+    """Copy rank ``src``'s parameters and buffers into ``module`` on every rank (in place).
+
+    For models trained with :func:`average_gradients` instead of :func:`wrap_model`
+    (which does this itself). One rank: nothing happens.
+    """
+    if world_size() > 1:
+        with torch.no_grad():
+            for t in [*module.parameters(), *module.buffers()]:
+                dist.broadcast(t.data, src=src)
+    return module
+
+
+def average_gradients(parameters: Iterable[torch.Tensor]) -> None:
+    """Replace every gradient by its mean over ranks (call between backward and step).
+
+    For training code that calls sub-modules directly (world models, imagination
+    rollouts), where a DDP wrapper's forward is not the one entry point. Gradients
+    are averaged in one flat all-reduce per dtype and device. One rank: nothing happens.
+    """
+    n = world_size()
+    if n == 1:
+        return
+    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for p in parameters:
+        if p.grad is not None:
+            groups.setdefault((p.grad.dtype, p.grad.device), []).append(p.grad)
+    for grads in groups.values():
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        flat.div_(n)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -241,7 +285,7 @@ def reduce_record(record: Mapping[str, Any]) -> dict[str, Any]:
         return dict(record)
     local = {k: (_number(v) if _number(v) is not None else v) for k, v in record.items()}
     gathered: list[Any] = [None] * world_size()
-    dist.all_gather_object(gathered, local)
+    dist.all_gather_object(gathered, local, group=_control_group)
     return merge_records(gathered)
 
 
@@ -250,7 +294,7 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     if world_size() == 1:
         return obj
     box = [obj if rank() == src else None]
-    dist.broadcast_object_list(box, src=src)
+    dist.broadcast_object_list(box, src=src, group=_control_group)
     return box[0]
 
 
@@ -263,10 +307,8 @@ def any_rank(flag: bool) -> bool:
     """True on every rank when ``flag`` is True on at least one (a collective call)."""
     if world_size() == 1:
         return flag
-    device = torch.device("cuda", torch.cuda.current_device()) if (
-        dist.get_backend() == "nccl") else torch.device("cpu")
-    t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_control_group)
     return bool(t.item())
 
 

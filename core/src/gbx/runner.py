@@ -250,6 +250,8 @@ class Run:
         if self._started:
             return
         self._started = True
+        if not self.dist.is_main:
+            return  # rank 0 writes the run's metadata and runs the observers
         meta = self.meta()
         self.write_artifact("meta", {"meta": meta, "config": meta["config"]})
         self._emit("on_run_start", meta)

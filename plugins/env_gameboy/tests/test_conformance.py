@@ -1,7 +1,7 @@
 """Hardware test ROMs (blargg, mooneye) from the shared folder; long ones are marked slow.
 
-Run the long ones with ``pytest -m slow``. ROMs that do not pass yet are strict xfails,
-so a fix shows up as an unexpected pass.
+Run the long ones with ``pytest -m slow``. ROMs that do not pass yet are listed in
+KNOWN_FAILING as strict xfails, so a fix shows up as an unexpected pass.
 """
 
 from __future__ import annotations
@@ -12,12 +12,8 @@ from gbx_gameboy import conformance as conf
 
 ROOT = conf.testroms_dir()
 
-# Not modelled yet: the mode-3 sprite penalty and DI at the
-# interrupt-sampling edge.
-KNOWN_FAILING = {
-    "mooneye/acceptance/di_timing-GS": "DI vs. interrupt sampling at the M-cycle edge",
-    "mooneye/acceptance/ppu/intr_2_mode0_timing_sprites": "sprite penalty in mode 3",
-}
+# ROM name -> reason, for ROMs that do not pass yet (none at the moment).
+KNOWN_FAILING: dict[str, str] = {}
 
 
 def _param(case: conf.RomCase) -> object:

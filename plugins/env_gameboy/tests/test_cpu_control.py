@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from ei_halt_rom import COUNT, HALT_HI, HALT_LO, LOOPS, RET_HI, RET_LO, ei_halt_rom
 
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
@@ -145,6 +146,24 @@ def test_halt_bug_executes_next_byte_twice() -> None:
     batch = GameBoyBatch(micro_rom(body), 1, "cpu")
     batch.run_frames(2)
     assert batch.read_memory(0, 0xC000) == 2
+
+
+def test_ei_halt_with_pending_interrupt_returns_to_the_halt() -> None:
+    # ei; halt with VBlank already requested: the interrupt is taken right after HALT and
+    # its return address is the HALT, which halts again. The handler's first byte must not
+    # be fetched twice (that ran the handler many times per frame and crashed into RAM).
+    batch = GameBoyBatch(ei_halt_rom(), 1, "cpu")
+    batch.run_frames(2)
+    first = batch.read_memory(0, COUNT)
+    assert first >= 1
+    halt_at = batch.read_memory(0, HALT_LO) | (batch.read_memory(0, HALT_HI) << 8)
+    ret = batch.read_memory(0, RET_LO) | (batch.read_memory(0, RET_HI) << 8)
+    assert ret == halt_at
+    batch.run_frames(20)
+    assert batch.read_memory(0, COUNT) - first == 20  # once per frame
+    assert batch.read_memory(0, LOOPS) == batch.read_memory(0, COUNT) - 1
+    assert batch.regs(0)["sp"] == 0xDFFF and batch.regs(0)["halted"] == 1
+    assert not bool(batch.locked[0])
 
 
 def test_serial_bytes_are_captured_and_complete_with_interrupt() -> None:

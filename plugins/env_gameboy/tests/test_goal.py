@@ -110,3 +110,23 @@ def test_meta_records_goal_settings() -> None:
     m = env.meta()
     assert m["env"] == "gameboy-goal" and m["tau"] == STAGE1.tau and m["consec_k"] == 1
     assert m["shaping"] == 0.0 and m["goal_meta"]["rom_sha256"] == env.rom_sha256
+
+
+@pytest.mark.cuda
+def test_cuda_env_scores_like_the_cpu_env() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the goal env's CUDA path needs a GPU")
+    sol = [ACTIONS.index(b) for b in SOLUTIONS["leave_house"]]
+    dists = {}
+    for device in ("cpu", "cuda"):
+        cfg = GoalConfig(state=str(states_dir() / START_STATE),
+                         goal_dir=str(STAGE1.goal_dir()), info_mode="full")
+        env = GoalEnv(cfg, 2, device, seed=0)
+        env.reset()
+        seen = []
+        for a in sol:
+            _, _, done, _, info = env.step(torch.tensor([a, A], device=env.device))
+            seen.append(info["dist"].cpu().clone())
+        assert done.cpu().tolist() == [True, False]
+        dists[device] = torch.stack(seen)
+    assert torch.equal(dists["cpu"], dists["cuda"])

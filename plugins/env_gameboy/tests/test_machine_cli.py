@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import click
 import pytest
@@ -65,6 +67,32 @@ def test_bench_prints_one_json_record() -> None:
     rec = json.loads(_last_line(res.output))
     assert rec["envs"] == 2 and rec["frames_per_s"] > 0 and rec["instructions_per_s"] > 0
     assert {"compile_s", "run_s", "warp", "torch", "device"} <= rec.keys()
+
+
+def _fresh_python(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a fresh interpreter (Warp not yet initialised), capturing stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_bench_stdout_is_exactly_one_json_line_in_a_fresh_interpreter() -> None:
+    # Warp initialises inside the command here, so its banner would land on stdout.
+    proc = _fresh_python("-m", "gbx", "bench", "emulator", "--envs", "2", "--frames", "24")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, f"expected one JSON line on stdout, got:\n{proc.stdout}"
+    rec = json.loads(lines[0])
+    assert rec["bench"] == "emulator" and rec["envs"] == 2 and rec["frames_per_env"] == 24
+
+
+@pytest.mark.parametrize("module", ["render", "snapshot", "kstate"])
+def test_any_warp_module_imported_first_keeps_warp_init_quiet(module: str) -> None:
+    # Whichever module of the package imports Warp first must silence it before wp.init().
+    code = f"import gbx_gameboy.{module}, warp; warp.init(); print('ok')"
+    proc = _fresh_python("-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ok\n"
 
 
 def test_plugin_hooks_register_the_command_group_and_benchmark() -> None:

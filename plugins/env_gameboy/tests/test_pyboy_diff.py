@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from ei_halt_rom import COUNT, HALT_HI, HALT_LO, LOOPS, RET_HI, RET_LO, ei_halt_rom
 
 from gbx_gameboy import conformance as conf
 from gbx_gameboy.machine import GameBoyBatch
@@ -121,6 +122,38 @@ def test_vblank_micro_rom_lockstep_with_pyboy(tmp_path) -> None:
         if ours[k] != theirs[k]:
             diff = {n: (a, b) for n, a, b in zip(names, ours[k], theirs[k], strict=True) if a != b}
             pytest.fail(f"first difference at frame step {k}: (gbx, pyboy) {diff}")
+
+
+def _ei_halt_trace(read, tick, frames: int) -> list[tuple[int, ...]]:
+    """(handler runs - loop wake-ups, return address == HALT, handler runs per frame)."""
+    out = []
+    prev = read(COUNT)
+    for _ in range(frames):
+        tick()
+        count = read(COUNT)
+        halt_at = read(HALT_LO) | (read(HALT_HI) << 8)
+        ret = read(RET_LO) | (read(RET_HI) << 8)
+        out.append((count - read(LOOPS), int(ret == halt_at), count - prev))
+        prev = count
+    return out
+
+
+def test_ei_halt_with_pending_interrupt_matches_pyboy(tmp_path) -> None:
+    rom = ei_halt_rom()
+    path = tmp_path / "ei_halt.gb"
+    path.write_bytes(rom)
+    batch = GameBoyBatch(rom, 1, "cpu")
+    batch.run_frames(3)
+    ours = _ei_halt_trace(lambda a: batch.read_memory(0, a), lambda: batch.run_frames(1), 10)
+    pb = pyboy.PyBoy(str(path), window="null", cgb=False, sound_emulated=False)
+    try:
+        for _ in range(80):  # through PyBoy's boot ROM and the ROM's first frames
+            pb.tick(1, False)
+        theirs = _ei_halt_trace(lambda a: pb.memory[a], lambda: pb.tick(1, False), 10)
+    finally:
+        pb.stop(save=False)
+    assert theirs == [(1, 1, 1)] * 10  # what hardware documentation describes
+    assert ours == theirs
 
 
 ROOT = conf.testroms_dir()

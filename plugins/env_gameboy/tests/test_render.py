@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import warp as wp
 
 from gbx_gameboy.layout import (
     BGP,
@@ -24,11 +23,12 @@ from gbx_gameboy.layout import (
     WY,
 )
 from gbx_gameboy.render import render_frames, render_line
+from gbx_gameboy.warp_setup import import_warp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
 from render_reference import render_frame as reference_frame
 
-wp.config.quiet = True
+wp = import_warp()
 
 
 def devices() -> list[str]:

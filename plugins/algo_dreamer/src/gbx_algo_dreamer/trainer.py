@@ -186,6 +186,8 @@ class DreamerTrainer:
 
     def _record(self, window_start: float, window_opt: int) -> dict[str, Any]:
         valid = self.replay.valid()
+        if self.heldout_streams is not None and self._ready():
+            self.metrics.add_scalars(**self.heldout_reconstruction())
         self.metrics.add_scalars(
             replay_size=valid.sum().to(torch.float32),
             ready_steps=torch.clamp(valid - self.cfg.batch_length + 1, min=0).sum().float(),
@@ -205,8 +207,6 @@ class DreamerTrainer:
             rec.setdefault("value_std", rec["imag_value_std"])
         if rec.get("nonfinite_seen", 0.0) > 0:
             self._raise_nonfinite(rec)
-        if self.heldout_streams is not None and self._ready():
-            rec.update(self.heldout_reconstruction())
         self.last_record = rec
         return rec
 
@@ -231,7 +231,7 @@ class DreamerTrainer:
             batch_stats=payload, step=self.env_steps)
 
     @torch.no_grad()
-    def heldout_reconstruction(self) -> dict[str, float]:
+    def heldout_reconstruction(self) -> dict[str, torch.Tensor]:
         """Reconstruction NLL/accuracy on streams never trained on (recon_check mode)."""
         cfg = self.cfg
         batch = self.replay.sample(cfg.batch_size, cfg.batch_length, self.gen,
@@ -239,8 +239,8 @@ class DreamerTrainer:
         out = self.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
                            batch.is_terminal, self.bins, kl_dyn=cfg.kl_dyn, kl_rep=cfg.kl_rep,
                            free_bits=cfg.free_bits, generator=self.gen)
-        vals = torch.stack([out.scalars["obs_nll"], out.shade_accuracy]).tolist()
-        return {"heldout_obs_nll": vals[0], "heldout_recon_accuracy": vals[1]}
+        return {"heldout_obs_nll": out.scalars["obs_nll"],
+                "heldout_recon_accuracy": out.shade_accuracy}
 
     # -- main loop -----------------------------------------------------------------
 

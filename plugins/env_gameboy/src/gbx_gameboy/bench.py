@@ -55,7 +55,10 @@ def busy_rom() -> bytes:
 
 def _versions() -> dict[str, str]:
     import torch
-    import warp as wp
+
+    from gbx_gameboy.warp_setup import import_warp
+
+    wp = import_warp()
 
     return {"warp": wp.config.version, "torch": torch.__version__}
 
@@ -66,8 +69,10 @@ def measure(
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate)."""
     import torch
-    import warp as wp
 
+    from gbx_gameboy.warp_setup import import_warp
+
+    wp = import_warp()
     if cold:
         wp.config.kernel_cache_dir = tempfile.mkdtemp(prefix="gbx-warp-cache-")
     from gbx_gameboy.machine import GameBoyBatch

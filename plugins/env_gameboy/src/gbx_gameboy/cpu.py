@@ -10,14 +10,13 @@ access happens at the cycle of its M-cycle, so timer and PPU reads are M-cycle e
 
 from __future__ import annotations
 
-import warp as wp
-
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.layout import (
     HRAM_OFF,
     IE_HRAM_INDEX,
     IF,
     IO_OFF,
+    LY,
     NEVER,
     R_A,
     R_F,
@@ -44,7 +43,9 @@ from gbx_gameboy.layout import (
 from gbx_gameboy.memory import rd, serial_sync, set_buttons, wr
 from gbx_gameboy.ppu_timing import ppu_sync
 from gbx_gameboy.timer import timer_sync
+from gbx_gameboy.warp_setup import import_warp
 
+wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 
 vec8i = wp.types.vector(length=8, dtype=wp.int32)
@@ -311,11 +312,24 @@ def run_kernel(
                     dt = int(4)
                 t += (dt + 3) & ~3
                 continue
+        elif (irq & 1) != 0 and ime != 0 and t - g.st[T_LINE_AT, env] < 4:
+            if int(g.mem[IO_OFF + LY, env]) == 144:
+                # The PPU requests VBlank late in the M-cycle that enters line 144, after a
+                # running CPU has sampled its interrupts for this boundary: the request
+                # is taken one instruction later (a halted CPU wakes on it at once, above).
+                irq = irq & ~1
         if ime != 0 and irq != 0:
             # Interrupt dispatch: 2 wait M-cycles, push PC (the high byte push may change
             # IE, which is re-read before the vector is chosen), jump: 5 M-cycles.
             ime = int(0)
             ei_delay = int(0)
+            if halt_bug != 0:
+                # "ei; halt" with an interrupt pending: HALT took the HALT-bug path (IME
+                # was still 0), so PC was not to be advanced past the next fetch. The
+                # dispatch replaces that fetch: the pushed return address is the HALT
+                # itself, which runs again after RETI; the handler is fetched normally.
+                halt_bug = int(0)
+                pc = (pc - 1) & 0xFFFF
             t += 8
             sp = (sp - 1) & 0xFFFF
             t += 4

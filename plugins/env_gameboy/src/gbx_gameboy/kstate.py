@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import warp as wp
+from gbx_gameboy.warp_setup import import_warp
 
-wp.config.quiet = True
-if hasattr(wp, "LOG_WARNING"):  # newer Warp: quiet became a log level
-    wp.config.log_level = wp.LOG_WARNING
+wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 
 

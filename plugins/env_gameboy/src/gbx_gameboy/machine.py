@@ -7,16 +7,14 @@ import time
 
 import numpy as np
 import torch
-import warp as wp
 
 from gbx_gameboy import layout as L
 from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
 from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel
 from gbx_gameboy.kstate import GB
+from gbx_gameboy.warp_setup import import_warp
 
-wp.config.quiet = True
-if hasattr(wp, "LOG_WARNING"):  # newer Warp: quiet became a log level
-    wp.config.log_level = wp.LOG_WARNING
+wp = import_warp()
 
 BOOT_ROM_BYTES = 256
 DEFAULT_SERIAL_CAPACITY = 1024

@@ -6,8 +6,6 @@ to that exact M-cycle first (see timer.py, ppu_timing.py).
 
 from __future__ import annotations
 
-import warp as wp
-
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.layout import (
     BOOT_OFF_REG,
@@ -61,7 +59,9 @@ from gbx_gameboy.ppu_timing import (
     vram_oam_blocked,
 )
 from gbx_gameboy.timer import div_at, raise_if, timer_sync, timer_write
+from gbx_gameboy.warp_setup import import_warp
 
+wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 # Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
 # site keeps the kernel small and its CPU/NVRTC compile time short.

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 
-import warp as wp
-
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
@@ -20,6 +18,7 @@ from gbx_gameboy.layout import (
     LCDC,
     LY,
     LYC,
+    OAM_OFF,
     S_LFRAMES,
     S_MODE3_LEN,
     S_NO_OAM_SCAN,
@@ -32,9 +31,13 @@ from gbx_gameboy.layout import (
     T_LINE_AT,
     T_PPU_NEXT,
     TM_FRAMES,
+    WX,
+    WY,
 )
 from gbx_gameboy.timer import raise_if
+from gbx_gameboy.warp_setup import import_warp
 
+wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 # Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
 # site keeps the kernel small and its CPU/NVRTC compile time short.
@@ -80,8 +83,57 @@ PH_PRE = 5  # last ppu_pre dots of a line: OAM-scan IRQ of the next line already
 
 @wp.func
 def mode3_length(g: GB, env: int) -> int:
-    """Mode 3 dots: fine scroll discards SCX%8 pixels, a delay seen in whole M-cycles."""
+    """Mode 3 dots without objects: fine scroll discards SCX%8 pixels, a delay seen in
+    whole M-cycles (rounded up)."""
     return MODE3_BASE + ((int(g.mem[IO_OFF + SCX, env]) & 7) + 3) // 4 * 4
+
+
+@wp.func(inline=False)
+def object_penalty(g: GB, env: int, ly: int) -> int:
+    """Extra mode-3 dots for the objects fetched on line ly, seen in whole M-cycles.
+
+    The line's objects are the first 10 in OAM order whose rows cover it (X does not
+    matter for the selection); those with X < 168 are fetched. Each fetch stalls the
+    pixel pipeline 6 dots. The first object whose leftmost pixel falls in a given
+    background (or window) tile also waits for the background fetcher to finish that
+    tile: 5 dots minus the pixel's offset inside the tile, at least 0. The total is seen
+    by the CPU rounded down to whole M-cycles (fitted to the mooneye sprite timing ROM).
+    """
+    lcdc = int(g.mem[IO_OFF + LCDC, env])
+    dots = int(0)
+    if (lcdc & 0x02) != 0:
+        height = int(8)
+        if (lcdc & 0x04) != 0:
+            height = int(16)
+        scx = int(g.mem[IO_OFF + SCX, env])
+        wx = int(g.mem[IO_OFF + WX, env])
+        win_on = (lcdc & 0x21) == 0x21 and ly >= int(g.mem[IO_OFF + WY, env]) and wx <= 166
+        bg_tiles = int(0)  # background tile columns (mod 32) already waited for
+        win_tiles = int(0)  # window tile columns already waited for
+        count = int(0)
+        i = int(0)
+        while i < 40 and count < 10:
+            top = int(g.mem[OAM_OFF + 4 * i, env]) - 16
+            if ly >= top and ly < top + height:
+                count += 1
+                x = int(g.mem[OAM_OFF + 4 * i + 1, env])
+                if x < 168:
+                    dots += 6
+                    px = x - 8  # the object's leftmost pixel on the screen
+                    if win_on and px >= wx - 7:
+                        wpx = px - (wx - 7)
+                        bit = 1 << (wpx >> 3)
+                        if (win_tiles & bit) == 0:
+                            win_tiles = win_tiles | bit
+                            dots += wp.max(5 - (wpx & 7), 0)
+                    else:
+                        bpx = (px + scx) & 255
+                        bit = 1 << (bpx >> 3)
+                        if (bg_tiles & bit) == 0:
+                            bg_tiles = bg_tiles | bit
+                            dots += wp.max(5 - (bpx & 7), 0)
+            i += 1
+    return dots // 4 * 4
 
 
 @wp.func(inline=False)
@@ -140,7 +192,7 @@ def ppu_sync(g: GB, env: int, t: int):
             elif phase == PH_OAM:
                 phase = PH_DRAW
                 mode = 3
-                len3 = mode3_length(g, env)
+                len3 = mode3_length(g, env) + object_penalty(g, env, ly)
                 g.st[S_MODE3_LEN, env] = len3
                 nxt = ev + len3
             elif phase == PH_DRAW:

@@ -16,8 +16,6 @@ used by tests and tools to draw the current VRAM/OAM/IO state of every env.
 
 from __future__ import annotations
 
-import warp as wp
-
 from gbx_gameboy.layout import (
     BGP,
     IO_OFF,
@@ -34,8 +32,10 @@ from gbx_gameboy.layout import (
     WX,
     WY,
 )
+from gbx_gameboy.warp_setup import import_warp
 
-wp.config.quiet = True
+wp = import_warp()
+
 wp.set_module_options({"enable_backward": False})
 
 MAX_OBJS_PER_LINE = 10

@@ -26,9 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
-import warp as wp
 
-wp.config.quiet = True
+from gbx_gameboy.warp_setup import import_warp
+
+wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 
 EnvState = dict[str, torch.Tensor]

@@ -9,8 +9,6 @@ overflow, so the CPU can read TIMA at the exact M-cycle of the access and HALT c
 
 from __future__ import annotations
 
-import warp as wp
-
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.layout import (
     DIV,
@@ -26,7 +24,9 @@ from gbx_gameboy.layout import (
     TIMA,
     TMA,
 )
+from gbx_gameboy.warp_setup import import_warp
 
+wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 # Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
 # site keeps the kernel small and its CPU/NVRTC compile time short.

@@ -59,7 +59,8 @@ def host_facts() -> dict[str, Any]:
     return {
         "versions": versions(),
         "host": {"cpus": len(os.sched_getaffinity(0)), "machine": platform.machine(),
-                 "processor": platform.processor() or None, "python": platform.python_version()},
+                 "processor": platform.processor() or None, "python": platform.python_version(),
+                 "torch_threads": torch.get_num_threads()},
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
 
@@ -121,6 +122,8 @@ def measure_env(registry: Any, env_name: str, num_envs: int, device: str, steps:
         "step_ms": round(1000 * secs / steps, 3),
         "episode_resets": int(resets),
         "workers": meta.get("workers"),
+        # other work on the machine skews CPU figures: how busy it was while measuring
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "config": to_dict_env(config),
     }
     if fps:
