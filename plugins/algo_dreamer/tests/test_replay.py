@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-import pytest
 import torch
 
-from gbx_algo_dreamer.packing import pack_shades, unpack_shades
+from gbx.shades import unpack_shades
 from gbx_algo_dreamer.replay import Replay
 
 SHAPE = (1, 4, 8)
@@ -11,13 +10,6 @@ SHAPE = (1, 4, 8)
 
 def _frame(n: int, value: int) -> torch.Tensor:
     return torch.full((n, *SHAPE), value % 4, dtype=torch.uint8)
-
-
-def test_pack_round_trip():
-    x = torch.randint(0, 4, (3, 2, 72, 80), dtype=torch.uint8)
-    p = pack_shades(x)
-    assert p.shape == (3, 2, 72, 20)
-    assert torch.equal(unpack_shades(p), x)
 
 
 def _fill(replay: Replay, steps: int, reward_of_step) -> None:
@@ -68,10 +60,3 @@ def test_reset_writes_a_first_record_and_sampling_forces_first():
     replay.commit()
     b = replay.sample(16, 2, torch.Generator().manual_seed(1))
     assert b.is_first[:, 0].all()
-
-
-def test_packing_layout_matches_the_gameboy_plugin_when_installed():
-    obs = pytest.importorskip("gbx_gameboy.obs", reason="gbx-env-gameboy not installed")
-    x = torch.randint(0, 4, (2, 3, 72, 80), dtype=torch.uint8)
-    assert torch.equal(obs.pack_shades(x), pack_shades(x))
-    assert torch.equal(obs.unpack_shades(pack_shades(x)), x)

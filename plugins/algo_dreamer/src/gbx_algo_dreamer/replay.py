@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gbx_algo_dreamer.packing import pack_shades, unpack_shades
+from gbx.shades import pack_shades, unpack_shades
 
 RESERVED = 2  # slots a stage may touch past the committed end (record + reset record)
 

@@ -11,19 +11,21 @@ Shades are indices 0..3 after the palette, 0 = white and 3 = black.
   while taking every second pixel drops 3 of 4 such features and a mean
   fades them to a lighter shade (and leaves non-integer values).
 * ``144x160``: the frame as rendered.
-* Packed: 4 shades per byte, pixel ``4*i + j`` in bits ``2j..2j+1`` of byte
-  ``i`` (a 4x smaller replay buffer).
+* Packed: 4 shades per byte (a 4x smaller replay buffer), by
+  :func:`gbx.shades.pack_shades` / :func:`gbx.shades.unpack_shades`,
+  re-exported here.
 """
 
 from __future__ import annotations
 
 import torch
 
+from gbx.shades import pack_shades, unpack_shades
 from gbx_gameboy.layout import SCREEN_H, SCREEN_W
 
-OBS_SIZES: dict[str, tuple[int, int]] = {"72x80": (72, 80), "144x160": (SCREEN_H, SCREEN_W)}
+__all__ = ["FrameStack", "extract_obs", "obs_hw", "pack_shades", "unpack_shades"]
 
-_SHIFTS: dict[torch.device, torch.Tensor] = {}
+OBS_SIZES: dict[str, tuple[int, int]] = {"72x80": (72, 80), "144x160": (SCREEN_H, SCREEN_W)}
 
 
 def obs_hw(size: str) -> tuple[int, int]:
@@ -45,27 +47,6 @@ def extract_obs(fb: torch.Tensor, size: str, out: torch.Tensor) -> torch.Tensor:
         return out.copy_(fb)
     obs_hw(size)
     return downsample_max2x2(fb, out)
-
-
-def pack_shades(x: torch.Tensor) -> torch.Tensor:
-    """Pack shade indices ``uint8 [..., W]`` (W divisible by 4) into ``uint8 [..., W // 4]``."""
-    w = x.shape[-1]
-    if w % 4 != 0:
-        raise ValueError(f"pack_shades needs a last dimension divisible by 4, got {w}")
-    q = x.reshape(*x.shape[:-1], w // 4, 4)
-    out = q[..., 0] & 3
-    for j in range(1, 4):
-        out |= (q[..., j] & 3) << (2 * j)
-    return out
-
-
-def unpack_shades(p: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`pack_shades`: ``uint8 [..., W // 4]`` -> ``uint8 [..., W]``."""
-    shifts = _SHIFTS.get(p.device)
-    if shifts is None:
-        shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8, device=p.device)
-        _SHIFTS[p.device] = shifts
-    return ((p.unsqueeze(-1) >> shifts) & 3).reshape(*p.shape[:-1], p.shape[-1] * 4)
 
 
 class FrameStack:
