@@ -60,3 +60,31 @@ def test_scaling_series_and_bad_files(tmp_path: Path) -> None:
     empty.write_text("nothing here\n")
     with pytest.raises(GbxError, match="no benchmark records"):
         read_records(empty)
+
+
+def _fake_run(root: Path, name: str, world: int, steps_per_s: float) -> Path:
+    run = root / name
+    run.mkdir()
+    meta = {"config": {"run": {"algo": "ppo", "env": "toy"}, "algo": {"num_envs": 8}},
+            "device_name": "cpu", "versions": {"torch": "x"}}
+    if world > 1:
+        meta["distributed"] = {"world_size": world}
+    (run / "meta.json").write_text(json.dumps(meta))
+    lines = [json.dumps({"meta": {}})]
+    for i in range(1, 4):
+        lines.append(json.dumps({"env_steps": int(1000 * i), "wall_time_s": 1000 * i / steps_per_s
+                                 + 5.0}))
+    (run / "train_log.jsonl").write_text("\n".join(lines) + "\n{\"torn")
+    return run
+
+
+def test_runs_reports_steady_rate_and_scaling_efficiency(tmp_path: Path, invoke) -> None:
+    one = _fake_run(tmp_path, "one", 1, 100.0)
+    two = _fake_run(tmp_path, "two", 2, 180.0)
+    result = invoke("bench", "runs", str(one), str(two))
+    assert result.exit_code == 0, result.output
+    recs = [json.loads(line) for line in result.output.splitlines()]
+    assert recs[0]["steady_env_steps_per_s"] == 100.0 and recs[0]["scaling_efficiency"] == 1.0
+    assert recs[1]["world_size"] == 2 and recs[1]["scaling_efficiency"] == 0.9
+    result = invoke("bench", "runs", str(tmp_path))
+    assert result.exit_code != 0 and "--observer jsonl" in result.output

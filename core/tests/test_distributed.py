@@ -34,6 +34,21 @@ def test_merge_records_sums_counters_and_averages_the_rest() -> None:
     assert merged[gdist.REDUCED_KEY] == 2
 
 
+def test_merge_records_keeps_counters_integers_and_weights_episode_stats() -> None:
+    merged = gdist.merge_records([
+        {"opt_steps": 12, "episodes": 3, "episode_return_mean": 1.0, "success_rate": 1.0,
+         "action_hist": [1, 2, 3], "done_rate": 0.5},
+        {"opt_steps": 12, "episodes": 1, "episode_return_mean": 5.0, "success_rate": 0.0,
+         "action_hist": [4, 0, 1], "done_rate": 0.25},
+    ])
+    assert merged["opt_steps"] == 12 and isinstance(merged["opt_steps"], int)
+    assert merged["episodes"] == 4
+    assert merged["episode_return_mean"] == 2.0  # (3 * 1 + 1 * 5) / 4
+    assert merged["success_rate"] == 0.75
+    assert merged["action_hist"] == [5, 2, 4]
+    assert merged["done_rate"] == 0.375
+
+
 def test_single_process_helpers_are_no_ops() -> None:
     model = torch.nn.Linear(2, 1)
     assert gdist.wrap_model(model) is model
@@ -127,24 +142,40 @@ def test_average_gradients_keeps_ranks_equal_and_control_drifts(tmp_path: Path) 
     assert apart[0]["fingerprint"] != apart[1]["fingerprint"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gbx_algo_ppo") is None,
-                    reason="needs the PPO plugin (pip install -e plugins/algo_ppo)")
-@pytest.mark.xfail(reason="the PPO trainer does not wrap its model with "
-                          "gbx.distributed.wrap_model yet", strict=False)
-def test_ppo_two_ranks_through_gbx_run(tmp_path: Path) -> None:
+SMALL_CNN = "algo.model_options={channels=[8,16,16], hidden=32}"
+ALGO_RUNS = {
+    "ppo": ("gbx_algo_ppo", 256, ["--set", "algo.num_envs=8", "--set", "algo.rollout_steps=16",
+                                  "--set", "algo.minibatches=2", "--set", "algo.update_epochs=2",
+                                  "--set", "algo.eval_every=0", "--set", SMALL_CNN]),
+    "a2c": ("gbx_algo_a2c", 160, ["--set", "algo.num_envs=8", "--set", "algo.update_every=5",
+                                  "--set", "algo.log_every=2", "--set", "algo.eval_every=0",
+                                  "--set", SMALL_CNN]),
+    "dreamer_v3": ("gbx_algo_dreamer", 96, [
+        "--set", "algo.size=tiny", "--set", "algo.num_envs=4", "--set", "algo.batch_size=4",
+        "--set", "algo.batch_length=8", "--set", "algo.learning_starts=32",
+        "--set", "algo.record_every=4", "--set", "algo.replay_capacity=512",
+        "--set", "env.height=24", "--set", "env.width=32"]),
+}
+
+
+@pytest.mark.xfail(reason="the trainers do not share gradients through gbx.distributed yet",
+                   strict=False)
+@pytest.mark.parametrize("algo", sorted(ALGO_RUNS))
+def test_algorithm_two_ranks_through_gbx_run(algo: str, tmp_path: Path) -> None:
+    """``torchrun --nproc-per-node 2 -m gbx run --algo ALGO --env toy --device cpu``."""
+    package, steps, sets = ALGO_RUNS[algo]
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"needs the {algo} plugin ({package})")
     fp = tmp_path / "fp"
-    run_dir = tmp_path / "ppo"
-    args = ["-m", "gbx", "run", "--algo", "ppo", "--env", "toy", "--device", "cpu",
-            "--steps", "256", "--run-dir", str(run_dir), "--observer", "print",
-            "--set", "algo.num_envs=8", "--set", "algo.rollout_steps=16",
-            "--set", "algo.minibatches=2", "--set", "algo.eval_every=0",
-            "--set", "algo.update_epochs=2"]
+    run_dir = tmp_path / "run"
+    args = ["-m", "gbx", "run", "--algo", algo, "--env", "toy", "--device", "cpu",
+            "--steps", str(steps), "--run-dir", str(run_dir), "--observer", "print", *sets]
     proc = _torchrun(args, {"GBX_DIST_FINGERPRINT_DIR": str(fp)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     fps = _fingerprints(fp)
     assert fps[0]["seed"] != fps[1]["seed"]
-    assert fps[0]["fingerprint"] == fps[1]["fingerprint"], fps
-    assert load_checkpoint(run_dir)["step"] == 256
+    assert fps[0]["modules"] and fps[0]["fingerprint"] == fps[1]["fingerprint"], fps
+    assert load_checkpoint(run_dir)["step"] == fps[0]["step"] > 0
 
 
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
@@ -177,3 +208,23 @@ def test_ppo_gbx_run_gpus_2(tmp_path: Path) -> None:
     fps = _fingerprints(fp)
     assert fps[0]["fingerprint"] == fps[1]["fingerprint"]
     assert load_checkpoint(run_dir)["step"] == 65536
+
+
+def test_run_gpus_relaunches_under_torchrun(invoke, monkeypatch) -> None:
+    import gbx.cli as gcli
+
+    calls = []
+
+    class Done:
+        returncode = 3
+
+    def fake_run(cmd, check):
+        calls.append(cmd)
+        return Done()
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(gcli, "_ARGV", ["run", "--gpus", "2", "--algo", "counter", "--env", "toy"])
+    result = invoke("run", "--gpus", "2", "--algo", "counter", "--env", "toy")
+    assert result.exit_code == 3  # the launcher's exit status is the command's
+    assert calls == [torchrun_command(["run", "--algo", "counter", "--env", "toy"], 2)]

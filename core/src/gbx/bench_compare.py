@@ -8,7 +8,12 @@ CPU file and a GPU file line up), and
 * ``compare A B``: for every key in both files, each rate (``*_per_s``) of B
   divided by A's;
 * ``plot A B --out F.png``: env steps/s against the number of envs, log-log, one
-  line per file and env.
+  line per file and env;
+* ``runs DIR...``: a record per training run directory, read from its
+  ``meta.json`` and ``train_log.jsonl`` (the ``jsonl`` observer's log): steady env
+  steps/s between the first and the last train record, the number of ranks, and
+  the scaling efficiency against a one-rank run of the same algorithm, env and
+  ``num_envs`` among the directories given.
 
 Records without a ``bench`` name (or ratio records, ``bench`` ending in ``-ratio``)
 are skipped.
@@ -202,3 +207,60 @@ def compare_cmd(a: Path, b: Path, keys: str | None, as_json: bool) -> None:
 def plot_cmd(files: tuple[Path, ...], out: Path, metric: str) -> None:
     """Plot a rate against the number of envs (log-log) from benchmark files."""
     click.echo(str(plot_scaling(list(files), out, metric)))
+
+
+def run_record(run_dir: Path) -> dict[str, Any]:
+    """Throughput of one finished run from its ``meta.json`` and ``train_log.jsonl``."""
+    meta_path, log_path = run_dir / "meta.json", run_dir / "train_log.jsonl"
+    if not meta_path.is_file() or not log_path.is_file():
+        raise GbxError(f"{run_dir} has no meta.json and train_log.jsonl; train with "
+                       "--observer jsonl (and --run-dir) to measure a run")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    points: list[tuple[float, float]] = []
+    for line in log_path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line
+        if isinstance(rec, dict) and "env_steps" in rec and "wall_time_s" in rec:
+            points.append((float(rec["wall_time_s"]), float(rec["env_steps"])))
+    if len(points) < 2:
+        raise GbxError(f"{log_path} has fewer than 2 train records; train for more updates")
+    (t0, s0), (t1, s1) = points[0], points[-1]
+    config = meta.get("config", {})
+    dist = meta.get("distributed") or {}
+    return {
+        "bench": "run",
+        "run_dir": str(run_dir),
+        "algo": config.get("run", {}).get("algo"),
+        "env": config.get("run", {}).get("env"),
+        "num_envs": config.get("algo", {}).get("num_envs"),
+        "world_size": int(dist.get("world_size", 1)),
+        "device_name": meta.get("device_name"),
+        "records": len(points),
+        "env_steps": int(s1),
+        "env_steps_per_s": round(s1 / t1, 2) if t1 > 0 else None,
+        "steady_env_steps_per_s": round((s1 - s0) / (t1 - t0), 2) if t1 > t0 else None,
+        "versions": meta.get("versions"),
+    }
+
+
+def add_efficiency(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``scaling_efficiency`` = steady rate / (ranks x the one-rank run's steady rate)."""
+    base = {(r["algo"], r["env"], r["num_envs"]): r for r in records if r["world_size"] == 1}
+    out = []
+    for r in records:
+        one = base.get((r["algo"], r["env"], r["num_envs"]))
+        rate, ref = r.get("steady_env_steps_per_s"), one and one.get("steady_env_steps_per_s")
+        eff = round(rate / (r["world_size"] * ref), 4) if rate and ref else None
+        out.append({**r, "scaling_efficiency": eff})
+    return out
+
+
+@click.command("runs")
+@click.argument("run_dirs", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+def runs_cmd(run_dirs: tuple[Path, ...]) -> None:
+    """Throughput and multi-rank scaling efficiency of finished runs (one record each)."""
+    for rec in add_efficiency([run_record(d) for d in run_dirs]):
+        click.echo(json.dumps(rec))

@@ -77,10 +77,10 @@ class PhaseTimer:
         if start is not None:
             self.spans[name].append((start, self._mark()))
 
-    def totals(self) -> dict[str, dict[str, float]]:
+    def totals(self) -> dict[str, dict[str, Any]]:
         if self.cuda:
             torch.cuda.synchronize()
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for name, spans in self.spans.items():
             if self.cuda:
                 secs = sum(a.elapsed_time(b) for a, b in spans) / 1000.0
@@ -207,7 +207,7 @@ def profile_run(host: Any, algo: str, env: str, num_envs: int, device: str, step
             envs.append(e)
             return e
 
-        run.make_env = instrumented_make_env  # type: ignore[method-assign]
+        run.make_env = instrumented_make_env  # type: ignore[method-assign,assignment]
         record = run.record
         marks: dict[str, float] = {}
 

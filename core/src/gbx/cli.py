@@ -161,10 +161,11 @@ def build_cli(host: Any) -> click.Group:
 
     for spec in sorted(host.registry.benchmarks.values(), key=lambda s: s.name):
         bench.add_command(spec.command, spec.name)
-    from gbx.bench_compare import compare_cmd, plot_cmd
+    from gbx.bench_compare import compare_cmd, plot_cmd, runs_cmd
     from gbx.bench_profile import profile_cmd
 
-    for tool in (compare_cmd, plot_cmd, profile_cmd):  # tools over the records of every benchmark
+    # Tools over any benchmark's records and any run, next to the plugins' benchmarks.
+    for tool in (compare_cmd, plot_cmd, profile_cmd, runs_cmd):
         if tool.name not in bench.commands:
             bench.add_command(tool)
 

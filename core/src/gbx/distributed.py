@@ -247,27 +247,55 @@ def _number(value: Any) -> float | int | None:
     return None
 
 
+def _is_count_list(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _per_episode(key: str) -> bool:
+    """Statistics over finished episodes: averaged weighted by each rank's episode count."""
+    return key.startswith("episode_") or key == "success_rate"
+
+
+def _mean(key: str, vals: list[float | int], weights: list[float]) -> float | int:
+    if all(isinstance(v, int) for v in vals) and len(set(vals)) == 1:
+        return vals[0]  # counters every rank shares (updates, opt_steps) stay integers
+    if _per_episode(key) and len(weights) == len(vals) and sum(weights) > 0:
+        return sum(float(v) * w for v, w in zip(vals, weights, strict=True)) / sum(weights)
+    return sum(float(v) for v in vals) / len(vals)
+
+
 def merge_records(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     """One record from one record per rank (pure; rank 0's first).
 
-    Numeric keys in :data:`SUM_KEYS` are summed, other numeric keys averaged over
-    the ranks that have them; other values (strings, lists) are rank 0's, or the
-    first rank's that has the key. The result carries ``ranks`` = len(records).
+    * numeric keys in :data:`SUM_KEYS` are summed (the job's totals and throughputs);
+    * histograms (``*_hist``, lists of counts of one length) are summed bin by bin;
+    * per-episode statistics (``episode_*``, ``success_rate``) are averaged weighted
+      by each rank's ``episodes``;
+    * other numbers are averaged over the ranks that have them (integers every rank
+      shares stay integers);
+    * anything else (strings, lists) is rank 0's, or the first rank's that has the key.
+
+    The result carries ``ranks`` = len(records).
     """
     out: dict[str, Any] = {}
     keys: list[str] = []
     for rec in records:
-        keys.extend(k for k in rec if k not in out and k not in keys)
+        keys.extend(k for k in rec if k not in keys)
     for key in keys:
-        present = [rec[key] for rec in records if key in rec]
+        having = [rec for rec in records if key in rec]
+        present = [rec[key] for rec in having]
         nums = [_number(v) for v in present]
         if all(n is not None for n in nums):
             vals = [n for n in nums if n is not None]
             if key in SUM_KEYS:
-                total = sum(vals)
-                out[key] = total
+                out[key] = sum(vals)
             else:
-                out[key] = sum(float(v) for v in vals) / len(vals)
+                weights = [float(_number(rec.get("episodes")) or 0.0) for rec in having]
+                out[key] = _mean(key, vals, weights)
+        elif key.endswith("_hist") and all(_is_count_list(v) for v in present) and len(
+                {len(v) for v in present}) == 1:
+            out[key] = [sum(col) for col in zip(*present, strict=True)]
         else:
             out[key] = present[0]
     out[REDUCED_KEY] = len(records)

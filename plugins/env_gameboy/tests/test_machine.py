@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -479,3 +480,199 @@ OnStat:
     fb = batch.fb[0]
     assert bool((fb[:72] == 3).all())
     assert bool((fb[73:] == 0).all())
+
+
+# ---------------------------------------------------------------- mode 3 and objects
+def _object_dots_model(oam: list[int], lcdc: int, scx: int, wy: int, wx: int, ly: int) -> int:
+    """Plain-Python statement of the fetch rule (see ppu_timing.object_dots)."""
+    if not lcdc & 0x02:
+        return 0
+    height = 16 if lcdc & 0x04 else 8
+    on_line = [i for i in range(40) if oam[4 * i] - 16 <= ly < oam[4 * i] - 16 + height][:10]
+    window = (lcdc & 0x21) == 0x21 and ly >= wy and wx <= 166
+    waited: set[tuple[str, int]] = set()
+    dots = 0
+    for i in on_line:
+        x = oam[4 * i + 1]
+        if x >= 168:
+            continue
+        dots += 6
+        left = x - 8
+        if window and left >= wx - 7:
+            grid, pos = "win", left - (wx - 7)
+        else:
+            grid, pos = "bg", (left + scx) % 256
+        if (grid, pos // 8) not in waited:
+            waited.add((grid, pos // 8))
+            dots += max(0, 5 - pos % 8)
+    return dots
+
+
+@functools.cache
+def _object_dots_kernel():
+    from gbx_gameboy.ppu_timing import object_dots
+    from gbx_gameboy.warp_setup import import_warp
+
+    wp = import_warp()
+
+    @wp.kernel(enable_backward=False)
+    def k(mem: wp.array2d(dtype=wp.uint8), lines: wp.array(dtype=wp.int32),
+          out: wp.array(dtype=wp.int32)):
+        e = wp.tid()
+        out[e] = object_dots(mem, e, lines[e])
+
+    return k
+
+
+def _object_dots(oams: list[list[int]], regs: list[tuple[int, int, int, int, int]]) -> list[int]:
+    from gbx_gameboy.warp_setup import import_warp
+
+    wp = import_warp()
+
+    n = len(oams)
+    mem = torch.zeros((L.MEM_BYTES, n), dtype=torch.uint8)
+    lines = torch.zeros(n, dtype=torch.int32)
+    for e, (oam, (lcdc, scx, wy, wx, ly)) in enumerate(zip(oams, regs, strict=True)):
+        mem[L.OAM_OFF : L.OAM_OFF + 160, e] = torch.tensor(oam, dtype=torch.uint8)
+        for reg, v in ((L.LCDC, lcdc), (L.SCX, scx), (L.WY, wy), (L.WX, wx)):
+            mem[L.IO_OFF + reg, e] = v
+        lines[e] = ly
+    out = wp.zeros(n, dtype=wp.int32, device="cpu")
+    wp.launch(_object_dots_kernel(), dim=n, device="cpu",
+              inputs=[wp.from_torch(mem), wp.from_torch(lines), out])
+    return out.numpy().tolist()
+
+
+def _oam(*xs: int, y: int = 16) -> list[int]:
+    """OAM with objects at the given X on rows 0-7 (Y=16); the other 40 - n are hidden."""
+    oam = [0] * 160
+    for i, x in enumerate(xs):
+        oam[4 * i : 4 * i + 2] = [y, x]
+    return oam
+
+
+def test_object_dots_follow_the_fetch_rule() -> None:
+    on = (0x93, 0, 0, 0, 0)  # LCD, BG and objects on; SCX = 0; line 0
+    cases = [
+        (_oam(0), on, 11),  # leftmost pixel at a tile's first pixel: 6 + 5
+        (_oam(5), on, 6),  # offset 5: nothing left to wait for
+        (_oam(3), on, 8),
+        (_oam(*[0] * 10), on, 65),  # one tile: only the first object waits
+        (_oam(0, 8), on, 22),  # two tiles: both wait
+        (_oam(*[7] * 12), on, 60),  # 10 objects per line at most
+        (_oam(168, 0), on, 11),  # X >= 168 takes a slot but is not fetched
+        (_oam(0), (0x91, 0, 0, 0, 0), 0),  # objects off
+        (_oam(0), (0x93, 3, 0, 0, 0), 8),  # SCX moves the tile grid
+        (_oam(0, y=20), on, 0),  # not on line 0
+    ]
+    got = _object_dots([c[0] for c in cases], [c[1] for c in cases])
+    assert got == [c[2] for c in cases]
+
+
+def test_object_dots_match_the_model_on_random_oam() -> None:
+    g = torch.Generator().manual_seed(5)
+    n = 64
+    oams = [torch.randint(0, 176, (160,), generator=g).tolist() for _ in range(n)]
+    for oam in oams:  # crowd the objects onto lines 0-40 so lines hit the 10-object limit
+        for i in range(40):
+            oam[4 * i] = 16 + oam[4 * i] % 48 - 8
+    regs = [
+        (0x80 | int(torch.randint(0, 128, (1,), generator=g)),
+         int(torch.randint(0, 256, (1,), generator=g)),
+         int(torch.randint(0, 40, (1,), generator=g)),
+         int(torch.randint(0, 175, (1,), generator=g)),
+         int(torch.randint(0, 40, (1,), generator=g)))
+        for _ in range(n)
+    ]
+    want = [_object_dots_model(o, *r) for o, r in zip(oams, regs, strict=True)]
+    assert _object_dots(oams, regs) == want
+    assert len(set(want)) > 10  # the cases are varied
+
+
+# A halted CPU woken by a timer whose period (464 cycles) drifts across the line logs STAT
+# at every wake-up, over lines crowded with objects.
+HALTED_STAT_LOG = """
+    di
+    ld sp, $DFFF
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vbl
+    xor a
+    ldh [$40], a
+    ld hl, $FE00
+    ld b, 40
+    ld c, 3
+.obj:
+    ld a, c
+    add a, 16
+    ld [hl+], a
+    ld a, c
+    and $7F
+    add a, 9
+    ld [hl+], a
+    xor a
+    ld [hl+], a
+    ld [hl+], a
+    ld a, c
+    add a, 7
+    ld c, a
+    dec b
+    jr nz, .obj
+    ld a, [$0200]      ; LCDC: objects on or off
+    ldh [$40], a
+    ld hl, $C000
+    ld a, 256 - 29
+    ldh [$06], a
+    ld a, $05
+    ldh [$07], a
+    ld a, $04
+    ldh [$FF], a
+    xor a
+    ldh [$0F], a
+    ei
+.idle:
+    halt
+    jr .idle
+"""
+HALTED_STAT_HANDLER = """
+SECTION "timer", ROM0[$0050]
+    ldh a, [$41]
+    ld [hl+], a
+    ld a, h
+    cp $D0
+    jr nz, .ok
+    ld h, $C0
+.ok:
+    reti
+SECTION "lcdc", ROM0[$0200]
+    db {lcdc}
+"""
+
+
+def _stat_log(batch: GameBoyBatch) -> torch.Tensor:
+    end = batch.regs(0)["h"] << 8 | batch.regs(0)["l"]
+    return batch.state_tensors()["mem"][L.WRAM_OFF : L.WRAM_OFF + end - 0xC000, 0].clone()
+
+
+def test_halted_cpu_skips_the_object_scan_without_changing_what_it_sees() -> None:
+    # Run A lets the PPU skip the object scan of lines a halted CPU cannot observe; run B
+    # splits the same run into 64-cycle launches, whose ends force every line's scan. The
+    # STAT values logged at each wake-up must agree.
+    rom = micro_rom(HALTED_STAT_LOG, extra=HALTED_STAT_HANDLER.format(lcdc="$93"))
+    lazy = GameBoyBatch(rom, 1, "cpu")
+    lazy.run_frames(12)
+    exact = GameBoyBatch(rom, 1, "cpu")
+    while int(exact.cycle_count[0]) < int(lazy.cycle_count[0]):
+        exact.run_cycles(64)
+    log_lazy, log_exact = _stat_log(lazy), _stat_log(exact)
+    n = min(len(log_lazy), len(log_exact))
+    assert n > 1000
+    assert torch.equal(log_lazy[:n], log_exact[:n])
+    # The objects are visible in the log: mode 3 lasts longer than without them.
+    plain = GameBoyBatch(micro_rom(HALTED_STAT_LOG, extra=HALTED_STAT_HANDLER.format(
+        lcdc="$91")), 1, "cpu")
+    plain.run_frames(12)
+    modes_with = (log_lazy[:n] & 3).bincount(minlength=4)
+    modes_without = (_stat_log(plain)[:n] & 3).bincount(minlength=4)
+    assert modes_with[3] > modes_without[3] + 20

@@ -142,3 +142,22 @@ def test_start_state_cache_round_trip(tmp_path: Path, monkeypatch, stage1) -> No
     again = start.load_or_build(DEFAULT_ROM, stage1["state"])
     assert again.pyboy_state == first.pyboy_state
     assert np.array_equal(again.screen, first.screen) and first.screen.shape == (144, 160)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_observations_on_a_cuda_device_match_the_cpu(stage1) -> None:
+    over = {"info_mode": "full", "max_steps": 5, "workers": 1, **stage1}
+    cpu = make_stage_env("pyboy-quest-1", 2, "cpu", 0, **over)
+    gpu = make_stage_env("pyboy-quest-1", 2, "cuda", 0, **over)
+    try:
+        assert torch.equal(cpu.reset(), gpu.reset().cpu())
+        gen = torch.Generator().manual_seed(2)
+        for _ in range(7):
+            actions = torch.randint(0, cpu.num_actions, (2,), generator=gen)
+            a, b = cpu.step(actions), gpu.step(actions.cuda())
+            assert b[0].device.type == "cuda" and torch.equal(a[0], b[0].cpu())
+            assert torch.equal(a[4]["reset_mask"], b[4]["reset_mask"].cpu())
+    finally:
+        cpu.close()
+        gpu.close()

@@ -41,7 +41,7 @@ from gbx_gameboy.layout import (
     TM_INSTRS,
 )
 from gbx_gameboy.memory import rd, serial_sync, set_buttons, wr
-from gbx_gameboy.ppu_timing import ppu_sync
+from gbx_gameboy.ppu_timing import ppu_advance
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import import_warp
 
@@ -228,14 +228,21 @@ def pending_irq(g: GB, env: int) -> int:
 
 
 @wp.func
-def catch_up(g: GB, env: int, t: int):
-    """Bring scheduled events (PPU, timer, serial) up to cycle t."""
-    if t >= g.st[T_PPU_NEXT, env]:
-        ppu_sync(g, env, t)
+def catch_up(g: GB, env: int, t: int, halted: int, limit: int):
+    """Bring scheduled events (timer, serial, PPU) up to cycle t.
+
+    A halted CPU with nothing pending stays asleep (and blind to the PPU) until the next
+    timer or serial event or the end of the launch (``limit``); the PPU may use that.
+    """
     if t >= g.st[T_TIMER_NEXT, env]:
         timer_sync(g, env, t)
     if t >= g.st[T_SERIAL_END, env]:
         serial_sync(g, env, t)
+    if t >= g.st[T_PPU_NEXT, env]:
+        unobserved = int(-1)
+        if halted != 0 and pending_irq(g, env) == 0:
+            unobserved = wp.min(wp.min(g.st[T_TIMER_NEXT, env], g.st[T_SERIAL_END, env]), limit)
+        ppu_advance(g, env, t, unobserved)
 
 
 @wp.func
@@ -281,8 +288,11 @@ def run_kernel(
             set_buttons(g, env, 0)
             held = int(0)
 
+    limit = int(LAUNCH_TIME_LIMIT)
+    if mode == RUN_CYCLES:
+        limit = amount
     while True:
-        catch_up(g, env, t)
+        catch_up(g, env, t, halted, limit)
         if held != 0 and g.st[S_LFRAMES, env] >= release_after:
             set_buttons(g, env, 0)
             held = int(0)

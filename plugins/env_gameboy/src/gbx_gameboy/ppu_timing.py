@@ -70,6 +70,8 @@ else:
 
 LINE_CYCLES = 456
 MODE3_BASE = 172
+# Longest object penalty: 10 fetches of 6 dots, each in its own tile waiting 5 dots.
+MAX_OBJECT_PENALTY = 10 * (6 + 5)
 
 # Scanline phases (S_PPU_PHASE), dots counted from the LY change; each phase ends at
 # T_PPU_NEXT. The dot constants come from GB.ppu_* (machine.PPU_TIMING).
@@ -89,34 +91,33 @@ def mode3_length(g: GB, env: int) -> int:
 
 
 @wp.func(inline=False)
-def object_penalty(g: GB, env: int, ly: int) -> int:
-    """Extra mode-3 dots for the objects fetched on line ly, seen in whole M-cycles.
+def object_dots(mem: wp.array2d(dtype=wp.uint8), env: int, ly: int) -> int:
+    """Dots the objects fetched on line ly add to mode 3.
 
     The line's objects are the first 10 in OAM order whose rows cover it (X does not
-    matter for the selection); those with X < 168 are fetched. Each fetch stalls the
-    pixel pipeline 6 dots. The first object whose leftmost pixel falls in a given
-    background (or window) tile also waits for the background fetcher to finish that
-    tile: 5 dots minus the pixel's offset inside the tile, at least 0. The total is seen
-    by the CPU rounded down to whole M-cycles (fitted to the mooneye sprite timing ROM).
+    matter for the selection); those with X < 168 are fetched (LCDC bit 1 set). Each
+    fetch stalls the pixel pipeline 6 dots. The first object whose leftmost pixel falls
+    in a given background (or window) tile also waits for the background fetcher to
+    finish that tile: 5 dots minus the pixel's offset inside the tile, at least 0.
     """
-    lcdc = int(g.mem[IO_OFF + LCDC, env])
+    lcdc = int(mem[IO_OFF + LCDC, env])
     dots = int(0)
     if (lcdc & 0x02) != 0:
         height = int(8)
         if (lcdc & 0x04) != 0:
             height = int(16)
-        scx = int(g.mem[IO_OFF + SCX, env])
-        wx = int(g.mem[IO_OFF + WX, env])
-        win_on = (lcdc & 0x21) == 0x21 and ly >= int(g.mem[IO_OFF + WY, env]) and wx <= 166
+        scx = int(mem[IO_OFF + SCX, env])
+        wx = int(mem[IO_OFF + WX, env])
+        win_on = (lcdc & 0x21) == 0x21 and ly >= int(mem[IO_OFF + WY, env]) and wx <= 166
         bg_tiles = int(0)  # background tile columns (mod 32) already waited for
         win_tiles = int(0)  # window tile columns already waited for
         count = int(0)
         i = int(0)
         while i < 40 and count < 10:
-            top = int(g.mem[OAM_OFF + 4 * i, env]) - 16
+            top = int(mem[OAM_OFF + 4 * i, env]) - 16
             if ly >= top and ly < top + height:
                 count += 1
-                x = int(g.mem[OAM_OFF + 4 * i + 1, env])
+                x = int(mem[OAM_OFF + 4 * i + 1, env])
                 if x < 168:
                     dots += 6
                     px = x - 8  # the object's leftmost pixel on the screen
@@ -133,7 +134,7 @@ def object_penalty(g: GB, env: int, ly: int) -> int:
                             bg_tiles = bg_tiles | bit
                             dots += wp.max(5 - (bpx & 7), 0)
             i += 1
-    return dots // 4 * 4
+    return dots
 
 
 @wp.func(inline=False)
@@ -172,9 +173,23 @@ def frame_done(g: GB, env: int):
     g.st[S_LFRAMES, env] = g.st[S_LFRAMES, env] + 1
 
 
-@wp.func(inline=False)
+@wp.func
 def ppu_sync(g: GB, env: int, t: int):
-    """Apply every PPU transition at cycles <= t."""
+    """Apply every PPU transition at cycles <= t (the CPU may look at the PPU from t on)."""
+    ppu_advance(g, env, t, -1)
+
+
+@wp.func(inline=False)
+def ppu_advance(g: GB, env: int, t: int, unobserved_until: int):
+    """Apply every PPU transition at cycles <= t.
+
+    ``unobserved_until``: the CPU provably neither reads PPU state (STAT, VRAM/OAM access
+    windows, register writes) nor takes a PPU interrupt before this cycle; -1 when it may
+    at any time. A line whose whole mode 3 ends before it skips the object scan: its
+    length only changes when mode 0 starts, which nothing can see then (the line is drawn
+    from the same, unchanged registers and its end does not move). That keeps a halted
+    CPU, the common case while a game waits for VBlank, free of the scan's cost.
+    """
     while g.st[T_PPU_NEXT, env] <= t:
         ev = g.st[T_PPU_NEXT, env]
         if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) == 0:
@@ -192,7 +207,12 @@ def ppu_sync(g: GB, env: int, t: int):
             elif phase == PH_OAM:
                 phase = PH_DRAW
                 mode = 3
-                len3 = mode3_length(g, env) + object_penalty(g, env, ly)
+                len3 = mode3_length(g, env)
+                unseen = ev + len3 + MAX_OBJECT_PENALTY + 8 <= unobserved_until
+                if not unseen or (int(g.mem[IO_OFF + STAT, env]) & 0x08) != 0:
+                    # The CPU sees the object delay in whole M-cycles, rounded down
+                    # (fitted to the mooneye sprite timing ROM).
+                    len3 = len3 + object_dots(g.mem, env, ly) // 4 * 4
                 g.st[S_MODE3_LEN, env] = len3
                 nxt = ev + len3
             elif phase == PH_DRAW:

@@ -57,7 +57,8 @@ def with_workers(config_cls: type, name: str, doc: str) -> type:
     fields = {f.name: attrs.field(default=f.default, validator=f.validator,
                                   metadata=f.metadata, type=f.type)
               for f in attrs.fields(attrs.resolve_types(config_cls))}
-    fields["workers"] = _workers_field()
+    fields["workers"] = attrs.field(default=0, validator=attrs.validators.ge(0),
+                                    metadata={"help": _WORKERS_HELP}, type=int)
     cls = attrs.make_class(name, fields, frozen=True)
     cls.__doc__ = doc
     cls.__module__ = __name__

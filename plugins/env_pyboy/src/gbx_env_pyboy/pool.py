@@ -106,7 +106,7 @@ class PyBoyPool:
         self._reset[:] = 1
         self.fb.copy_(self._start_fb.expand_as(self.fb))
         table = names_by_mask(button_bits)
-        ctx = mp.get_context(start_method())
+        ctx: Any = mp.get_context(start_method())
         self._conns: list[Any] = []
         self._procs: list[Any] = []
         self._finalizer = weakref.finalize(self, _release, self._procs, self._conns,
@@ -137,10 +137,14 @@ class PyBoyPool:
 
     def step_frames(self, buttons: torch.Tensor, frames: int, release: int,
                     render_last: bool = True) -> None:
-        """Every env: hold ``buttons`` (int32 masks) ``release`` frames, run ``frames``."""
+        """Every env: hold ``buttons`` (int32 masks) ``release`` frames, run ``frames``.
+
+        ``render_last=False`` skips drawing the last frame (``fb`` then keeps the previous
+        screen); only timing tools ask for that.
+        """
         self._buttons[:] = buttons.cpu().numpy()
         for conn in self._conns:
-            conn.send(("step", int(frames), int(release)))
+            conn.send(("step", int(frames), int(release), bool(render_last)))
         self._gather("step")
         if self.fb is not self.host_fb:
             self.fb.copy_(self.host_fb)

@@ -2,7 +2,7 @@
 
 A worker owns envs ``lo..hi`` of the batch. It reads their button masks and reset
 flags from shared memory, and writes their screens (shade indices, full 144x160)
-into the shared framebuffer; the parent only sends ``("step", frames, release)``
+into the shared framebuffer; the parent only sends ``("step", frames, release, render)``
 and waits for ``("ok",)``. This module imports numpy and PyBoy only, so a spawned
 worker starts quickly.
 """
@@ -53,15 +53,16 @@ def _attach(name: str) -> SharedMemory:
         resource_tracker.register = register  # type: ignore[assignment]
 
 
-def step_one(emu: object, names: tuple[str, ...], frames: int, release: int) -> None:
+def step_one(emu: object, names: tuple[str, ...], frames: int, release: int,
+             render: bool = True) -> None:
     """One env step on one PyBoy: hold ``names`` for ``release`` frames, run to ``frames``.
 
-    Only the last frame is rendered, as on the Warp backend.
+    Only the last frame is rendered (when ``render``), as on the Warp backend.
     """
     for n in names:
         emu.button_press(n)  # type: ignore[attr-defined]
     if release >= frames:
-        emu.tick(frames, True)  # type: ignore[attr-defined]
+        emu.tick(frames, render)  # type: ignore[attr-defined]
         for n in names:
             emu.button_release(n)  # type: ignore[attr-defined]
         return
@@ -69,7 +70,7 @@ def step_one(emu: object, names: tuple[str, ...], frames: int, release: int) -> 
         emu.tick(release, False)  # type: ignore[attr-defined]
     for n in names:
         emu.button_release(n)  # type: ignore[attr-defined]
-    emu.tick(frames - release, True)  # type: ignore[attr-defined]
+    emu.tick(frames - release, render)  # type: ignore[attr-defined]
 
 
 def run(conn: Connection, spec: WorkerSpec) -> None:
@@ -93,12 +94,13 @@ def run(conn: Connection, spec: WorkerSpec) -> None:
             if msg[0] == "close":
                 break
             try:
-                _, frames, release = msg
+                _, frames, release, render = msg
                 for i, emu in enumerate(emus):
                     if reset[i]:
                         emu.load_state(io.BytesIO(spec.start_state))
                         reset[i] = 0
-                    step_one(emu, spec.names_by_mask[int(buttons[i]) & 0xFF], frames, release)
+                    step_one(emu, spec.names_by_mask[int(buttons[i]) & 0xFF], frames, release,
+                             render)
                     screen_to_shades(emu.screen.ndarray, fb[i])
                 conn.send(("ok",))
             except Exception:  # the parent raises it with the worker's traceback
