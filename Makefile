@@ -10,9 +10,6 @@ STAMP := $(VENV)/.gbx-setup.stamp
 PACKAGES := core $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(PACKAGES))
 TEST_PATHS := core/tests $(wildcard plugins/*/tests) tests
-RUN_STEPS ?= 30000
-# PPO settings that solve the toy env in about 20k steps on a CPU.
-PPO_TOY_ARGS ?= --set algo.num_envs=32 --set algo.rollout_steps=64
 
 .PHONY: setup run test lint roms clean-runs
 
@@ -28,22 +25,15 @@ $(STAMP): $(PYPROJECTS) Makefile
 	$(PIP) install --no-build-isolation $(addprefix -e ,$(PACKAGES)) -e ".[dev]"
 	@touch $@
 
-# The main job: PPO on the toy env when the PPO plugin is installed, else the
-# example algorithm (installed on demand; it is not part of a default setup).
-# Observers: console + jsonl (+ plot) when the observers plugin is installed.
-PICK_OBSERVERS := from gbx.plugins import get_host; \
-  o = get_host().registry.observers; \
-  print(",".join(n for n in ("console", "jsonl", "plot") if n in o) or "print")
-
+# The main job: PPO on the first bundled stage (gbx quest 1, leave the house) on the best
+# device present: examples/quest1_gpu.toml (thousands of envs) on a GPU, quest1_cpu.toml on
+# a CPU. Default observers: console progress, train_log.jsonl and media/train.png.
+# `gbx run` ends by printing where the log, plot and checkpoint are.
+# RUN_ARGS adds options, e.g. RUN_ARGS="--steps 20000 --set algo.lr=3e-4".
 run: setup
-	@observers=$$($(PY) -c '$(PICK_OBSERVERS)'); \
-	if $(PY) -c "import sys; from gbx.plugins import get_host; \
-	    sys.exit('ppo' not in get_host().registry.algorithms)"; then \
-	  $(GBX) run --algo ppo --env toy --steps $(RUN_STEPS) --observer $$observers $(PPO_TOY_ARGS); \
-	else \
-	  $(PIP) install --no-deps --no-build-isolation -q -e examples/third_party_algo && \
-	  $(GBX) run --algo random --env toy --steps $(RUN_STEPS) --observer $$observers; \
-	fi
+	@device=$$($(PY) -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')"); \
+	echo "$(GBX) run --config examples/quest1_$$device.toml $(RUN_ARGS)"; \
+	$(GBX) run --config examples/quest1_$$device.toml $(RUN_ARGS)
 
 test: setup
 	$(PY) -m pytest -q $(TEST_PATHS)

@@ -198,3 +198,12 @@ def test_rerunning_a_saved_config_needs_a_new_directory(invoke, tmp_path) -> Non
     assert fresh.exit_code == 0, fresh.output
     saved = json.loads((tmp_path / "r2" / "config.json").read_text())
     assert saved["run"]["run_dir"] == str(tmp_path / "r2")
+
+
+def test_run_ends_by_saying_where_its_outputs_are(invoke, tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    result = invoke(*run_args(run_dir))
+    assert result.exit_code == 0, result.output
+    latest = latest_checkpoint(run_dir)
+    assert f"checkpoint {latest}" in " ".join(result.output.split())
+    assert f"config {run_dir / 'config.json'}" in " ".join(result.output.split())

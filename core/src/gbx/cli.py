@@ -109,7 +109,7 @@ def build_cli(host: Any) -> click.Group:
 
         from gbx.config import read_config_file
         from gbx.distributed import launched_by_torchrun
-        from gbx.runner import execute
+        from gbx.runner import execute, run_outputs
 
         if gpus is not None and gpus > 1 and not launched_by_torchrun():
             args = _ARGV if _ARGV is not None else sys.argv[1:]
@@ -134,6 +134,8 @@ def build_cli(host: Any) -> click.Group:
         if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
             click.echo(f"gbx: run {summary['status']} at step {summary['step']} "
                        f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
+            for label, path in run_outputs(Path(summary["run_dir"])).items():
+                click.echo(f"gbx:   {label:<10} {path}", err=True)
 
     @cli.command(name="eval")
     @click.option("--checkpoint", required=True, type=click.Path(exists=True),

@@ -493,6 +493,27 @@ def _execute(
     return summary
 
 
+def run_outputs(run_dir: Path) -> dict[str, Path]:
+    """Where a finished run's log, plot, checkpoint and failure bundles are (those present)."""
+    found: dict[str, Path] = {}
+    candidates = {
+        "log": run_dir / "train_log.jsonl",
+        "plot": run_dir / "media" / "train.png",
+        "config": run_dir / "config.json",
+    }
+    for label, path in candidates.items():
+        if path.exists():
+            found[label] = path
+    try:
+        found["checkpoint"] = latest_checkpoint(run_dir)
+    except FileNotFoundError:
+        pass
+    failures = run_dir / "failures"
+    if failures.is_dir() and any(failures.iterdir()):
+        found["failures"] = failures
+    return found
+
+
 def evaluate_checkpoint(
     path: Path, host: PluginHost, *, episodes: int, greedy: bool, device: str | None = None
 ) -> dict[str, Any]:
