@@ -7,7 +7,6 @@ import torch
 
 from gbx.goal_math import (
     count_under,
-    distance_quantiles,
     goal_distance,
     goal_reward,
     reached,
@@ -79,12 +78,6 @@ def test_reward_bonus_and_shaping() -> None:
     assert sparse.tolist() == [0.0, 0.0, 1.0]
     dense = goal_reward(prev, dist, done, bonus=2.0, shaping=10.0)
     assert dense.tolist() == pytest.approx([1.0, -1.0, 4.0])
-
-
-def test_quantiles_on_the_device_tensor() -> None:
-    dist = torch.arange(11, dtype=torch.float32) / 10  # 0.0 .. 1.0
-    q = distance_quantiles(dist, torch.tensor([0.1, 0.5, 0.9]))
-    assert q.tolist() == pytest.approx([0.1, 0.5, 0.9])
 
 
 def test_step_goal_composes_the_parts() -> None:

@@ -88,12 +88,6 @@ def goal_reward(
     return out.add_(done, alpha=bonus)  # in place: no temporary tensor
 
 
-def distance_quantiles(dist: torch.Tensor, qs: torch.Tensor) -> torch.Tensor:
-    """Quantiles ``qs`` (float32 ``[Q]`` in [0, 1], on ``dist``'s device) of ``dist``, on the
-    device: float32 ``[Q]``, linear interpolation between order statistics."""
-    return torch.quantile(dist, qs)
-
-
 def step_goal(
     frames: torch.Tensor,
     goal: torch.Tensor,

@@ -26,6 +26,7 @@ import torch
 
 from gbx import hookimpl
 from gbx.config import option
+from gbx.goal_math import count_under, goal_reward, reached
 
 ACTION_NAMES = ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
 # (row, col) move of each action; A, B and START do nothing on this board.
@@ -140,12 +141,15 @@ class ToyEnv:
         self._pos = (self._pos + move).clamp(0, cfg.grid - 1)
         self._t += 1
         cells = self._cells(self._pos)
+        # Same goal semantics as the Game Boy goal envs (gbx.goal_math); the distance is
+        # computed per board cell, which equals the per-pixel mean on these frames.
         dist = self._distance(cells)
-        under = dist < cfg.tau
-        self._consec = torch.where(under, self._consec + 1, torch.zeros_like(self._consec))
-        done = self._consec >= cfg.consec
+        count_under(dist, cfg.tau, self._consec)
+        done = reached(self._consec, cfg.consec)
         trunc = (self._t >= cfg.max_steps) & ~done
-        reward = cfg.progress_scale * (self._dist - dist) + cfg.goal_bonus * done.to(torch.float32)
+        reward = goal_reward(
+            self._dist, dist, done, bonus=cfg.goal_bonus, shaping=cfg.progress_scale
+        )
 
         # Shift the frame stack, then start finished envs afresh (no host sync).
         frame = self._frame(cells)
