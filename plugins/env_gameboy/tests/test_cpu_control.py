@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from ei_halt_rom import COUNT, HALT_HI, HALT_LO, LOOPS, RET_HI, RET_LO, ei_halt_rom
 
+from gbx_gameboy import layout as L
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
 
@@ -268,3 +269,137 @@ def test_timer_div_write_resets_divider() -> None:
     batch = GameBoyBatch(micro_rom(body), 1, "cpu")
     batch.run_frames(2)
     assert batch.read_memory(0, 0xC000) == 0
+
+
+# Every VBlank: count the frames the ROM saw RIGHT held ($C000) and all frames ($C001).
+RIGHT_COUNTER = """
+    ld a, $01
+    ldh [$FF], a
+    ld a, $20          ; select the direction keys
+    ldh [$00], a
+    xor a
+    ld [$C000], a
+    ld [$C001], a
+    ldh [$0F], a
+    ei
+.wait:
+    halt
+    jr .wait
+"""
+RIGHT_HANDLER = """
+SECTION "vblank", ROM0[$0040]
+    jp OnVBlank
+SECTION "handler", ROM0[$1000]
+OnVBlank:
+    push af
+    ld a, [$C001]
+    inc a
+    ld [$C001], a
+    ldh a, [$00]
+    bit 0, a           ; 0 = RIGHT pressed
+    jr nz, .done
+    ld a, [$C000]
+    inc a
+    ld [$C000], a
+.done:
+    pop af
+    reti
+"""
+
+
+def test_step_frames_holds_for_min_of_release_and_frames_then_releases() -> None:
+    # One 3-frame step holding RIGHT with release_after = 0, 1, 2, 3 or 10, then 4 more
+    # frames without input. The VBlank handler runs as each frame starts (the step's first
+    # one included), so it sees RIGHT held min(release_after, frames) times, never after.
+    release = [0, 1, 2, 3, 10]
+    rom = micro_rom(RIGHT_COUNTER, extra=RIGHT_HANDLER)
+    seen = []
+    for r in release:
+        batch = GameBoyBatch(rom, 1, "cpu")
+        batch.run_frames(2)
+        before = batch.read_memory(0, 0xC001)
+        batch.step_frames(torch.tensor([0x01], dtype=torch.int32), 3, r, render_last=False)
+        assert int(batch.state_tensors()["st"][L.S_BUTTONS, 0]) == 0  # released at the end
+        batch.run_frames(4)
+        assert batch.read_memory(0, 0xC001) - before == 7  # the handler ran every frame
+        seen.append(batch.read_memory(0, 0xC000))
+    assert seen == [min(r, 3) for r in release]
+
+
+# After HALT wakes on VBlank, this delay ends right where the next VBlank is requested:
+# with 6 NOPs the request is taken before the instruction that follows, with 5 a DI placed
+# there runs first and masks it (the timing DMG hardware shows in mooneye's di_timing-GS).
+VBLANK_EDGE = """
+    di
+    ld sp, $DFFF
+    xor a
+    ld [$C000], a
+    ld [$C001], a
+    ld a, $01
+    ldh [$FF], a
+    ld hl, Round1
+    call WaitAndHalt
+Round1:
+    ld hl, Taken1
+    ei
+    call Delay
+    REPT 6
+    nop
+    ENDR
+    di                 ; reached only if the VBlank request came too late
+    ld a, 2
+    ld [$C000], a
+    jr Round2Setup
+Taken1:
+    ld a, 1
+    ld [$C000], a
+Round2Setup:
+    ld hl, Round2
+    call WaitAndHalt
+Round2:
+    ld hl, Taken2
+    ei
+    call Delay
+    REPT 5
+    nop
+    ENDR
+    di                 ; must run before the request is taken
+    nop
+    ld a, 1
+    ld [$C001], a
+    DONE
+Taken2:
+    ld a, 2
+    ld [$C001], a
+    DONE
+
+WaitAndHalt:
+    pop af             ; drop the return address: the VBlank handler jumps to HL
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vbl
+    xor a
+    ldh [$0F], a
+    ei
+    halt
+    nop
+.stuck:
+    jr .stuck
+
+Delay:                 ; the round's code up to here, minus the call, stretched
+    ld a, $09
+    ld b, a
+    ld a, $C9
+    ld c, a
+.loop:
+    dec bc
+    ld a, b
+    or c
+    jr nz, .loop
+    ret
+"""
+VBLANK_JP_HL = """
+SECTION "vblank", ROM0[$0040]
+    jp hl
+"""

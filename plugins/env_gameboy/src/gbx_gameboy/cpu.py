@@ -280,13 +280,15 @@ def run_kernel(
     icount = int(0)
     t = int(0)
     g.st[S_LFRAMES, env] = 0
+    # step_frames: the buttons are held for min(release_after, frames) frames and always
+    # released by the end of the launch, so every step starts from a released joypad.
     held = int(0)
     if use_buttons != 0:
-        set_buttons(g, env, buttons[env])
-        held = int(1)
-        if release_after <= 0:
+        if release_after > 0:
+            set_buttons(g, env, buttons[env])
+            held = int(1)
+        else:
             set_buttons(g, env, 0)
-            held = int(0)
 
     limit = int(LAUNCH_TIME_LIMIT)
     if mode == RUN_CYCLES:
@@ -711,6 +713,9 @@ def run_kernel(
             ei_delay -= 1
             if ei_delay == 0:
                 ime = int(1)
+
+    if held != 0:
+        set_buttons(g, env, 0)  # release_after >= frames: released as the step ends
 
     # ---- write back registers and rebase launch-relative times
     for i in range(8):

@@ -300,8 +300,15 @@ class GameBoyBatch:
         release_after: int,
         render_last: bool = True,
     ) -> None:
-        """One launch: hold ``buttons`` (int [N] bitmask) for ``release_after`` frames, then
-        release, for ``frames`` frames in all; render only the last frame if render_last."""
+        """One launch of ``frames`` frames; render only the last one if ``render_last``.
+
+        ``buttons`` (int [N] bitmask) are pressed as the step starts, held for
+        ``min(release_after, frames)`` frames and released; with ``release_after >= frames``
+        they are released as the step ends, so every step (and any ``run_frames`` after it)
+        starts with no button held. ``release_after <= 0`` presses nothing. A button held
+        through consecutive steps reads as held throughout (the release and the next press
+        happen at the same emulated cycle); only the joypad interrupt is requested again.
+        """
         if frames > MAX_FRAMES_PER_LAUNCH:
             raise ValueError(f"frames must be <= {MAX_FRAMES_PER_LAUNCH} per step, got {frames}")
         if buttons.shape != (self.num_envs,):
