@@ -326,10 +326,22 @@ def test_step_frames_holds_for_min_of_release_and_frames_then_releases() -> None
     assert seen == [min(r, 3) for r in release]
 
 
-# After HALT wakes on VBlank, this delay ends right where the next VBlank is requested:
-# with 6 NOPs the request is taken before the instruction that follows, with 5 a DI placed
-# there runs first and masks it (the timing DMG hardware shows in mooneye's di_timing-GS).
-VBLANK_EDGE = """
+# After HALT wakes on VBlank (IME=1) and the handler jumps back with JP HL, this code
+# reaches the next VBlank request at an instruction boundary: with 6 NOPs the request is
+# taken before the instruction that follows, with 5 a DI placed there runs first and masks
+# it. That is the timing DMG hardware shows in mooneye's di_timing-GS.
+VBLANK_EDGE = r"""
+MACRO ROUND_DELAY
+    ld a, $09
+    ld b, a
+    ld a, $C9
+    ld c, a
+.loop\@:
+    dec bc
+    ld a, b
+    or c
+    jr nz, .loop\@
+ENDM
     di
     ld sp, $DFFF
     xor a
@@ -338,11 +350,11 @@ VBLANK_EDGE = """
     ld a, $01
     ldh [$FF], a
     ld hl, Round1
-    call WaitAndHalt
+    jp WaitAndHalt
 Round1:
     ld hl, Taken1
     ei
-    call Delay
+    ROUND_DELAY
     REPT 6
     nop
     ENDR
@@ -355,11 +367,11 @@ Taken1:
     ld [$C000], a
 Round2Setup:
     ld hl, Round2
-    call WaitAndHalt
+    jp WaitAndHalt
 Round2:
     ld hl, Taken2
     ei
-    call Delay
+    ROUND_DELAY
     REPT 5
     nop
     ENDR
@@ -373,8 +385,7 @@ Taken2:
     ld [$C001], a
     DONE
 
-WaitAndHalt:
-    pop af             ; drop the return address: the VBlank handler jumps to HL
+WaitAndHalt:           ; the VBlank handler jumps to HL
 .vbl:
     ldh a, [$44]
     cp 144
@@ -386,20 +397,15 @@ WaitAndHalt:
     nop
 .stuck:
     jr .stuck
-
-Delay:                 ; the round's code up to here, minus the call, stretched
-    ld a, $09
-    ld b, a
-    ld a, $C9
-    ld c, a
-.loop:
-    dec bc
-    ld a, b
-    or c
-    jr nz, .loop
-    ret
 """
 VBLANK_JP_HL = """
 SECTION "vblank", ROM0[$0040]
     jp hl
 """
+
+
+def test_vblank_request_at_a_boundary_is_taken_one_instruction_later() -> None:
+    batch = GameBoyBatch(micro_rom(VBLANK_EDGE, extra=VBLANK_JP_HL), 1, "cpu")
+    batch.run_frames(8)
+    assert batch.read_memory(0, 0xC000) == 1  # 6 NOPs: taken before the DI
+    assert batch.read_memory(0, 0xC001) == 1  # 5 NOPs: the DI ran first
