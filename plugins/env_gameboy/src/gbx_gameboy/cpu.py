@@ -231,11 +231,11 @@ def pending_irq(g: GB, env: int) -> int:
 def catch_up(g: GB, env: int, t: int):
     """Bring scheduled events (PPU, timer, serial) up to cycle t."""
     if t >= g.st[T_PPU_NEXT, env]:
-        ppu_sync(g, env, t)
+        ppu_sync(g.ref, env, t)
     if t >= g.st[T_TIMER_NEXT, env]:
-        timer_sync(g, env, t)
+        timer_sync(g.ref, env, t)
     if t >= g.st[T_SERIAL_END, env]:
-        serial_sync(g, env, t)
+        serial_sync(g.ref, env, t)
 
 
 @wp.func
@@ -245,6 +245,15 @@ def rebase(g: GB, env: int, k: int, t: int):
     v = g.st[k, env]
     if v < NEVER:
         g.st[k, env] = wp.max(v - t, -PAST_LIMIT)
+
+
+@wp.kernel
+def store_gb(dst: wp.array(dtype=GB), g: GB):
+    """Refresh the device copy of the batch struct that ``g.ref`` points at (one thread).
+
+    Launched before every run_kernel launch (it is in the same module, so no extra
+    compile); stream order makes the copy current for the launch that follows."""
+    dst[0] = g
 
 
 @wp.kernel
@@ -275,16 +284,16 @@ def run_kernel(
     g.st[S_LFRAMES, env] = 0
     held = int(0)
     if use_buttons != 0:
-        set_buttons(g, env, buttons[env])
+        set_buttons(g.ref, env, buttons[env])
         held = int(1)
         if release_after <= 0:
-            set_buttons(g, env, 0)
+            set_buttons(g.ref, env, 0)
             held = int(0)
 
     while True:
         catch_up(g, env, t)
         if held != 0 and g.st[S_LFRAMES, env] >= release_after:
-            set_buttons(g, env, 0)
+            set_buttons(g.ref, env, 0)
             held = int(0)
         if mode == RUN_FRAMES:
             # The time bound only matters for a game that keeps restarting the LCD so that
