@@ -40,7 +40,7 @@ from gbx_gameboy.layout import (
     TM_CLOCK,
     TM_INSTRS,
 )
-from gbx_gameboy.memory import rd, serial_sync, set_buttons, wr
+from gbx_gameboy.memory import rd, rd_fast, serial_sync, set_buttons, wr
 from gbx_gameboy.ppu_timing import ppu_sync
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import import_warp
@@ -221,6 +221,48 @@ def add_sp_flags(sp: int, e: int) -> int:
 
 
 @wp.func
+def imm_len(x: int, y: int, z: int) -> int:
+    """Immediate operand bytes (n, e or nn) of the opcode with fields x, y, z.
+
+    Every SM83 instruction reads its immediates in the M-cycles right after the opcode
+    fetch, so the run loop reads them in one place (one inlined memory access instead of
+    one per instruction kind). STOP's padding byte is skipped, not read."""
+    n = int(0)
+    if x == 0:
+        if z == 0:
+            if y == 1:
+                n = int(2)  # LD (nn),SP
+            elif y >= 3:
+                n = int(1)  # JR
+        elif z == 1:
+            if (y & 1) == 0:
+                n = int(2)  # LD rp,nn
+        elif z == 6:
+            n = int(1)  # LD r,n
+    elif x == 3:
+        if z == 0:
+            if y >= 4:
+                n = int(1)  # LDH (n),A / ADD SP,e / LDH A,(n) / LD HL,SP+e
+        elif z == 2:
+            if y < 4 or y == 5 or y == 7:
+                n = int(2)  # JP cc,nn / LD (nn),A / LD A,(nn)
+        elif z == 3:
+            if y == 0:
+                n = int(2)  # JP nn
+            elif y == 1:
+                n = int(1)  # CB prefix
+        elif z == 4:
+            if y < 4:
+                n = int(2)  # CALL cc,nn
+        elif z == 5:
+            if y == 1:
+                n = int(2)  # CALL nn
+        elif z == 6:
+            n = int(1)  # ALU A,n
+    return n
+
+
+@wp.func
 def pending_irq(g: GB, env: int) -> int:
     return (
         int(g.mem[IO_OFF + IF, env]) & int(g.mem[HRAM_OFF + IE_HRAM_INDEX, env]) & 0x1F
@@ -359,7 +401,7 @@ def run_kernel(
 
         # ---- fetch
         t += 4
-        op = rd(g, env, pc, t)
+        op = rd_fast(g, env, pc, t)
         if halt_bug != 0:
             halt_bug = int(0)
         else:
@@ -370,6 +412,15 @@ def run_kernel(
         z = op & 7
         p = y >> 1
         q = y & 1
+        # ---- immediate operand bytes, little-endian in imm
+        n_imm = imm_len(x, y, z)
+        imm = int(0)
+        k = int(0)
+        while k < n_imm:
+            t += 4
+            imm = imm | (rd_fast(g, env, pc, t) << (8 * k))
+            pc = (pc + 1) & 0xFFFF
+            k += 1
         f = r[R_F]
         a = r[R_A]
         hl = pair(r, 4)
@@ -407,12 +458,7 @@ def run_kernel(
                 if y == 0:
                     pass  # NOP
                 elif y == 1:  # LD (nn),SP
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
-                    nn = (hi << 8) | lo
+                    nn = imm
                     t += 4
                     wr(g, env, nn, sp & 0xFF, t)
                     t += 4
@@ -422,24 +468,17 @@ def run_kernel(
                     wr(g, env, 0xFF04, 0, t)
                     halted = int(2)
                 else:  # JR e / JR cc,e
-                    t += 4
-                    e = sext8(rd(g, env, pc, t))
-                    pc = (pc + 1) & 0xFFFF
+                    e = sext8(imm)
                     if y == 3 or cond(y, f):
                         t += 4
                         pc = (pc + e) & 0xFFFF
             elif z == 1:
                 if q == 0:  # LD rp,nn
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
                     if p == 3:
-                        sp = (hi << 8) | lo
+                        sp = imm
                     else:
-                        r[2 * p] = hi
-                        r[2 * p + 1] = lo
+                        r[2 * p] = imm >> 8
+                        r[2 * p + 1] = imm & 0xFF
                 else:  # ADD HL,rp
                     v = sp
                     if p != 3:
@@ -509,9 +548,7 @@ def run_kernel(
                 else:
                     r[y] = v
             elif z == 6:  # LD r,n
-                t += 4
-                v = rd(g, env, pc, t)
-                pc = (pc + 1) & 0xFFFF
+                v = imm
                 if y == 6:
                     t += 4
                     wr(g, env, hl, v, t)
@@ -547,17 +584,12 @@ def run_kernel(
                         pc = (hi << 8) | lo
                 elif y == 4 or y == 6:  # LDH (n),A / LDH A,(n)
                     t += 4
-                    n = rd(g, env, pc, t)
-                    pc = (pc + 1) & 0xFFFF
-                    t += 4
                     if y == 4:
-                        wr(g, env, 0xFF00 + n, a, t)
+                        wr(g, env, 0xFF00 + imm, a, t)
                     else:
-                        r[R_A] = rd(g, env, 0xFF00 + n, t)
+                        r[R_A] = rd(g, env, 0xFF00 + imm, t)
                 else:  # ADD SP,e / LD HL,SP+e
-                    t += 4
-                    e = rd(g, env, pc, t)
-                    pc = (pc + 1) & 0xFFFF
+                    e = imm
                     r[R_F] = add_sp_flags(sp, e)
                     v = (sp + sext8(e)) & 0xFFFF
                     t += 4
@@ -593,12 +625,7 @@ def run_kernel(
                     sp = hl
             elif z == 2:
                 if y < 4 or y == 5 or y == 7:  # JP cc,nn / LD (nn),A / LD A,(nn)
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
-                    nn = (hi << 8) | lo
+                    nn = imm
                     if y < 4:
                         if cond(y, f):
                             t += 4
@@ -618,15 +645,9 @@ def run_kernel(
             elif z == 3:
                 if y == 0:  # JP nn
                     t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    t += 4
-                    pc = (hi << 8) | lo
+                    pc = imm
                 elif y == 1:  # CB prefix
-                    t += 4
-                    op2 = rd(g, env, pc, t)
-                    pc = (pc + 1) & 0xFFFF
+                    op2 = imm
                     cx = op2 >> 6
                     cy = (op2 >> 3) & 7
                     cz = op2 & 7
@@ -658,11 +679,6 @@ def run_kernel(
                 elif z == 5 and p != 0:
                     locked = int(1)
                 else:
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
                     if z == 5 or cond(y, f):
                         t += 4
                         sp = (sp - 1) & 0xFFFF
@@ -671,7 +687,7 @@ def run_kernel(
                         sp = (sp - 1) & 0xFFFF
                         t += 4
                         wr(g, env, sp, pc & 0xFF, t)
-                        pc = (hi << 8) | lo
+                        pc = imm
             elif z == 5:  # PUSH rp2
                 v = int(0)
                 if p == 3:
@@ -686,9 +702,7 @@ def run_kernel(
                 t += 4
                 wr(g, env, sp, v & 0xFF, t)
             elif z == 6:  # ALU A,n
-                t += 4
-                v = rd(g, env, pc, t)
-                pc = (pc + 1) & 0xFFFF
+                v = imm
                 res = alu8(y, a, v, f)
                 r[R_A] = res >> 8
                 r[R_F] = res & 0xF0

@@ -426,10 +426,23 @@ def oam_blocked(g: GB, env: int, t: int) -> bool:
 
 @wp.func
 def rd(g: GB, env: int, a: int, t: int) -> int:
-    """CPU read of address a at cycle t.
+    """CPU read of address a at cycle t: one out-of-line call (see rd_fast)."""
+    return rd_call(g.ref, env, a, t)
 
-    ROM, WRAM and HRAM (outside OAM DMA) are read inline; everything else goes through
-    one out-of-line call, which keeps the many inlined call sites small.
+
+@wp.func(inline=False)
+def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
+    g = load_gb(ref)
+    return rd_fast(g, env, a, t)
+
+
+@wp.func
+def rd_fast(g: GB, env: int, a: int, t: int) -> int:
+    """CPU read of address a at cycle t, inlined where it is used: ROM, WRAM and HRAM
+    (outside OAM DMA) are read directly, everything else through one out-of-line call.
+
+    Only the opcode fetch inlines it; every other access calls ``rd``'s one out-of-line
+    copy, which keeps the run kernel small (registers, instruction cache, compile time).
     """
     v = int(0xFF)
     if t >= g.st[T_DMA_END, env] or t < g.st[T_DMA_START, env]:
@@ -504,7 +517,14 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
 
 @wp.func
 def wr(g: GB, env: int, a: int, v: int, t: int):
-    """CPU write of byte v to address a at cycle t (WRAM/HRAM inline, the rest out of line)."""
+    """CPU write of byte v to address a at cycle t: one out-of-line call."""
+    wr_call(g.ref, env, a, v, t)
+
+
+@wp.func(inline=False)
+def wr_call(ref: wp.uint64, env: int, a: int, v: int, t: int):
+    """CPU write of byte v to address a at cycle t (WRAM/HRAM directly, the rest out of line)."""
+    g = load_gb(ref)
     if a >= 0xC000 and a < 0xFE00:
         g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
     elif a >= 0xFF80:
