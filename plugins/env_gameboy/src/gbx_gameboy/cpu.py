@@ -10,6 +10,8 @@ access happens at the cycle of its M-cycle, so timer and PPU reads are M-cycle e
 
 from __future__ import annotations
 
+import os
+
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.layout import (
     HRAM_OFF,
@@ -46,7 +48,14 @@ from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import import_warp
 
 wp = import_warp()
-wp.set_module_options({"enable_backward": False})
+# Threads per block of this module's launches: one warp. Each thread is a whole Game Boy
+# that runs for a whole launch and the kernel's register use allows only a few warps per
+# SM, so the launch must spread over many small blocks to reach every SM: with Warp's
+# default of 256, 16,384 envs made 64 blocks and left half of a 132-SM GPU idle (1,024
+# envs used 4 SMs). One-warp blocks also let the SMs balance warps that finish their
+# frames at different times. A module option, so every launch and load uses one variant.
+RUN_BLOCK_DIM = 32
+wp.set_module_options({"enable_backward": False, "block_dim": RUN_BLOCK_DIM})
 
 vec8i = wp.types.vector(length=8, dtype=wp.int32)
 
@@ -298,7 +307,13 @@ def store_gb(dst: wp.array(dtype=GB), g: GB):
     dst[0] = g
 
 
-@wp.kernel
+# Optional register cap for the run kernel (CUDA ``__maxnreg__``), a tuning knob for very
+# large batches where registers, not the env count, limit the warps per SM; unset leaves
+# the choice to the compiler.
+_MAX_REGS = os.environ.get("GBX_GAMEBOY_CUDA_MAX_REGISTERS", "")
+
+
+@wp.kernel(cuda_max_registers=int(_MAX_REGS) if _MAX_REGS else None)
 def run_kernel(
     g: GB,
     mode: int,
