@@ -42,7 +42,9 @@ from gbx_gameboy.layout import (
     STAT,
     T_DMA_END,
     T_DMA_START,
+    T_PPU_NEXT,
     T_SERIAL_END,
+    T_TIMER_NEXT,
     TAC,
     TIMA,
     TM_CLOCK,
@@ -339,9 +341,21 @@ def bus_peek(g: GB, env: int, a: int) -> int:
     return v
 
 
-@wp.func(inline=False)
-def io_read(ref: wp.uint64, env: int, i: int, t: int) -> int:
-    g = load_gb(ref)
+@wp.func
+def sync_to(g: GB, env: int, t: int):
+    """Bring the timer, PPU and serial port up to cycle t (only those with an event due)."""
+    if t >= g.st[T_TIMER_NEXT, env]:
+        timer_sync(g.ref, env, t)
+    if t >= g.st[T_PPU_NEXT, env]:
+        ppu_sync(g.ref, env, t)
+    if t >= g.st[T_SERIAL_END, env]:
+        serial_sync(g.ref, env, t)
+
+
+@wp.func
+def io_read(g: GB, env: int, i: int, t: int) -> int:
+    """IO register read; inlined once, into rd_call. The LY/STAT/IF reads that busy-waiting
+    games poll call into the PPU/timer only when one of their events is due."""
     v = int(0xFF)
     if i == P1:
         v = joypad_value(g, env)
@@ -351,14 +365,13 @@ def io_read(ref: wp.uint64, env: int, i: int, t: int) -> int:
         timer_sync(g.ref, env, t)
         v = int(g.mem[IO_OFF + TIMA, env])
     elif i == IF:
-        timer_sync(g.ref, env, t)
-        ppu_sync(g.ref, env, t)
-        serial_sync(g.ref, env, t)
+        sync_to(g, env, t)
         v = int(g.mem[IO_OFF + IF, env]) | 0xE0
     elif i == STAT:
         v = stat_read(g.ref, env, t - g.ppu_lag)
     elif i == LY:
-        ppu_sync(g.ref, env, t - g.ppu_lag)
+        if t - g.ppu_lag >= g.st[T_PPU_NEXT, env]:
+            ppu_sync(g.ref, env, t - g.ppu_lag)
         v = int(g.mem[IO_OFF + LY, env])
     elif i == SC:
         serial_sync(g.ref, env, t)
@@ -368,9 +381,9 @@ def io_read(ref: wp.uint64, env: int, i: int, t: int) -> int:
     return v
 
 
-@wp.func(inline=False)
-def io_write(ref: wp.uint64, env: int, i: int, v: int, t: int):
-    g = load_gb(ref)
+@wp.func
+def io_write(g: GB, env: int, i: int, v: int, t: int):
+    """IO register write; inlined once, into wr_call."""
     if i == P1:
         # Selecting a row with a held button pulls a line low: joypad interrupt.
         before = joypad_value(g, env) & 0x0F
@@ -385,9 +398,7 @@ def io_write(ref: wp.uint64, env: int, i: int, v: int, t: int):
     elif i == DIV or i == TIMA or i == TMA or i == TAC:
         timer_write(g.ref, env, i, v, t)
     elif i == IF:
-        timer_sync(g.ref, env, t)
-        ppu_sync(g.ref, env, t)
-        serial_sync(g.ref, env, t)
+        sync_to(g, env, t)
         g.mem[IO_OFF + IF, env] = wp.uint8(v & 0x1F)
     elif i == LCDC:
         lcdc_write(g.ref, env, v, t)
@@ -432,8 +443,20 @@ def rd(g: GB, env: int, a: int, t: int) -> int:
 
 @wp.func(inline=False)
 def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
+    """The one out-of-line copy of the complete CPU read (everything but the opcode fetch's
+    ROM/WRAM/HRAM fast path comes here)."""
     g = load_gb(ref)
-    return rd_fast(g, env, a, t)
+    v = int(0xFF)
+    if t >= g.st[T_DMA_END, env] or t < g.st[T_DMA_START, env]:
+        if a >= 0xFF80:
+            v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
+        elif a >= 0xC000 and a < 0xFE00:
+            v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+        else:
+            v = rd_mapped(g, env, a, t)
+    else:
+        v = rd_slow(g, env, a, t)
+    return v
 
 
 @wp.func
@@ -455,15 +478,15 @@ def rd_fast(g: GB, env: int, a: int, t: int) -> int:
         elif a >= 0xFF80:
             v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
         else:
-            v = rd_slow(g.ref, env, a, t)
+            v = rd_call(g.ref, env, a, t)
     else:
-        v = rd_slow(g.ref, env, a, t)
+        v = rd_call(g.ref, env, a, t)
     return v
 
 
-@wp.func(inline=False)
-def rd_slow(ref: wp.uint64, env: int, a: int, t: int) -> int:
-    g = load_gb(ref)
+@wp.func
+def rd_slow(g: GB, env: int, a: int, t: int) -> int:
+    """Read during OAM DMA (bus conflicts), else the plain memory map."""
     v = int(0xFF)
     if t < g.st[T_DMA_END, env] and t >= g.st[T_DMA_START, env] and a < 0xFE00:
         if dma_bus(a) == dma_bus(int(g.mem[IO_OFF + DMA, env]) << 8):
@@ -509,7 +532,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
     elif a < 0xFF00:
         v = int(0xFF)
     elif a < 0xFF80:
-        v = io_read(g.ref, env, a - 0xFF00, t)
+        v = io_read(g, env, a - 0xFF00, t)
     else:
         v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
     return v
@@ -523,19 +546,18 @@ def wr(g: GB, env: int, a: int, v: int, t: int):
 
 @wp.func(inline=False)
 def wr_call(ref: wp.uint64, env: int, a: int, v: int, t: int):
-    """CPU write of byte v to address a at cycle t (WRAM/HRAM directly, the rest out of line)."""
+    """The one out-of-line copy of the complete CPU write (WRAM/HRAM first)."""
     g = load_gb(ref)
     if a >= 0xC000 and a < 0xFE00:
         g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
     elif a >= 0xFF80:
         g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v & 0xFF)
     else:
-        wr_slow(g.ref, env, a, v & 0xFF, t)
+        wr_slow(g, env, a, v & 0xFF, t)
 
 
-@wp.func(inline=False)
-def wr_slow(ref: wp.uint64, env: int, a: int, v: int, t: int):
-    g = load_gb(ref)
+@wp.func
+def wr_slow(g: GB, env: int, a: int, v: int, t: int):
     if a < 0x8000:
         rom_write(g.ref, env, a, v, t)
     elif a < 0xA000:
@@ -551,6 +573,6 @@ def wr_slow(ref: wp.uint64, env: int, a: int, v: int, t: int):
     elif a < 0xFF00:
         pass  # the unusable area ignores writes
     elif a < 0xFF80:
-        io_write(g.ref, env, a - 0xFF00, v, t)
+        io_write(g, env, a - 0xFF00, v, t)
     else:
         g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v)

@@ -264,7 +264,8 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
 @wp.func(inline=False)
 def stat_read(ref: wp.uint64, env: int, t: int) -> int:
     g = load_gb(ref)
-    ppu_sync(g.ref, env, t)
+    if t >= g.st[T_PPU_NEXT, env]:
+        ppu_sync(g.ref, env, t)
     v = (int(g.mem[IO_OFF + STAT, env]) & 0x78) | 0x80
     if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
         v = v | g.st[S_PPU_MODE, env]
@@ -278,7 +279,8 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
     """Whether a CPU access at cycle t is refused: VRAM during mode 3, OAM during the OAM
     scan and mode 3. The access windows are offset from the STAT-visible modes."""
     s = t - g.ppu_lag
-    ppu_sync(g.ref, env, s)
+    if s >= g.st[T_PPU_NEXT, env]:
+        ppu_sync(g.ref, env, s)
     blocked = False
     if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0 and int(g.mem[IO_OFF + LY, env]) < 144:
         d = s - g.st[T_LINE_AT, env]
