@@ -54,3 +54,15 @@ class GB:
 def load_gb(ref: wp.uint64) -> GB:
     """The batch struct behind ``g.ref``: what out-of-line helpers use instead of a copy."""
     return wp.array(ptr=ref, shape=(1,), dtype=GB)[0]
+
+
+@wp.func
+def load_mem(ref: wp.uint64) -> wp.array2d(dtype=wp.uint8):
+    """Only ``mem`` of the struct behind ``ref``: hot out-of-line paths load this and
+    ``load_st`` first and the whole struct only on their slower branches."""
+    return wp.array(ptr=ref, shape=(1,), dtype=GB)[0].mem
+
+
+@wp.func
+def load_st(ref: wp.uint64) -> wp.array2d(dtype=wp.int32):
+    return wp.array(ptr=ref, shape=(1,), dtype=GB)[0].st

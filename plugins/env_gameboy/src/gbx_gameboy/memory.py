@@ -6,7 +6,7 @@ to that exact M-cycle first (see timer.py, ppu_timing.py).
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import GB, load_gb
+from gbx_gameboy.kstate import GB, load_gb, load_mem, load_st
 from gbx_gameboy.layout import (
     BOOT_OFF_REG,
     DIV,
@@ -444,18 +444,20 @@ def rd(g: GB, env: int, a: int, t: int) -> int:
 @wp.func(inline=False)
 def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
     """The one out-of-line copy of the complete CPU read (everything but the opcode fetch's
-    ROM/WRAM/HRAM fast path comes here)."""
-    g = load_gb(ref)
+    ROM/WRAM/HRAM fast path comes here). HRAM/WRAM reads load only the two arrays they
+    need; the whole struct is loaded on the other branches."""
+    st = load_st(ref)
+    mem = load_mem(ref)
     v = int(0xFF)
-    if t >= g.st[T_DMA_END, env] or t < g.st[T_DMA_START, env]:
+    if t >= st[T_DMA_END, env] or t < st[T_DMA_START, env]:
         if a >= 0xFF80:
-            v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
+            v = int(mem[HRAM_OFF + (a - 0xFF80), env])
         elif a >= 0xC000 and a < 0xFE00:
-            v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+            v = int(mem[WRAM_OFF + (a & 0x1FFF), env])
         else:
-            v = rd_mapped(g, env, a, t)
+            v = rd_mapped(load_gb(ref), env, a, t)
     else:
-        v = rd_slow(g, env, a, t)
+        v = rd_slow(load_gb(ref), env, a, t)
     return v
 
 
@@ -546,14 +548,16 @@ def wr(g: GB, env: int, a: int, v: int, t: int):
 
 @wp.func(inline=False)
 def wr_call(ref: wp.uint64, env: int, a: int, v: int, t: int):
-    """The one out-of-line copy of the complete CPU write (WRAM/HRAM first)."""
-    g = load_gb(ref)
+    """The one out-of-line copy of the complete CPU write (WRAM/HRAM first, which load
+    only ``mem``; the whole struct is loaded for the rest)."""
     if a >= 0xC000 and a < 0xFE00:
-        g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
+        mem = load_mem(ref)
+        mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
     elif a >= 0xFF80:
-        g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v & 0xFF)
+        mem = load_mem(ref)
+        mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v & 0xFF)
     else:
-        wr_slow(g, env, a, v & 0xFF, t)
+        wr_slow(load_gb(ref), env, a, v & 0xFF, t)
 
 
 @wp.func
