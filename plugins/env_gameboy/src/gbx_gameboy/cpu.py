@@ -10,6 +10,8 @@ access happens at the cycle of its M-cycle, so timer and PPU reads are M-cycle e
 
 from __future__ import annotations
 
+import os
+
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.layout import (
     HRAM_OFF,
@@ -40,13 +42,20 @@ from gbx_gameboy.layout import (
     TM_CLOCK,
     TM_INSTRS,
 )
-from gbx_gameboy.memory import rd, serial_sync, set_buttons, wr
+from gbx_gameboy.memory import rd, rd_fast, serial_sync, set_buttons, wr
 from gbx_gameboy.ppu_timing import ppu_advance
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import import_warp
 
 wp = import_warp()
-wp.set_module_options({"enable_backward": False})
+# Threads per block of this module's launches: one warp. Each thread is a whole Game Boy
+# that runs for a whole launch and the kernel's register use allows only a few warps per
+# SM, so the launch must spread over many small blocks to reach every SM: with Warp's
+# default of 256, 16,384 envs made 64 blocks and left half of a 132-SM GPU idle (1,024
+# envs used 4 SMs). One-warp blocks also let the SMs balance warps that finish their
+# frames at different times. A module option, so every launch and load uses one variant.
+RUN_BLOCK_DIM = 32
+wp.set_module_options({"enable_backward": False, "block_dim": RUN_BLOCK_DIM})
 
 vec8i = wp.types.vector(length=8, dtype=wp.int32)
 
@@ -221,6 +230,48 @@ def add_sp_flags(sp: int, e: int) -> int:
 
 
 @wp.func
+def imm_len(x: int, y: int, z: int) -> int:
+    """Immediate operand bytes (n, e or nn) of the opcode with fields x, y, z.
+
+    Every SM83 instruction reads its immediates in the M-cycles right after the opcode
+    fetch, so the run loop reads them in one place (one inlined memory access instead of
+    one per instruction kind). STOP's padding byte is skipped, not read."""
+    n = int(0)
+    if x == 0:
+        if z == 0:
+            if y == 1:
+                n = int(2)  # LD (nn),SP
+            elif y >= 3:
+                n = int(1)  # JR
+        elif z == 1:
+            if (y & 1) == 0:
+                n = int(2)  # LD rp,nn
+        elif z == 6:
+            n = int(1)  # LD r,n
+    elif x == 3:
+        if z == 0:
+            if y >= 4:
+                n = int(1)  # LDH (n),A / ADD SP,e / LDH A,(n) / LD HL,SP+e
+        elif z == 2:
+            if y < 4 or y == 5 or y == 7:
+                n = int(2)  # JP cc,nn / LD (nn),A / LD A,(nn)
+        elif z == 3:
+            if y == 0:
+                n = int(2)  # JP nn
+            elif y == 1:
+                n = int(1)  # CB prefix
+        elif z == 4:
+            if y < 4:
+                n = int(2)  # CALL cc,nn
+        elif z == 5:
+            if y == 1:
+                n = int(2)  # CALL nn
+        elif z == 6:
+            n = int(1)  # ALU A,n
+    return n
+
+
+@wp.func
 def pending_irq(g: GB, env: int) -> int:
     return (
         int(g.mem[IO_OFF + IF, env]) & int(g.mem[HRAM_OFF + IE_HRAM_INDEX, env]) & 0x1F
@@ -235,14 +286,14 @@ def catch_up(g: GB, env: int, t: int, halted: int, limit: int):
     timer or serial event or the end of the launch (``limit``); the PPU may use that.
     """
     if t >= g.st[T_TIMER_NEXT, env]:
-        timer_sync(g, env, t)
+        timer_sync(g.ref, env, t)
     if t >= g.st[T_SERIAL_END, env]:
-        serial_sync(g, env, t)
+        serial_sync(g.ref, env, t)
     if t >= g.st[T_PPU_NEXT, env]:
         unobserved = int(-1)
         if halted != 0 and pending_irq(g, env) == 0:
             unobserved = wp.min(wp.min(g.st[T_TIMER_NEXT, env], g.st[T_SERIAL_END, env]), limit)
-        ppu_advance(g, env, t, unobserved)
+        ppu_advance(g.ref, env, t, unobserved)
 
 
 @wp.func
@@ -255,6 +306,21 @@ def rebase(g: GB, env: int, k: int, t: int):
 
 
 @wp.kernel
+def store_gb(dst: wp.array(dtype=GB), g: GB):
+    """Refresh the device copy of the batch struct that ``g.ref`` points at (one thread).
+
+    Launched before every run_kernel launch (it is in the same module, so no extra
+    compile); stream order makes the copy current for the launch that follows."""
+    dst[0] = g
+
+
+# Optional register cap for the run kernel (CUDA ``__maxnreg__``), a tuning knob for very
+# large batches where registers, not the env count, limit the warps per SM; unset leaves
+# the choice to the compiler.
+_MAX_REGS = os.environ.get("GBX_GAMEBOY_CUDA_MAX_REGISTERS", "")
+
+
+@wp.kernel(cuda_max_registers=int(_MAX_REGS) if _MAX_REGS else None)
 def run_kernel(
     g: GB,
     mode: int,
@@ -285,10 +351,10 @@ def run_kernel(
     held = int(0)
     if use_buttons != 0:
         if release_after > 0:
-            set_buttons(g, env, buttons[env])
+            set_buttons(g.ref, env, buttons[env])
             held = int(1)
         else:
-            set_buttons(g, env, 0)
+            set_buttons(g.ref, env, 0)
 
     limit = int(LAUNCH_TIME_LIMIT)
     if mode == RUN_CYCLES:
@@ -296,7 +362,7 @@ def run_kernel(
     while True:
         catch_up(g, env, t, halted, limit)
         if held != 0 and g.st[S_LFRAMES, env] >= release_after:
-            set_buttons(g, env, 0)
+            set_buttons(g.ref, env, 0)
             held = int(0)
         if mode == RUN_FRAMES:
             # The time bound only matters for a game that keeps restarting the LCD so that
@@ -362,7 +428,7 @@ def run_kernel(
 
         # ---- fetch
         t += 4
-        op = rd(g, env, pc, t)
+        op = rd_fast(g, env, pc, t)
         if halt_bug != 0:
             halt_bug = int(0)
         else:
@@ -373,6 +439,15 @@ def run_kernel(
         z = op & 7
         p = y >> 1
         q = y & 1
+        # ---- immediate operand bytes, little-endian in imm
+        n_imm = imm_len(x, y, z)
+        imm = int(0)
+        k = int(0)
+        while k < n_imm:
+            t += 4
+            imm = imm | (rd_fast(g, env, pc, t) << (8 * k))
+            pc = (pc + 1) & 0xFFFF
+            k += 1
         f = r[R_F]
         a = r[R_A]
         hl = pair(r, 4)
@@ -410,12 +485,7 @@ def run_kernel(
                 if y == 0:
                     pass  # NOP
                 elif y == 1:  # LD (nn),SP
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
-                    nn = (hi << 8) | lo
+                    nn = imm
                     t += 4
                     wr(g, env, nn, sp & 0xFF, t)
                     t += 4
@@ -425,24 +495,17 @@ def run_kernel(
                     wr(g, env, 0xFF04, 0, t)
                     halted = int(2)
                 else:  # JR e / JR cc,e
-                    t += 4
-                    e = sext8(rd(g, env, pc, t))
-                    pc = (pc + 1) & 0xFFFF
+                    e = sext8(imm)
                     if y == 3 or cond(y, f):
                         t += 4
                         pc = (pc + e) & 0xFFFF
             elif z == 1:
                 if q == 0:  # LD rp,nn
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
                     if p == 3:
-                        sp = (hi << 8) | lo
+                        sp = imm
                     else:
-                        r[2 * p] = hi
-                        r[2 * p + 1] = lo
+                        r[2 * p] = imm >> 8
+                        r[2 * p + 1] = imm & 0xFF
                 else:  # ADD HL,rp
                     v = sp
                     if p != 3:
@@ -512,9 +575,7 @@ def run_kernel(
                 else:
                     r[y] = v
             elif z == 6:  # LD r,n
-                t += 4
-                v = rd(g, env, pc, t)
-                pc = (pc + 1) & 0xFFFF
+                v = imm
                 if y == 6:
                     t += 4
                     wr(g, env, hl, v, t)
@@ -550,17 +611,12 @@ def run_kernel(
                         pc = (hi << 8) | lo
                 elif y == 4 or y == 6:  # LDH (n),A / LDH A,(n)
                     t += 4
-                    n = rd(g, env, pc, t)
-                    pc = (pc + 1) & 0xFFFF
-                    t += 4
                     if y == 4:
-                        wr(g, env, 0xFF00 + n, a, t)
+                        wr(g, env, 0xFF00 + imm, a, t)
                     else:
-                        r[R_A] = rd(g, env, 0xFF00 + n, t)
+                        r[R_A] = rd(g, env, 0xFF00 + imm, t)
                 else:  # ADD SP,e / LD HL,SP+e
-                    t += 4
-                    e = rd(g, env, pc, t)
-                    pc = (pc + 1) & 0xFFFF
+                    e = imm
                     r[R_F] = add_sp_flags(sp, e)
                     v = (sp + sext8(e)) & 0xFFFF
                     t += 4
@@ -596,12 +652,7 @@ def run_kernel(
                     sp = hl
             elif z == 2:
                 if y < 4 or y == 5 or y == 7:  # JP cc,nn / LD (nn),A / LD A,(nn)
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
-                    nn = (hi << 8) | lo
+                    nn = imm
                     if y < 4:
                         if cond(y, f):
                             t += 4
@@ -621,15 +672,9 @@ def run_kernel(
             elif z == 3:
                 if y == 0:  # JP nn
                     t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    t += 4
-                    pc = (hi << 8) | lo
+                    pc = imm
                 elif y == 1:  # CB prefix
-                    t += 4
-                    op2 = rd(g, env, pc, t)
-                    pc = (pc + 1) & 0xFFFF
+                    op2 = imm
                     cx = op2 >> 6
                     cy = (op2 >> 3) & 7
                     cz = op2 & 7
@@ -661,11 +706,6 @@ def run_kernel(
                 elif z == 5 and p != 0:
                     locked = int(1)
                 else:
-                    t += 4
-                    lo = rd(g, env, pc, t)
-                    t += 4
-                    hi = rd(g, env, (pc + 1) & 0xFFFF, t)
-                    pc = (pc + 2) & 0xFFFF
                     if z == 5 or cond(y, f):
                         t += 4
                         sp = (sp - 1) & 0xFFFF
@@ -674,7 +714,7 @@ def run_kernel(
                         sp = (sp - 1) & 0xFFFF
                         t += 4
                         wr(g, env, sp, pc & 0xFF, t)
-                        pc = (hi << 8) | lo
+                        pc = imm
             elif z == 5:  # PUSH rp2
                 v = int(0)
                 if p == 3:
@@ -689,9 +729,7 @@ def run_kernel(
                 t += 4
                 wr(g, env, sp, v & 0xFF, t)
             elif z == 6:  # ALU A,n
-                t += 4
-                v = rd(g, env, pc, t)
-                pc = (pc + 1) & 0xFFFF
+                v = imm
                 res = alu8(y, a, v, f)
                 r[R_A] = res >> 8
                 r[R_F] = res & 0xF0
@@ -715,7 +753,7 @@ def run_kernel(
                 ime = int(1)
 
     if held != 0:
-        set_buttons(g, env, 0)  # release_after >= frames: released as the step ends
+        set_buttons(g.ref, env, 0)  # release_after >= frames: released as the step ends
 
     # ---- write back registers and rebase launch-relative times
     for i in range(8):

@@ -1,4 +1,13 @@
-"""The Warp struct that carries one batch's device arrays into every kernel function."""
+"""The Warp struct that carries one batch's device arrays into every kernel function.
+
+Warp passes structs by value. The run kernel receives ``GB`` as a launch parameter (constant
+memory, free to read), and the helpers it inlines read the same copy. Out-of-line helpers
+(``wp.func(inline=False)``) would instead get a fresh ~600-byte copy on the thread's stack at
+every call site, which made the kernel's stack frame and register spills explode. They take
+``g.ref`` instead: the device address of a one-element ``GB`` array holding the same values
+(refreshed by ``cpu.store_gb`` before every launch), and start with ``g = load_gb(ref)``,
+which reads only the fields they use (uniform, cached loads).
+"""
 
 from __future__ import annotations
 
@@ -38,3 +47,22 @@ class GB:
     acc_m3_shift: int  # VRAM/OAM blocking of mode 3 starts this long after STAT shows mode 3
     acc_m3_end_shift: int  # ... and ends this long after STAT shows mode 0
     lcdon_m3: int  # after LCD on, STAT shows mode 3 this long after the LCDC write
+    ref: wp.uint64  # address of the device copy of this struct (see load_gb)
+
+
+@wp.func
+def load_gb(ref: wp.uint64) -> GB:
+    """The batch struct behind ``g.ref``: what out-of-line helpers use instead of a copy."""
+    return wp.array(ptr=ref, shape=(1,), dtype=GB)[0]
+
+
+@wp.func
+def load_mem(ref: wp.uint64) -> wp.array2d(dtype=wp.uint8):
+    """Only ``mem`` of the struct behind ``ref``: hot out-of-line paths load this and
+    ``load_st`` first and the whole struct only on their slower branches."""
+    return wp.array(ptr=ref, shape=(1,), dtype=GB)[0].mem
+
+
+@wp.func
+def load_st(ref: wp.uint64) -> wp.array2d(dtype=wp.int32):
+    return wp.array(ptr=ref, shape=(1,), dtype=GB)[0].st

@@ -10,7 +10,7 @@ import torch
 
 from gbx_gameboy import layout as L
 from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
-from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel
+from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel, store_gb
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.warp_setup import import_warp
 
@@ -109,6 +109,9 @@ class GameBoyBatch:
         g.render_frame = -1
         g.ppu_pre, g.ppu_m2, g.ppu_m3, g.ppu_l0, g.ppu_lag = PPU_TIMING
         g.acc_m2_start, g.acc_m2_end, g.acc_m3_shift, g.acc_m3_end_shift, g.lcdon_m3 = ACCESS_TIMING
+        # Device copy of g for the kernel's out-of-line helpers (see kstate.py).
+        self._g_dev = wp.zeros(1, dtype=GB, device=dev)
+        g.ref = self._g_dev.ptr
         self._g = g
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
         self.last_compile_s = 0.0
@@ -263,6 +266,7 @@ class GameBoyBatch:
     ) -> None:
         g = self._g
         g.render_frame = render_frame
+        wp.launch(store_gb, dim=1, inputs=[self._g_dev, g], device=self.device)
         wp.launch(
             run_kernel,
             dim=self.num_envs,

@@ -6,7 +6,7 @@ to that exact M-cycle first (see timer.py, ppu_timing.py).
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import GB
+from gbx_gameboy.kstate import GB, load_gb, load_mem, load_st
 from gbx_gameboy.layout import (
     BOOT_OFF_REG,
     DIV,
@@ -42,7 +42,9 @@ from gbx_gameboy.layout import (
     STAT,
     T_DMA_END,
     T_DMA_START,
+    T_PPU_NEXT,
     T_SERIAL_END,
+    T_TIMER_NEXT,
     TAC,
     TIMA,
     TM_CLOCK,
@@ -64,7 +66,8 @@ from gbx_gameboy.warp_setup import import_warp
 wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 # Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
-# site keeps the kernel small and its CPU/NVRTC compile time short.
+# site keeps the kernel small and its CPU/NVRTC compile time short. They take ``g.ref``
+# rather than the struct itself (see kstate.py: a by-value struct costs a stack copy).
 
 MBC_1 = 1
 MBC_2 = 2
@@ -115,8 +118,9 @@ def mbc_update_banks(g: GB, env: int):
 
 
 @wp.func(inline=False)
-def rtc_latch(g: GB, env: int, t: int):
+def rtc_latch(ref: wp.uint64, env: int, t: int):
     """MBC3 RTC: latch the time derived from emulated cycles (deterministic, no wall clock)."""
+    g = load_gb(ref)
     now = g.tm[TM_CLOCK, env] + wp.int64(t)
     secs = (now + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
     s = int(secs % wp.int64(60))
@@ -131,8 +135,9 @@ def rtc_latch(g: GB, env: int, t: int):
 
 
 @wp.func(inline=False)
-def rom_write(g: GB, env: int, a: int, v: int, t: int):
+def rom_write(ref: wp.uint64, env: int, a: int, v: int, t: int):
     """Writes to 0000-7FFF program the memory bank controller."""
+    g = load_gb(ref)
     if g.mbc == MBC_1:
         if a < 0x2000:
             g.st[S_RAMG, env] = v
@@ -170,7 +175,7 @@ def rom_write(g: GB, env: int, a: int, v: int, t: int):
                 g.st[S_RTC_SEL, env] = 0
         else:
             if g.st[S_RTC_LATCH, env] == 0 and v == 1:
-                rtc_latch(g, env, t)
+                rtc_latch(g.ref, env, t)
             g.st[S_RTC_LATCH, env] = v
     elif g.mbc == MBC_5:
         if a < 0x2000:
@@ -185,7 +190,8 @@ def rom_write(g: GB, env: int, a: int, v: int, t: int):
 
 
 @wp.func(inline=False)
-def rtc_read(g: GB, env: int, sel: int) -> int:
+def rtc_read(ref: wp.uint64, env: int, sel: int) -> int:
+    g = load_gb(ref)
     v = int(0xFF)
     if sel == 0x08:
         v = g.st[S_RTC_S, env]
@@ -201,8 +207,9 @@ def rtc_read(g: GB, env: int, sel: int) -> int:
 
 
 @wp.func(inline=False)
-def rtc_write(g: GB, env: int, sel: int, v: int, t: int):
+def rtc_write(ref: wp.uint64, env: int, sel: int, v: int, t: int):
     """Set one RTC field: shift the cycle-driven clock so the running time has that value."""
+    g = load_gb(ref)
     now = g.tm[TM_CLOCK, env] + wp.int64(t)
     secs = (now + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
     s = secs % wp.int64(60)
@@ -222,16 +229,17 @@ def rtc_write(g: GB, env: int, sel: int, v: int, t: int):
         d = (d & wp.int64(0xFF)) | ((vv & wp.int64(1)) << wp.int64(8))
     total = ((d * wp.int64(24) + h) * wp.int64(60) + m) * wp.int64(60) + s
     g.tm[TM_RTC_OFF, env] = total * wp.int64(4194304) - now
-    rtc_latch(g, env, t)
+    rtc_latch(g.ref, env, t)
 
 
 @wp.func(inline=False)
-def cart_ram_read(g: GB, env: int, a: int) -> int:
+def cart_ram_read(ref: wp.uint64, env: int, a: int) -> int:
+    g = load_gb(ref)
     v = int(0xFF)
     off = g.st[S_RAMOFF, env]
     if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
         if (g.st[S_RAMG, env] & 0x0F) == 0x0A:
-            v = rtc_read(g, env, g.st[S_RTC_SEL, env])
+            v = rtc_read(g.ref, env, g.st[S_RTC_SEL, env])
     elif off >= 0:
         if g.mbc == MBC_2:
             v = 0xF0 | int(g.cram[a & 0x1FF, env])
@@ -241,11 +249,12 @@ def cart_ram_read(g: GB, env: int, a: int) -> int:
 
 
 @wp.func(inline=False)
-def cart_ram_write(g: GB, env: int, a: int, v: int, t: int):
+def cart_ram_write(ref: wp.uint64, env: int, a: int, v: int, t: int):
+    g = load_gb(ref)
     off = g.st[S_RAMOFF, env]
     if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
         if (g.st[S_RAMG, env] & 0x0F) == 0x0A:
-            rtc_write(g, env, g.st[S_RTC_SEL, env], v, t)
+            rtc_write(g.ref, env, g.st[S_RTC_SEL, env], v, t)
     elif off >= 0:
         if g.mbc == MBC_2:
             g.cram[a & 0x1FF, env] = wp.uint8(v & 0x0F)
@@ -267,8 +276,9 @@ def joypad_value(g: GB, env: int) -> int:
 
 
 @wp.func(inline=False)
-def set_buttons(g: GB, env: int, buttons: int):
+def set_buttons(ref: wp.uint64, env: int, buttons: int):
     """Change the held buttons; a newly pressed, selected button requests the joypad IRQ."""
+    g = load_gb(ref)
     before = joypad_value(g, env) & 0x0F
     g.st[S_BUTTONS, env] = buttons & 0xFF
     after = joypad_value(g, env) & 0x0F
@@ -277,7 +287,8 @@ def set_buttons(g: GB, env: int, buttons: int):
 
 
 @wp.func(inline=False)
-def serial_sync(g: GB, env: int, t: int):
+def serial_sync(ref: wp.uint64, env: int, t: int):
+    g = load_gb(ref)
     if g.st[T_SERIAL_END, env] <= t:
         g.mem[IO_OFF + SB, env] = wp.uint8(0xFF)  # nothing connected: all ones shifted in
         g.mem[IO_OFF + SC, env] = wp.uint8(int(g.mem[IO_OFF + SC, env]) & 0x7F)
@@ -286,8 +297,9 @@ def serial_sync(g: GB, env: int, t: int):
 
 
 @wp.func(inline=False)
-def serial_start(g: GB, env: int, t: int):
+def serial_start(ref: wp.uint64, env: int, t: int):
     """SC written with bit 7 and bit 0: capture SB and schedule the end of the transfer."""
+    g = load_gb(ref)
     n = g.st[S_SER_LEN, env]
     g.ser[n % g.ser_cap, env] = g.mem[IO_OFF + SB, env]
     g.st[S_SER_LEN, env] = n + 1
@@ -298,8 +310,9 @@ def serial_start(g: GB, env: int, t: int):
 
 
 @wp.func(inline=False)
-def oam_dma(g: GB, env: int, v: int, t: int):
+def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     """Copy 160 bytes to OAM; OAM stays unreadable by the CPU for the 160 M-cycles."""
+    g = load_gb(ref)
     src = (v & 0xFF) << 8
     if src >= 0xE000:
         src = src - 0x2000  # E000-FFFF sources see the WRAM echo
@@ -322,42 +335,55 @@ def bus_peek(g: GB, env: int, a: int) -> int:
     elif a < 0xA000:
         v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
     elif a < 0xC000:
-        v = cart_ram_read(g, env, a)
+        v = cart_ram_read(g.ref, env, a)
     else:
         v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
     return v
 
 
-@wp.func(inline=False)
+@wp.func
+def sync_to(g: GB, env: int, t: int):
+    """Bring the timer, PPU and serial port up to cycle t (only those with an event due)."""
+    if t >= g.st[T_TIMER_NEXT, env]:
+        timer_sync(g.ref, env, t)
+    if t >= g.st[T_PPU_NEXT, env]:
+        ppu_sync(g.ref, env, t)
+    if t >= g.st[T_SERIAL_END, env]:
+        serial_sync(g.ref, env, t)
+
+
+@wp.func
 def io_read(g: GB, env: int, i: int, t: int) -> int:
+    """IO register read; inlined once, into rd_call. The LY/STAT/IF reads that busy-waiting
+    games poll call into the PPU/timer only when one of their events is due."""
     v = int(0xFF)
     if i == P1:
         v = joypad_value(g, env)
     elif i == DIV:
         v = div_at(g, env, t) >> 8
     elif i == TIMA:
-        timer_sync(g, env, t)
+        timer_sync(g.ref, env, t)
         v = int(g.mem[IO_OFF + TIMA, env])
     elif i == IF:
-        timer_sync(g, env, t)
-        ppu_sync(g, env, t)
-        serial_sync(g, env, t)
+        sync_to(g, env, t)
         v = int(g.mem[IO_OFF + IF, env]) | 0xE0
     elif i == STAT:
-        v = stat_read(g, env, t - g.ppu_lag)
+        v = stat_read(g.ref, env, t - g.ppu_lag)
     elif i == LY:
-        ppu_sync(g, env, t - g.ppu_lag)
+        if t - g.ppu_lag >= g.st[T_PPU_NEXT, env]:
+            ppu_sync(g.ref, env, t - g.ppu_lag)
         v = int(g.mem[IO_OFF + LY, env])
     elif i == SC:
-        serial_sync(g, env, t)
+        serial_sync(g.ref, env, t)
         v = int(g.mem[IO_OFF + SC, env]) | 0x7E
     else:
         v = int(g.mem[IO_OFF + i, env]) | int(g.io_mask[i])
     return v
 
 
-@wp.func(inline=False)
+@wp.func
 def io_write(g: GB, env: int, i: int, v: int, t: int):
+    """IO register write; inlined once, into wr_call."""
     if i == P1:
         # Selecting a row with a held button pulls a line low: joypad interrupt.
         before = joypad_value(g, env) & 0x0F
@@ -365,32 +391,30 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
         if (before & ~joypad_value(g, env)) != 0:
             raise_if(g, env, 0x10)
     elif i == SC:
-        serial_sync(g, env, t)
+        serial_sync(g.ref, env, t)
         g.mem[IO_OFF + SC, env] = wp.uint8(v)
         if (v & 0x81) == 0x81:
-            serial_start(g, env, t)
+            serial_start(g.ref, env, t)
     elif i == DIV or i == TIMA or i == TMA or i == TAC:
-        timer_write(g, env, i, v, t)
+        timer_write(g.ref, env, i, v, t)
     elif i == IF:
-        timer_sync(g, env, t)
-        ppu_sync(g, env, t)
-        serial_sync(g, env, t)
+        sync_to(g, env, t)
         g.mem[IO_OFF + IF, env] = wp.uint8(v & 0x1F)
     elif i == LCDC:
-        lcdc_write(g, env, v, t)
+        lcdc_write(g.ref, env, v, t)
     elif i == STAT or i == LYC:
-        ppu_sync(g, env, t)
+        ppu_sync(g.ref, env, t)
         if i == STAT:
             g.mem[IO_OFF + STAT, env] = wp.uint8(v & 0x78)
         else:
             g.mem[IO_OFF + LYC, env] = wp.uint8(v)
-        stat_update(g, env)
+        stat_update(g.ref, env)
     elif i == LY:
         pass  # LY is read-only
     elif i == DMA:
-        ppu_sync(g, env, t)
+        ppu_sync(g.ref, env, t)
         g.mem[IO_OFF + DMA, env] = wp.uint8(v)
-        oam_dma(g, env, v, t)
+        oam_dma(g.ref, env, v, t)
     elif i == NR52:
         g.mem[IO_OFF + NR52, env] = wp.uint8((v & 0x80) | (int(g.mem[IO_OFF + NR52, env]) & 0x0F))
     elif i == BOOT_OFF_REG:
@@ -398,7 +422,7 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
             g.mem[IO_OFF + BOOT_OFF_REG, env] = wp.uint8(v & 1)
     else:
         if i >= 0x40:
-            ppu_sync(g, env, t)  # SCX/SCY/palettes/window: land on the right line
+            ppu_sync(g.ref, env, t)  # SCX/SCY/palettes/window: land on the right line
         g.mem[IO_OFF + i, env] = wp.uint8(v)
 
 
@@ -413,10 +437,37 @@ def oam_blocked(g: GB, env: int, t: int) -> bool:
 
 @wp.func
 def rd(g: GB, env: int, a: int, t: int) -> int:
-    """CPU read of address a at cycle t.
+    """CPU read of address a at cycle t: one out-of-line call (see rd_fast)."""
+    return rd_call(g.ref, env, a, t)
 
-    ROM, WRAM and HRAM (outside OAM DMA) are read inline; everything else goes through
-    one out-of-line call, which keeps the many inlined call sites small.
+
+@wp.func(inline=False)
+def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
+    """The one out-of-line copy of the complete CPU read (everything but the opcode fetch's
+    ROM/WRAM/HRAM fast path comes here). HRAM/WRAM reads load only the two arrays they
+    need; the whole struct is loaded on the other branches."""
+    st = load_st(ref)
+    mem = load_mem(ref)
+    v = int(0xFF)
+    if t >= st[T_DMA_END, env] or t < st[T_DMA_START, env]:
+        if a >= 0xFF80:
+            v = int(mem[HRAM_OFF + (a - 0xFF80), env])
+        elif a >= 0xC000 and a < 0xFE00:
+            v = int(mem[WRAM_OFF + (a & 0x1FFF), env])
+        else:
+            v = rd_mapped(load_gb(ref), env, a, t)
+    else:
+        v = rd_slow(load_gb(ref), env, a, t)
+    return v
+
+
+@wp.func
+def rd_fast(g: GB, env: int, a: int, t: int) -> int:
+    """CPU read of address a at cycle t, inlined where it is used: ROM, WRAM and HRAM
+    (outside OAM DMA) are read directly, everything else through one out-of-line call.
+
+    Only the opcode fetch inlines it; every other access calls ``rd``'s one out-of-line
+    copy, which keeps the run kernel small (registers, instruction cache, compile time).
     """
     v = int(0xFF)
     if t >= g.st[T_DMA_END, env] or t < g.st[T_DMA_START, env]:
@@ -429,14 +480,15 @@ def rd(g: GB, env: int, a: int, t: int) -> int:
         elif a >= 0xFF80:
             v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
         else:
-            v = rd_slow(g, env, a, t)
+            v = rd_call(g.ref, env, a, t)
     else:
-        v = rd_slow(g, env, a, t)
+        v = rd_call(g.ref, env, a, t)
     return v
 
 
-@wp.func(inline=False)
+@wp.func
 def rd_slow(g: GB, env: int, a: int, t: int) -> int:
+    """Read during OAM DMA (bus conflicts), else the plain memory map."""
     v = int(0xFF)
     if t < g.st[T_DMA_END, env] and t >= g.st[T_DMA_START, env] and a < 0xFE00:
         if dma_bus(a) == dma_bus(int(g.mem[IO_OFF + DMA, env]) << 8):
@@ -473,7 +525,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
         if not vram_oam_blocked(g, env, t, False):
             v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
     elif a < 0xC000:
-        v = cart_ram_read(g, env, a)
+        v = cart_ram_read(g.ref, env, a)
     elif a < 0xFE00:
         v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
     elif a < 0xFEA0:
@@ -490,24 +542,33 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
 
 @wp.func
 def wr(g: GB, env: int, a: int, v: int, t: int):
-    """CPU write of byte v to address a at cycle t (WRAM/HRAM inline, the rest out of line)."""
-    if a >= 0xC000 and a < 0xFE00:
-        g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
-    elif a >= 0xFF80:
-        g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v & 0xFF)
-    else:
-        wr_slow(g, env, a, v & 0xFF, t)
+    """CPU write of byte v to address a at cycle t: one out-of-line call."""
+    wr_call(g.ref, env, a, v, t)
 
 
 @wp.func(inline=False)
+def wr_call(ref: wp.uint64, env: int, a: int, v: int, t: int):
+    """The one out-of-line copy of the complete CPU write (WRAM/HRAM first, which load
+    only ``mem``; the whole struct is loaded for the rest)."""
+    if a >= 0xC000 and a < 0xFE00:
+        mem = load_mem(ref)
+        mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
+    elif a >= 0xFF80:
+        mem = load_mem(ref)
+        mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v & 0xFF)
+    else:
+        wr_slow(load_gb(ref), env, a, v & 0xFF, t)
+
+
+@wp.func
 def wr_slow(g: GB, env: int, a: int, v: int, t: int):
     if a < 0x8000:
-        rom_write(g, env, a, v, t)
+        rom_write(g.ref, env, a, v, t)
     elif a < 0xA000:
         if not vram_oam_blocked(g, env, t, False):
             g.mem[VRAM_OFF + (a - 0x8000), env] = wp.uint8(v)
     elif a < 0xC000:
-        cart_ram_write(g, env, a, v, t)
+        cart_ram_write(g.ref, env, a, v, t)
     elif a < 0xFE00:
         g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v)
     elif a < 0xFEA0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from gbx_gameboy.kstate import GB
+from gbx_gameboy.kstate import GB, load_gb
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     IO_OFF,
@@ -40,7 +40,8 @@ from gbx_gameboy.warp_setup import import_warp
 wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 # Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
-# site keeps the kernel small and its CPU/NVRTC compile time short.
+# site keeps the kernel small and its CPU/NVRTC compile time short. They take ``g.ref``
+# rather than the struct itself (see kstate.py: a by-value struct costs a stack copy).
 
 
 
@@ -138,8 +139,9 @@ def object_dots(mem: wp.array2d(dtype=wp.uint8), env: int, ly: int) -> int:
 
 
 @wp.func(inline=False)
-def stat_update(g: GB, env: int):
+def stat_update(ref: wp.uint64, env: int):
     """Re-evaluate the STAT interrupt line; a rising edge requests IF bit 1."""
+    g = load_gb(ref)
     line = 0
     if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
         stat = int(g.mem[IO_OFF + STAT, env])
@@ -174,13 +176,13 @@ def frame_done(g: GB, env: int):
 
 
 @wp.func
-def ppu_sync(g: GB, env: int, t: int):
+def ppu_sync(ref: wp.uint64, env: int, t: int):
     """Apply every PPU transition at cycles <= t (the CPU may look at the PPU from t on)."""
-    ppu_advance(g, env, t, -1)
+    ppu_advance(ref, env, t, -1)
 
 
 @wp.func(inline=False)
-def ppu_advance(g: GB, env: int, t: int, unobserved_until: int):
+def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
     """Apply every PPU transition at cycles <= t.
 
     ``unobserved_until``: the CPU provably neither reads PPU state (STAT, VRAM/OAM access
@@ -190,6 +192,7 @@ def ppu_advance(g: GB, env: int, t: int, unobserved_until: int):
     from the same, unchanged registers and its end does not move). That keeps a halted
     CPU, the common case while a game waits for VBlank, free of the scan's cost.
     """
+    g = load_gb(ref)
     while g.st[T_PPU_NEXT, env] <= t:
         ev = g.st[T_PPU_NEXT, env]
         if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) == 0:
@@ -252,12 +255,13 @@ def ppu_advance(g: GB, env: int, t: int, unobserved_until: int):
             g.st[S_PPU_PHASE, env] = phase
             g.st[S_PPU_MODE, env] = mode
             g.st[T_PPU_NEXT, env] = nxt
-            stat_update(g, env)
+            stat_update(g.ref, env)
 
 
 @wp.func(inline=False)
-def lcdc_write(g: GB, env: int, v: int, t: int):
-    ppu_sync(g, env, t)
+def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
+    g = load_gb(ref)
+    ppu_sync(g.ref, env, t)
     old = int(g.mem[IO_OFF + LCDC, env])
     g.mem[IO_OFF + LCDC, env] = wp.uint8(v)
     if (old & 0x80) != 0 and (v & 0x80) == 0:
@@ -273,12 +277,14 @@ def lcdc_write(g: GB, env: int, v: int, t: int):
         g.st[S_WIN_LINE, env] = 0
         g.st[T_PPU_NEXT, env] = t + g.lcdon_m3
         g.st[T_LINE_AT, env] = t + g.lcdon_m3 - g.ppu_m3  # as if the line had started earlier
-    stat_update(g, env)
+    stat_update(g.ref, env)
 
 
 @wp.func(inline=False)
-def stat_read(g: GB, env: int, t: int) -> int:
-    ppu_sync(g, env, t)
+def stat_read(ref: wp.uint64, env: int, t: int) -> int:
+    g = load_gb(ref)
+    if t >= g.st[T_PPU_NEXT, env]:
+        ppu_sync(g.ref, env, t)
     v = (int(g.mem[IO_OFF + STAT, env]) & 0x78) | 0x80
     if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
         v = v | g.st[S_PPU_MODE, env]
@@ -292,7 +298,8 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
     """Whether a CPU access at cycle t is refused: VRAM during mode 3, OAM during the OAM
     scan and mode 3. The access windows are offset from the STAT-visible modes."""
     s = t - g.ppu_lag
-    ppu_sync(g, env, s)
+    if s >= g.st[T_PPU_NEXT, env]:
+        ppu_sync(g.ref, env, s)
     blocked = False
     if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0 and int(g.mem[IO_OFF + LY, env]) < 144:
         d = s - g.st[T_LINE_AT, env]

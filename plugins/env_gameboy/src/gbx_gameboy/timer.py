@@ -9,7 +9,7 @@ overflow, so the CPU can read TIMA at the exact M-cycle of the access and HALT c
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import GB
+from gbx_gameboy.kstate import GB, load_gb
 from gbx_gameboy.layout import (
     DIV,
     IF,
@@ -29,7 +29,8 @@ from gbx_gameboy.warp_setup import import_warp
 wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 # Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
-# site keeps the kernel small and its CPU/NVRTC compile time short.
+# site keeps the kernel small and its CPU/NVRTC compile time short. They take ``g.ref``
+# rather than the struct itself (see kstate.py: a by-value struct costs a stack copy).
 
 
 @wp.func
@@ -72,8 +73,9 @@ def timer_schedule(g: GB, env: int, t: int):
 
 
 @wp.func(inline=False)
-def timer_sync(g: GB, env: int, t: int):
+def timer_sync(ref: wp.uint64, env: int, t: int):
     """Apply every TIMA increment, overflow and reload at cycles <= t."""
+    g = load_gb(ref)
     cur = g.st[T_TSYNC, env]
     if t > cur:
         tima = int(g.mem[IO_OFF + TIMA, env])
@@ -120,17 +122,18 @@ def timer_tick_once(g: GB, env: int, t: int):
 
 
 @wp.func(inline=False)
-def timer_write(g: GB, env: int, reg: int, v: int, t: int):
+def timer_write(ref: wp.uint64, env: int, reg: int, v: int, t: int):
     """CPU write of DIV, TIMA, TMA or TAC at cycle t."""
+    g = load_gb(ref)
     if reg == DIV:
-        timer_sync(g, env, t)
+        timer_sync(g.ref, env, t)
         tac = int(g.mem[IO_OFF + TAC, env])
         if (tac & 4) != 0:
             if (div_at(g, env, t) & (timer_period(tac) >> 1)) != 0:
                 timer_tick_once(g, env, t)
         g.st[S_DIV_OFF, env] = (0x10000 - (t & 0xFFFF)) & 0xFFFF
     elif reg == TAC:
-        timer_sync(g, env, t)
+        timer_sync(g.ref, env, t)
         old = int(g.mem[IO_OFF + TAC, env])
         d = div_at(g, env, t)
         old_sig = (old & 4) != 0 and (d & (timer_period(old) >> 1)) != 0
@@ -139,7 +142,7 @@ def timer_write(g: GB, env: int, reg: int, v: int, t: int):
         if old_sig and not new_sig:
             timer_tick_once(g, env, t)
     else:
-        timer_sync(g, env, t)
+        timer_sync(g.ref, env, t)
         # A TMA reload that happened on this very cycle wins over a TIMA write and picks
         # up a TMA written on the same cycle.
         reload_now = g.st[S_TIMA_PEND, env] == 0 and g.st[T_RELOAD, env] == t
