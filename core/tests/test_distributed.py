@@ -158,8 +158,6 @@ ALGO_RUNS = {
 }
 
 
-@pytest.mark.xfail(reason="the trainers do not share gradients through gbx.distributed yet",
-                   strict=False)
 @pytest.mark.parametrize("algo", sorted(ALGO_RUNS))
 def test_algorithm_two_ranks_through_gbx_run(algo: str, tmp_path: Path) -> None:
     """``torchrun --nproc-per-node 2 -m gbx run --algo ALGO --env toy --device cpu``."""

@@ -524,7 +524,9 @@ def _object_dots_kernel():
     return k
 
 
-def _object_dots(oams: list[list[int]], regs: list[tuple[int, int, int, int, int]]) -> list[int]:
+def _object_dots(
+    oams: list[list[int]], regs: list[tuple[int, int, int, int, int]], device: str = "cpu"
+) -> list[int]:
     from gbx_gameboy.warp_setup import import_warp
 
     wp = import_warp()
@@ -537,9 +539,9 @@ def _object_dots(oams: list[list[int]], regs: list[tuple[int, int, int, int, int
         for reg, v in ((L.LCDC, lcdc), (L.SCX, scx), (L.WY, wy), (L.WX, wx)):
             mem[L.IO_OFF + reg, e] = v
         lines[e] = ly
-    out = wp.zeros(n, dtype=wp.int32, device="cpu")
-    wp.launch(_object_dots_kernel(), dim=n, device="cpu",
-              inputs=[wp.from_torch(mem), wp.from_torch(lines), out])
+    out = wp.zeros(n, dtype=wp.int32, device=device)
+    wp.launch(_object_dots_kernel(), dim=n, device=device,
+              inputs=[wp.from_torch(mem.to(device)), wp.from_torch(lines.to(device)), out])
     return out.numpy().tolist()
 
 
@@ -569,7 +571,12 @@ def test_object_dots_follow_the_fetch_rule() -> None:
     assert got == [c[2] for c in cases]
 
 
-def test_object_dots_match_the_model_on_random_oam() -> None:
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device on this machine")),
+])
+def test_object_dots_match_the_model_on_random_oam(device: str) -> None:
     g = torch.Generator().manual_seed(5)
     n = 64
     oams = [torch.randint(0, 176, (160,), generator=g).tolist() for _ in range(n)]
@@ -585,7 +592,7 @@ def test_object_dots_match_the_model_on_random_oam() -> None:
         for _ in range(n)
     ]
     want = [_object_dots_model(o, *r) for o, r in zip(oams, regs, strict=True)]
-    assert _object_dots(oams, regs) == want
+    assert _object_dots(oams, regs, device) == want
     assert len(set(want)) > 10  # the cases are varied
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gbx import distributed as gdist
 from gbx.api import RunContext
 from gbx.guard import FiniteGuard
 from gbx.rl_common import (
@@ -81,6 +82,10 @@ class A2CTrainer(OnPolicyTrainer):
         if cfg.optimizer == "adam":
             return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.eps)
         return torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.alpha, eps=cfg.eps)
+
+    def _wrap_forward(self, model: nn.Module) -> nn.Module:
+        # Several ranks (torchrun) start from rank 0's weights; _optimise averages gradients.
+        return gdist.sync_parameters(model)
 
     def _setup_training(self) -> None:
         cfg = self.cfg
@@ -176,6 +181,7 @@ class A2CTrainer(OnPolicyTrainer):
             sums += torch.stack([loss.policy, loss.value, loss.entropy]).detach() * scale
             acc.add_policy(entropy=loss.per_sample_entropy.detach())
         policy_loss, value_loss, entropy = sums.unbind()
+        gdist.average_gradients(params)  # across ranks, after every chunk's backward
         grad_norm = guarded_step(
             optimizer, params, guard, max_grad_norm=cfg.max_grad_norm,
             loss_policy=policy_loss, loss_value=value_loss, loss_entropy=entropy,

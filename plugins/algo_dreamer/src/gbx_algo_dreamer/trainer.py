@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import torch
 
+from gbx import distributed as gdist
 from gbx.evaluation import evaluate_policy
 from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx.metrics import MetricsAccumulator
@@ -53,6 +54,9 @@ class DreamerTrainer:
         self.wm = WorldModel(self.obs_shape, self.num_actions, size, cfg.unimix,
                              cfg.bins).to(self.device)
         self.behavior = Behavior(self.wm.rssm.feat_dim, self.num_actions, cfg).to(self.device)
+        # Several ranks (torchrun) start from rank 0's weights; update() averages gradients.
+        gdist.sync_parameters(self.wm)
+        gdist.sync_parameters(self.behavior)
         self.bins = make_bins(cfg.bins).to(self.device)
         self.model_opt = _adam(self.wm.parameters(), cfg.model_lr, cfg.model_eps)
         self.actor_opt = _adam(self.behavior.actor.parameters(), cfg.actor_lr, cfg.ac_eps)
@@ -101,6 +105,7 @@ class DreamerTrainer:
                            free_bits=cfg.free_bits, generator=self.gen)
         self.model_opt.zero_grad(set_to_none=True)
         out.loss.backward()
+        gdist.average_gradients(self.wm.parameters())
         model_norm = torch.nn.utils.clip_grad_norm_(self.wm.parameters(), cfg.model_clip)
         self.model_opt.step()
         scalars = dict(out.scalars)
@@ -116,6 +121,7 @@ class DreamerTrainer:
             self.actor_opt.zero_grad(set_to_none=True)
             self.critic_opt.zero_grad(set_to_none=True)
             (beh.actor_loss + beh.critic_loss).backward()
+            gdist.average_gradients(self.behavior.parameters())
             actor_norm = torch.nn.utils.clip_grad_norm_(self.behavior.actor.parameters(),
                                                         cfg.ac_clip)
             critic_norm = torch.nn.utils.clip_grad_norm_(self.behavior.critic.parameters(),

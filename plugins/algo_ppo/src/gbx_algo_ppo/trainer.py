@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gbx import distributed as gdist
 from gbx.api import RunContext
 from gbx.guard import FiniteGuard
 from gbx.models import require_model
@@ -89,6 +90,8 @@ class PPOTrainer(OnPolicyTrainer):
         return torch.optim.Adam(model.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps)
 
     def _wrap_forward(self, model: nn.Module) -> Forward:
+        # Several ranks (torchrun): DDP, so backward averages gradients across them.
+        model = gdist.wrap_model(model)
         return torch.compile(model) if self.cfg.torch_compile else model
 
     def _setup_training(self) -> None:

@@ -110,7 +110,7 @@ def object_dots(mem: wp.array2d(dtype=wp.uint8), env: int, ly: int) -> int:
         scx = int(mem[IO_OFF + SCX, env])
         wx = int(mem[IO_OFF + WX, env])
         win_on = (lcdc & 0x21) == 0x21 and ly >= int(mem[IO_OFF + WY, env]) and wx <= 166
-        bg_tiles = int(0)  # background tile columns (mod 32) already waited for
+        bg_tiles = int(0)  # background tile columns already waited for
         win_tiles = int(0)  # window tile columns already waited for
         count = int(0)
         i = int(0)
@@ -129,11 +129,12 @@ def object_dots(mem: wp.array2d(dtype=wp.uint8), env: int, ly: int) -> int:
                             win_tiles = win_tiles | bit
                             dots += wp.max(5 - (wpx & 7), 0)
                     else:
-                        bpx = (px + scx) & 255
-                        bit = 1 << (bpx >> 3)
+                        # Tile columns counted from the one holding screen pixel -8: at
+                        # most 22 of them, so the mask never reaches the sign bit.
+                        bit = 1 << (((px + 8 + scx) >> 3) - (scx >> 3))
                         if (bg_tiles & bit) == 0:
                             bg_tiles = bg_tiles | bit
-                            dots += wp.max(5 - (bpx & 7), 0)
+                            dots += wp.max(5 - ((px + scx) & 7), 0)
             i += 1
     return dots
 
