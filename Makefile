@@ -11,7 +11,7 @@ PACKAGES := core $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.to
 PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(PACKAGES))
 TEST_PATHS := core/tests $(wildcard plugins/*/tests) tests
 
-.PHONY: setup run test lint roms clean-runs
+.PHONY: setup run test test-slow lint roms clean-runs
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q $(TEST_PATHS)
+
+# Long conformance ROM runs and other slow tests (a separate CI step).
+test-slow: setup
+	$(PY) -m pytest -q -m slow $(TEST_PATHS)
 
 PLUGIN_SRC := $(wildcard plugins/*/src)
 

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import attrs
 import pytest
 import torch
+from env_test_rom import write_env_test_rom
 
 from gbx.api import Env
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv, register_envs
 from gbx_gameboy.savestate import save_state
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
-from env_test_rom import write_env_test_rom
 
 
 @pytest.fixture(scope="module")

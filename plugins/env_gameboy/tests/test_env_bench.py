@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from click.testing import CliRunner
+from env_test_rom import write_env_test_rom
 
 from gbx_gameboy.env_bench import env_bench
 from gbx_gameboy.plugin import register_benchmarks
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
-from env_test_rom import write_env_test_rom
 
 
 def test_bench_prints_json_records(tmp_path: Path) -> None:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 from click.testing import CliRunner
+from env_test_rom import write_env_test_rom
 from PIL import Image, ImageSequence
 
 from gbx_gameboy.actions import press_schedule
 from gbx_gameboy.cli import gameboy
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
-from env_test_rom import write_env_test_rom
 
 
 def black_x(png: Path) -> int:

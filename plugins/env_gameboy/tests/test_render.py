@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from render_reference import render_frame as reference_frame
 
 from gbx_gameboy.layout import (
     BGP,
@@ -24,9 +22,6 @@ from gbx_gameboy.layout import (
 )
 from gbx_gameboy.render import render_frames, render_line
 from gbx_gameboy.warp_setup import import_warp
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
-from render_reference import render_frame as reference_frame
 
 wp = import_warp()
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import io
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from anim_test_rom import write_anim_test_rom
 
 from gbx_gameboy import pyboy_state as ps
 from gbx_gameboy.savestate import SaveStateError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules beside the tests
-from anim_test_rom import write_anim_test_rom
 
 pyboy = pytest.importorskip("pyboy", reason="PyBoy is the reference for its own state format")
 
