@@ -86,3 +86,15 @@ def test_default_observers_prefer_the_log_console_and_plot() -> None:
     assert default_observers(full) == ("console", "jsonl", "plot")  # type: ignore[arg-type]
     bare = SimpleNamespace(observers={"print": 0})
     assert default_observers(bare) == ("print",)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "dist"),
+    [("env", "gbx-quest-3", "gbx-env-gameboy"), ("env", "pyboy-quest-1", "gbx-env-pyboy"),
+     ("env", "pyboy", "gbx-env-pyboy"), ("algorithm", "dreamer_v3", "gbx-algo-dreamer"),
+     ("observer", "gif", "gbx-observers"), ("env", "no-such-env", None)],
+)
+def test_first_party_names_point_at_their_distribution(kind, name, dist) -> None:
+    from gbx.resolve import distribution_for
+
+    assert distribution_for(kind, name) == dist

@@ -16,19 +16,28 @@ from gbx.registry import AlgorithmSpec, EnvSpec, ObserverSpec, Registry
 # First-party names -> the distribution that provides them (and its source folder).
 FIRST_PARTY: dict[str, dict[str, str]] = {
     "algorithm": {"ppo": "gbx-algo-ppo", "a2c": "gbx-algo-a2c", "dreamer_v3": "gbx-algo-dreamer"},
-    "env": {"gameboy": "gbx-env-gameboy", "gameboy-goal": "gbx-env-gameboy"},
+    "env": {
+        "gameboy": "gbx-env-gameboy",
+        "gameboy-goal": "gbx-env-gameboy",
+        "pyboy": "gbx-env-pyboy",
+        "pyboy-goal": "gbx-env-pyboy",
+    },
     "observer": {
         name: "gbx-observers" for name in ("jsonl", "console", "plot", "gif", "tensorboard")
     },
 }
 _FIRST_PARTY_PATTERNS: dict[str, list[tuple[re.Pattern[str], str]]] = {
-    "env": [(re.compile(r"^gbx-quest-\d+$"), "gbx-env-gameboy")],
+    "env": [
+        (re.compile(r"^gbx-quest-\d+$"), "gbx-env-gameboy"),
+        (re.compile(r"^pyboy-quest-\d+$"), "gbx-env-pyboy"),
+    ],
 }
 _SOURCE_DIRS = {
     "gbx-algo-ppo": "plugins/algo_ppo",
     "gbx-algo-a2c": "plugins/algo_a2c",
     "gbx-algo-dreamer": "plugins/algo_dreamer",
     "gbx-env-gameboy": "plugins/env_gameboy",
+    "gbx-env-pyboy": "plugins/env_pyboy",
     "gbx-observers": "plugins/observers",
 }
 
