@@ -80,3 +80,30 @@ def test_gif_command_replays_a_checkpoint(tmp_path: Path) -> None:
     assert meta["run_id"] == "walk-1" and meta["env_steps"] == 4096 and meta["algo"] == "walker"
     with Image.open(out / "rollout.gif") as gif:
         assert gif.n_frames == 11
+
+
+def test_gif_observer_inside_gbx_run_writes_a_rollout_at_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugins = pytest.importorskip("gbx.plugins", reason="needs the core's plugin manager")
+    from gbx.config import build_config
+    from gbx.runner import execute
+
+    monkeypatch.setenv("GBX_GIF_STEPS", "6")
+    host = plugins.load_plugins(
+        entry_points=[],
+        builtin_modules=(*plugins.BUILTIN_MODULES, "gbx_observers.plugin", "observer_test_walker"),
+    )
+    run_dir = tmp_path / "run"
+    config = build_config(
+        host.registry,
+        flags={"algo": "walker", "env": "toy", "device": "cpu", "steps": 8,
+               "run_dir": str(run_dir), "observers": ("gif", "jsonl")},
+    )
+    execute(config, host)
+    gif = run_dir / "media" / "eval_0" / "rollout.gif"
+    assert gif.is_file()
+    with Image.open(gif) as img:
+        assert img.n_frames >= 2
+    rows = (run_dir / "media" / "eval_0" / "rollout.jsonl").read_text().splitlines()
+    assert len(rows) == 6

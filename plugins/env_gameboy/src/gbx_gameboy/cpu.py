@@ -45,9 +45,8 @@ from gbx_gameboy.layout import (
 from gbx_gameboy.memory import rd, rd_fast, serial_sync, set_buttons, wr
 from gbx_gameboy.ppu_timing import ppu_advance
 from gbx_gameboy.timer import timer_sync
-from gbx_gameboy.warp_setup import import_warp
+from gbx_gameboy.warp_setup import wp
 
-wp = import_warp()
 # Threads per block of this module's launches: one warp. Each thread is a whole Game Boy
 # that runs for a whole launch and the kernel's register use allows only a few warps per
 # SM, so the launch must spread over many small blocks to reach every SM: with Warp's

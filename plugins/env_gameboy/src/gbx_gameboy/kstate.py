@@ -11,9 +11,8 @@ which reads only the fields they use (uniform, cached loads).
 
 from __future__ import annotations
 
-from gbx_gameboy.warp_setup import import_warp
+from gbx_gameboy.warp_setup import wp
 
-wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 
 

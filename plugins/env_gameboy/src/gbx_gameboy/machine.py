@@ -12,9 +12,7 @@ from gbx_gameboy import layout as L
 from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
 from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel, store_gb
 from gbx_gameboy.kstate import GB
-from gbx_gameboy.warp_setup import import_warp
-
-wp = import_warp()
+from gbx_gameboy.warp_setup import wp
 
 BOOT_ROM_BYTES = 256
 DEFAULT_SERIAL_CAPACITY = 1024

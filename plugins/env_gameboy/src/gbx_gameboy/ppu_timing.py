@@ -35,9 +35,8 @@ from gbx_gameboy.layout import (
     WY,
 )
 from gbx_gameboy.timer import raise_if
-from gbx_gameboy.warp_setup import import_warp
+from gbx_gameboy.warp_setup import wp
 
-wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 # Cold paths are ``wp.func(inline=False)``: one call instead of a copy at every call
 # site keeps the kernel small and its CPU/NVRTC compile time short. They take ``g.ref``

@@ -32,9 +32,7 @@ from gbx_gameboy.layout import (
     WX,
     WY,
 )
-from gbx_gameboy.warp_setup import import_warp
-
-wp = import_warp()
+from gbx_gameboy.warp_setup import wp
 
 wp.set_module_options({"enable_backward": False})
 

@@ -27,9 +27,8 @@ from collections.abc import Mapping
 
 import torch
 
-from gbx_gameboy.warp_setup import import_warp
+from gbx_gameboy.warp_setup import wp
 
-wp = import_warp()
 wp.set_module_options({"enable_backward": False})
 
 EnvState = dict[str, torch.Tensor]
