@@ -9,6 +9,7 @@ Layout of a run directory::
     meta.json  config.json  train_log.jsonl
     checkpoints/ckpt_<step>.pt  checkpoints/latest   (text: file name of the newest)
     failures/<trace_id>/error.txt  config.json  records.jsonl  repro.txt  [details.json]
+                      [actions.json: the last actions of one env]
     media/
 """
 
@@ -104,6 +105,10 @@ def write_failure(run_dir: Path, payload: Mapping[str, Any]) -> Path:
     write_json_atomic(folder / "repro.txt", str(payload["repro"]) + "\n")
     if payload.get("details"):
         write_json_atomic(folder / "details.json", _json(payload["details"]))
+    actions = payload.get("actions")
+    if actions is not None:
+        values = actions.tolist() if hasattr(actions, "tolist") else list(actions)
+        write_json_atomic(folder / "actions.json", json.dumps(values) + "\n")
     return folder
 
 

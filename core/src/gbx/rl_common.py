@@ -586,6 +586,17 @@ class OnPolicyTrainer:
         self._pending_env_state: Mapping[str, Any] | None = None
         self._baselines: dict[int, dict[str, Any]] = {}
 
+    def failure_context(self, env_index: int = 0) -> dict[str, Any]:
+        """The last rollout of one env for failure bundles: frames ``[T, H, W]`` (newest
+        stacked frame of each step) and the actions taken, copied to the host."""
+        buf = self.storage
+        if buf is None:
+            return {}
+        context: dict[str, Any] = {"actions": buf.actions[:, env_index].detach().cpu()}
+        if buf.obs.dim() == 5:  # [T, N, K, H, W] pixel observations
+            context["frames"] = buf.obs[:, env_index, -1].detach().cpu()
+        return context
+
     # -- model -------------------------------------------------------------------
 
     def _build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:

@@ -292,6 +292,14 @@ class Run:
         details = getattr(exc, "to_dict", None)
         if callable(details):
             error["details"] = details()
+        # The trainer's last observations and actions of one env ("frames", "actions"),
+        # when it offers them; a failure while gathering them must not hide the error.
+        context = getattr(self.trainer, "failure_context", None)
+        if callable(context):
+            try:
+                error.update({k: v for k, v in context().items() if k in ("frames", "actions")})
+            except Exception as ctx_exc:  # noqa: BLE001 - the bundle matters more
+                error["context_error"] = f"{type(ctx_exc).__name__}: {ctx_exc}"
         paths: list[Path] = []
         try:
             self._ensure_started()

@@ -81,6 +81,9 @@ def test_nonfinite_loss_raises_with_batch_payload(tmp_path, monkeypatch):
     payload = info.value.batch_stats
     assert payload["replay_slots"] and payload["actions"] and "obs_stats" in payload
     assert info.value.trace_id
+    context = tr.failure_context(steps=5)  # what the run loop puts in the failure bundle
+    assert context["frames"].shape == (5, *tr.replay.obs_shape[1:]) and int(context["frames"].max()) <= 3
+    assert context["actions"].shape == (5,)
 
 
 def test_standing_still_and_recon_check_modes(tmp_path):

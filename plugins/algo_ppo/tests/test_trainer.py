@@ -215,6 +215,8 @@ def test_nan_through_the_run_loop_writes_a_failure_bundle(
     text = (bundle / "error.txt").read_text()
     assert "NonFiniteError" in text and "loss_value" in text
     assert "batch statistics:" in text and '"advantages"' in text
+    actions = json.loads((bundle / "actions.json").read_text())
+    assert len(actions) == 16 and all(0 <= a < 7 for a in actions)  # one env's last rollout
     details = json.loads((bundle / "details.json").read_text())
     assert details["trace_id"] == trace_id and details["offending"]
     assert "advantages" in details["batch_stats"]

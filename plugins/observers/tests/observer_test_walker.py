@@ -43,6 +43,23 @@ class WalkerTrainer:
         self.cycle = list(state["cycle"])
 
 
+class CrashingTrainer(WalkerTrainer):
+    """Steps the env a few times, then fails: its last frames go into the failure bundle."""
+
+    def train(self) -> None:
+        env = self.ctx.make_env(1)
+        obs = env.reset()
+        self.frames = [obs[0, -1].clone()]
+        for _ in range(3):
+            obs = env.step(self.act(obs))[0]
+            self.frames.append(obs[0, -1].clone())
+        raise RuntimeError("the model blew up")
+
+    def failure_context(self) -> dict[str, Any]:
+        return {"frames": torch.stack(self.frames), "actions": [6, 4, 6]}
+
+
 @hookimpl
 def register_algorithms(register: Any) -> None:
     register("walker", WalkerTrainer, WalkerConfig, description="fixed action cycle (tests)")
+    register("crasher", CrashingTrainer, WalkerConfig, description="fails after 3 steps (tests)")

@@ -107,3 +107,30 @@ def test_gif_observer_inside_gbx_run_writes_a_rollout_at_evaluation(
         assert img.n_frames >= 2
     rows = (run_dir / "media" / "eval_0" / "rollout.jsonl").read_text().splitlines()
     assert len(rows) == 6
+
+
+def test_failure_bundle_of_a_real_run_has_the_last_frames_and_actions(tmp_path: Path) -> None:
+    plugins = pytest.importorskip("gbx.plugins", reason="needs the core's plugin manager")
+    from gbx.config import build_config
+    from gbx.errors import RunFailedError
+    from gbx.runner import execute
+
+    host = plugins.load_plugins(
+        entry_points=[],
+        builtin_modules=(*plugins.BUILTIN_MODULES, "gbx_observers.plugin", "observer_test_walker"),
+    )
+    run_dir = tmp_path / "run"
+    config = build_config(
+        host.registry,
+        flags={"algo": "crasher", "env": "toy", "device": "cpu", "steps": 8,
+               "run_dir": str(run_dir), "observers": ("jsonl",)},
+    )
+    with pytest.raises(RunFailedError) as info:
+        execute(config, host)
+    bundle = run_dir / "failures" / info.value.trace_id
+    assert sorted(p.name for p in (bundle / "frames").iterdir()) == [
+        "frame_000.png", "frame_001.png", "frame_002.png", "frame_003.png"]
+    assert (bundle / "frames.gif").is_file()
+    assert json.loads((bundle / "actions.json").read_text()) == [6, 4, 6]
+    assert "the model blew up" in (bundle / "error.txt").read_text()
+    assert "gbx run --config" in (bundle / "repro.txt").read_text()

@@ -14,6 +14,7 @@ from gbx import distributed as gdist
 from gbx.evaluation import evaluate_policy
 from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx.metrics import MetricsAccumulator
+from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
@@ -313,6 +314,18 @@ class DreamerTrainer:
             env.close()
 
     # -- persistence ---------------------------------------------------------------
+
+    def failure_context(self, stream: int = 0, steps: int = 16) -> dict[str, Any]:
+        """The last ``steps`` replay entries of one env stream for failure bundles: frames
+        ``[T, H, W]`` (newest stacked frame) and actions, oldest first, on the host."""
+        replay = self.replay
+        written = int(replay.cursor[stream])
+        count = min(steps, written, replay.capacity)
+        if count == 0:
+            return {}
+        slots = torch.arange(written - count, written, device=replay.device) % replay.capacity
+        frames = unpack_shades(replay.obs[stream, slots, -1])
+        return {"frames": frames.cpu(), "actions": replay.actions[stream, slots].cpu()}
 
     def state_dict(self) -> dict[str, Any]:
         return {
