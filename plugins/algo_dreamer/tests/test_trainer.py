@@ -82,7 +82,8 @@ def test_nonfinite_loss_raises_with_batch_payload(tmp_path, monkeypatch):
     assert payload["replay_slots"] and payload["actions"] and "obs_stats" in payload
     assert info.value.trace_id
     context = tr.failure_context(steps=5)  # what the run loop puts in the failure bundle
-    assert context["frames"].shape == (5, *tr.replay.obs_shape[1:]) and int(context["frames"].max()) <= 3
+    assert context["frames"].shape == (5, *tr.replay.obs_shape[1:])
+    assert int(context["frames"].max()) <= 3
     assert context["actions"].shape == (5,)
 
 
