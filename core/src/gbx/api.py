@@ -134,6 +134,9 @@ class Trainer(Protocol):
         """Actions int64 ``[N]`` for observations (used by ``gbx gif``/``eval``)."""
         ...
 
+    # Optional: ``failure_context() -> {"frames": [T, H, W], "actions": [T]}`` of one env;
+    # the run loop adds them to the failure bundle when the trainer raises.
+
 
 class Observer(Protocol):
     """Receives run events. Every method is optional; missing ones are skipped."""
