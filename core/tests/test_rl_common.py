@@ -13,6 +13,7 @@ from torch import nn
 
 from gbx import rl_common
 from gbx.metrics import MetricsAccumulator
+from gbx.on_policy import OnPolicyTrainer
 from gbx.rl_common import (
     MemoryBudgetError,
     TruncatedObsBuffer,
@@ -245,7 +246,7 @@ def test_shared_config_fields_validate() -> None:
 
 
 def _tiny_config_cls() -> type:
-    """A config with the fields :class:`rl_common.OnPolicyTrainer` reads."""
+    """A config with the fields :class:`gbx.on_policy.OnPolicyTrainer` reads."""
     import attrs
 
     @attrs.frozen(kw_only=True)
@@ -265,7 +266,7 @@ def _tiny_config_cls() -> type:
     return TinyConfig
 
 
-class _TinyTrainer(rl_common.OnPolicyTrainer):
+class _TinyTrainer(OnPolicyTrainer):
     """The smallest on-policy trainer: one value-regression step per window."""
 
     algo = "tiny"

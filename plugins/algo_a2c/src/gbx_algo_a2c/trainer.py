@@ -2,7 +2,7 @@
 
 The imperative shell around :mod:`gbx_algo_a2c.returns`; what it shares with
 PPO (seeding, model and optimiser, memory check, collection, bootstrapping,
-evaluation, checkpoint state) is :class:`gbx.rl_common.OnPolicyTrainer`.
+evaluation, checkpoint state) is :class:`gbx.on_policy.OnPolicyTrainer`.
 Hot-path rules: neither the window's env steps nor the optimiser step read
 the device from the host. Every ``log_every`` optimiser steps one record is
 emitted with a single host read (the metrics accumulator's summary, which
@@ -23,9 +23,9 @@ from torch import nn
 from gbx import distributed as gdist
 from gbx.api import RunContext
 from gbx.guard import FiniteGuard
+from gbx.on_policy import OnPolicyTrainer
 from gbx.rl_common import (
     EVAL_SEED_OFFSET,
-    OnPolicyTrainer,
     activation_bytes,
     compute_gae,
     explained_variance,

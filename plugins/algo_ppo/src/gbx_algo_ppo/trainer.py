@@ -2,7 +2,7 @@
 
 The imperative shell around :mod:`gbx_algo_ppo.losses`; what it shares with
 A2C (seeding, model and optimiser, memory check, collection, bootstrapping,
-evaluation, checkpoint state) is :class:`gbx.rl_common.OnPolicyTrainer`.
+evaluation, checkpoint state) is :class:`gbx.on_policy.OnPolicyTrainer`.
 Hot-path rules: the rollout loop never reads the device from the host; each
 update ends with exactly two host reads (the non-finite guard's flag and the
 metrics record), plus the budget/stop checks that use host-side counters only.
@@ -21,10 +21,9 @@ from gbx import distributed as gdist
 from gbx.api import RunContext
 from gbx.guard import FiniteGuard
 from gbx.models import require_model
+from gbx.on_policy import Forward, OnPolicyTrainer
 from gbx.rl_common import (
     EVAL_SEED_OFFSET,
-    Forward,
-    OnPolicyTrainer,
     activation_bytes,
     format_bytes,
     guarded_step,
