@@ -216,3 +216,12 @@ def test_add_does_not_sync_on_cuda() -> None:
         torch.cuda.set_sync_debug_mode("default")
     rec = acc.summary()
     assert sum(rec["action_hist"]) == 3 * 256  # type: ignore[arg-type]
+
+
+def test_percentiles_stay_ordered_on_ties() -> None:
+    """Interpolating between equal neighbours returns them exactly (no ulp above p90)."""
+    # a*(1-f) + a*f gives p10 one ulp above p50 here
+    values = torch.tensor([1 / 3] * 3 + [0.375] * 2, dtype=torch.float32)
+    p10, p50, p90 = percentiles(values, (0.1, 0.5, 0.9)).tolist()
+    assert p10 <= p50 <= p90
+    assert p10 == p50 == torch.tensor(1 / 3).item()

@@ -50,7 +50,11 @@ def percentiles(
         lo = int(pos)
         hi = min(lo + 1, n - 1)
         frac = pos - lo
-        picked.append(ordered[lo] * (1.0 - frac) + ordered[hi] * frac)
+        # lerp is exact when both neighbours are equal and monotone in ``frac``, so
+        # ascending quantiles give ascending values (a*(1-f) + b*f can be off by one ulp
+        # and put p50 above p90 on ties); the clamp keeps it between its neighbours.
+        low, high = ordered[lo], ordered[hi]
+        picked.append(torch.lerp(low, high, frac).clamp(min=low, max=high))
     return torch.stack(picked)
 
 

@@ -3,6 +3,7 @@ autoreset through the masked restore, info modes, config errors."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,8 @@ def test_meta_records_goal_settings() -> None:
     m = env.meta()
     assert m["env"] == "gameboy-goal" and m["tau"] == STAGE1.tau and m["consec_k"] == 1
     assert m["shaping"] == 0.0 and m["goal_meta"]["rom_sha256"] == env.rom_sha256
+    goal_file = Path(m["goal_dir"]) / "goal.npy"
+    assert m["goal_sha256"] == hashlib.sha256(goal_file.read_bytes()).hexdigest()
 
 
 @pytest.mark.cuda

@@ -20,6 +20,7 @@ nothing more. ``tau`` and ``consec_k`` default to the goal's ``meta.json``.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import attrs
@@ -28,6 +29,7 @@ import torch
 from gbx.config import option
 from gbx.goal_math import count_under, goal_distance, goal_reward, reached
 from gbx.metrics import percentiles
+from gbx_gameboy.capture import npy_bytes
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
 
 INFO_MODES = ("full", "stats", "none")
@@ -149,6 +151,8 @@ class GoalEnv(GameBoyEnv):
         out.update({
             "env": "gameboy-goal",
             "goal_dir": cfg.goal_dir,
+            # the template's own bytes, so a log names exactly the goal it trained towards
+            "goal_sha256": hashlib.sha256(npy_bytes(self.goal.template)).hexdigest(),
             "goal_meta": self.goal.meta,
             "tau": self.tau,
             "consec_k": self.consec_k,
