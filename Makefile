@@ -9,6 +9,8 @@ TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.gbx-setup.stamp
 PACKAGES := core $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(PACKAGES))
+# Optional extras that the test suite exercises (TensorBoard event files).
+INSTALL_SPECS := $(patsubst plugins/observers,plugins/observers[tensorboard],$(PACKAGES))
 TEST_PATHS := core/tests $(wildcard plugins/*/tests) tests
 
 .PHONY: setup run test test-slow lint roms clean-runs
@@ -22,7 +24,7 @@ $(STAMP): $(PYPROJECTS) Makefile
 	@$(PY) -c "import setuptools" 2>/dev/null || $(PIP) install setuptools
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install torch==$(TORCH_VERSION)
 	@$(PY) -c "import warp" 2>/dev/null || $(PIP) install warp-lang
-	$(PIP) install --no-build-isolation $(addprefix -e ,$(PACKAGES)) -e ".[dev]"
+	$(PIP) install --no-build-isolation $(addprefix -e ,$(INSTALL_SPECS)) -e ".[dev]"
 	@touch $@
 
 # The main job: PPO on the first bundled stage (gbx quest 1, leave the house) on the best
