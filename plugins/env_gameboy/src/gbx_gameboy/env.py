@@ -177,8 +177,12 @@ class GameBoyEnv:
         self.restorer.seed(seed)
         self.random_start = self.bank.size > 1
 
-        n, dev = num_envs, self.device
-        self.stack = FrameStack(n, config.stack_k, hw, dev)
+        self._allocate_step_buffers(num_envs, hw)
+
+    def _allocate_step_buffers(self, n: int, hw: tuple[int, int]) -> None:
+        """Every buffer a step writes, allocated once (a step allocates nothing)."""
+        dev = self.device
+        self.stack = FrameStack(n, self.config.stack_k, hw, dev)
         self._frame = torch.zeros((n, *hw), dtype=torch.uint8, device=dev)
         self._final_obs = torch.zeros((n, *self.obs_shape), dtype=torch.uint8, device=dev)
         self._buttons = torch.zeros(n, dtype=torch.int32, device=dev)

@@ -29,7 +29,7 @@ from gbx_env_pyboy.start import load_or_build
 from gbx_gameboy.actions import BUTTON_BITS, make_codec
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv, resolve_rom
 from gbx_gameboy.goal import GoalConfig, GoalEnv
-from gbx_gameboy.obs import FrameStack, obs_hw
+from gbx_gameboy.obs import obs_hw
 
 _WORKERS_HELP = "worker processes (0: one per available CPU core, at most num_envs)"
 
@@ -93,16 +93,7 @@ class PyBoyEnv(GameBoyEnv):
         self.batch = PyBoyPool(rom, self.start, n, workers, dev, BUTTON_BITS)
         self.restorer = self.batch  # the base env restores through ``restorer.restore``
         self.random_start = False
-        self.stack = FrameStack(n, config.stack_k, hw, dev)
-        self._frame = torch.zeros((n, *hw), dtype=torch.uint8, device=dev)
-        self._final_obs = torch.zeros((n, *self.obs_shape), dtype=torch.uint8, device=dev)
-        self._buttons = torch.zeros(n, dtype=torch.int32, device=dev)
-        self._steps = torch.zeros(n, dtype=torch.int32, device=dev)
-        self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
-        self._done = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._trunc = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._reset_mask = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._all = torch.ones(n, dtype=torch.bool, device=dev)
+        self._allocate_step_buffers(n, hw)
 
     def _on_torch_stream(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()  # no Warp launches here
