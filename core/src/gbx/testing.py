@@ -302,3 +302,34 @@ def check_sigkill_resume(
     expected = {s: r for s, r in reference.items() if s > ckpt_step}
     assert after and set(after) == set(expected)
     assert after == expected
+
+
+def failure_bundle_of_run(
+    algo: str,
+    run_dir: Path,
+    *,
+    steps: int,
+    overrides: Sequence[str] = (),
+    env: str = "toy",
+    plugins: str | None = None,
+) -> Path:
+    """Run ``algo`` (expected to fail) through the real run loop on the CPU; return the
+    failure bundle folder it wrote. ``plugins`` is the ``GBX_PLUGINS`` value (default:
+    the algorithm's name, the usual entry-point name)."""
+    from gbx.config import build_config
+    from gbx.errors import RunFailedError
+    from gbx.plugins import load_plugins
+    from gbx.runner import execute
+
+    host = load_plugins(environ={"GBX_PLUGINS": plugins if plugins is not None else algo})
+    config = build_config(
+        host.registry,
+        flags={"algo": algo, "env": env, "device": "cpu", "steps": steps,
+               "run_dir": str(run_dir), "observers": ("print",)},
+        overrides=list(overrides),
+    )
+    try:
+        execute(config, host)
+    except RunFailedError as exc:
+        return Path(run_dir) / "failures" / str(exc.trace_id)
+    raise AssertionError(f"the {algo} run finished; a failure was expected")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -285,10 +286,7 @@ def test_refuses_a_window_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> 
 def test_nan_through_the_run_loop_writes_a_failure_bundle(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from gbx.config import build_config
-    from gbx.errors import RunFailedError
-    from gbx.plugins import load_plugins
-    from gbx.runner import execute
+    from gbx.testing import failure_bundle_of_run
 
     real = rl.a2c_loss
 
@@ -297,21 +295,16 @@ def test_nan_through_the_run_loop_writes_a_failure_bundle(
         return out._replace(value=out.value * math.nan)
 
     monkeypatch.setattr(rl, "a2c_loss", poisoned)
-    host = load_plugins(environ={"GBX_PLUGINS": "a2c"})
-    config = build_config(
-        host.registry,
-        flags={"algo": "a2c", "env": "toy", "device": "cpu", "steps": 160,
-               "run_dir": str(tmp_path / "run"), "observers": ("print",)},
+    bundle = failure_bundle_of_run(
+        "a2c", tmp_path / "run", steps=160,
         overrides=["algo.num_envs=8", "algo.update_every=5", "algo.log_every=2",
                    "algo.model_options={channels=[8,16,16], hidden=32}"],
     )
-    with pytest.raises(RunFailedError) as info:
-        execute(config, host)
-    trace_id = info.value.trace_id
-    bundle = tmp_path / "run" / "failures" / trace_id
     text = (bundle / "error.txt").read_text()
     assert "NonFiniteError" in text and "loss_value" in text
     assert "batch statistics:" in text and '"advantages"' in text
+    actions = json.loads((bundle / "actions.json").read_text())
+    assert len(actions) == 5 and all(0 <= a < 7 for a in actions)  # one env's last window
 
 
 def test_resuming_between_records_keeps_the_record_and_checkpoint_schedule() -> None:

@@ -194,24 +194,15 @@ def test_refuses_a_rollout_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) ->
 def test_nan_through_the_run_loop_writes_a_failure_bundle(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from gbx.config import build_config
-    from gbx.errors import RunFailedError
-    from gbx.plugins import load_plugins
-    from gbx.runner import execute
+    from gbx.testing import failure_bundle_of_run
 
     monkeypatch.setattr(losses, "value_loss", lambda *a, **k: torch.tensor(math.nan))
-    host = load_plugins(environ={"GBX_PLUGINS": "ppo"})
-    config = build_config(
-        host.registry,
-        flags={"algo": "ppo", "env": "toy", "device": "cpu", "steps": 256,
-               "run_dir": str(tmp_path / "run"), "observers": ("print",)},
+    bundle = failure_bundle_of_run(
+        "ppo", tmp_path / "run", steps=256,
         overrides=["algo.num_envs=8", "algo.rollout_steps=16", "algo.minibatches=2",
                    "algo.model_options={channels=[8,16,16], hidden=32}"],
     )
-    with pytest.raises(RunFailedError) as info:
-        execute(config, host)
-    trace_id = info.value.trace_id
-    bundle = tmp_path / "run" / "failures" / trace_id
+    trace_id = bundle.name
     text = (bundle / "error.txt").read_text()
     assert "NonFiniteError" in text and "loss_value" in text
     assert "batch statistics:" in text and '"advantages"' in text
