@@ -155,3 +155,27 @@ def test_cuda_env_matches_cpu_and_allocates_nothing_per_step(rom: Path, ready: P
         assert torch.equal(info_c["final_obs"], info_g["final_obs"].cpu())
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before
+
+
+def test_bad_start_state_is_a_one_line_user_error(tmp_path: Path) -> None:
+    """A broken savestate stops `gbx run` with one line and exit 2, no crash bundle."""
+    import subprocess
+    import sys
+
+    from gbx.plugins import load_plugins
+
+    algos = load_plugins().registry.algorithms
+    if "ppo" not in algos:
+        pytest.skip("needs an algorithm plugin to drive `gbx run`")
+    bad = tmp_path / "broken.state"
+    bad.write_bytes(b"this is not a savestate")
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "gbx", "run", "--algo", "ppo", "--env", "gameboy", "--device",
+         "cpu", "--steps", "8", "--run-dir", str(run_dir), "--set", f"env.state={bad}"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("gbx: error:")]
+    assert len(errors) == 1 and "broken.state" in errors[0]
+    assert not any((run_dir / "failures").iterdir())

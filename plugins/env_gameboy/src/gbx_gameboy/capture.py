@@ -33,6 +33,7 @@ import click
 import numpy as np
 import torch
 
+from gbx.errors import GbxError
 from gbx_gameboy.actions import BUTTON_BITS, parse_presses
 
 DISTANCE_METRIC = "mean |frame - goal| / 3 over shade indices (gbx.goal_math.goal_distance)"
@@ -44,7 +45,7 @@ DEFAULT_TAU = 0.02
 DEFAULT_CONSEC_K = 1
 
 
-class GoalError(ValueError):
+class GoalError(GbxError, ValueError):
     """A goal directory or template that cannot be used."""
 
 

@@ -6,6 +6,8 @@ import hashlib
 import os
 from dataclasses import dataclass
 
+from gbx.errors import GbxError
+
 # Memory bank controller kinds understood by the kernel (memory.py).
 MBC_NONE, MBC_1, MBC_2, MBC_3, MBC_5 = 0, 1, 2, 3, 5
 
@@ -37,7 +39,7 @@ MBC2_RAM_BYTES = 512  # 512 half-bytes built into the MBC2 chip
 MIN_ROM_BYTES = 0x8000
 
 
-class RomError(ValueError):
+class RomError(GbxError, ValueError):
     """A ROM image that the emulator refuses to run."""
 
 

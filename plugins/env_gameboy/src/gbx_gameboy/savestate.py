@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gbx.errors import GbxError
 from gbx_gameboy.snapshot import EnvState, capture, check_compatible, write_env
 
 MAGIC = b"GBXSTATE"
@@ -39,7 +40,7 @@ _DIGEST_BYTES = 32
 _DTYPES = {"uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64, "int16": torch.int16}
 
 
-class SaveStateError(ValueError):
+class SaveStateError(GbxError, ValueError):
     """A savestate that cannot be loaded (bad file, corrupt, or made for another ROM)."""
 
 
