@@ -102,13 +102,14 @@ def _layout(cart: Cartridge, total: int) -> list[Field]:
 
 def parse(data: bytes, cart: Cartridge, source: str = "PyBoy state") -> dict[str, Any]:
     """Split a PyBoy v29 DMG state made for ``cart`` into named fields."""
-    if len(data) < _size(_HEAD):
-        raise SaveStateError(f"{source} is truncated ({len(data)} bytes)")
-    if data[0] != PYBOY_STATE_VERSION:
+    # The format byte first: a file that is no savestate at all should be told so.
+    if not data or data[0] != PYBOY_STATE_VERSION:
         raise SaveStateError(
             f"{source} is not a gbx savestate nor a PyBoy state of version {PYBOY_STATE_VERSION} "
-            f"(first byte {data[0]}); save it with PyBoy 2.x"
+            f"(first byte {data[0] if data else 'none'}); save it with PyBoy 2.x"
         )
+    if len(data) < _size(_HEAD):
+        raise SaveStateError(f"{source} is truncated ({len(data)} bytes)")
     out: dict[str, Any] = {}
     off = 0
     for name, kind in _layout(cart, len(data)):
