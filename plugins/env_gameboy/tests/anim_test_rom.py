@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gbx_gameboy.asm import assemble
+from gbx_gameboy.microrom import LCD_OFF_START
 
 SOURCE_TEMPLATE = """
 HEADER_TITLE "GBX ANIM TEST"
@@ -17,19 +18,7 @@ HEADER_CART_TYPE {cart_type}
 HEADER_RAM_SIZE $02
 SECTION "vblank", ROM0[$0040]
     jp VBlank
-SECTION "entry", ROM0[$0100]
-    nop
-    jp Main
-SECTION "main", ROM0[$0150]
-Main:
-    di
-    ld sp, $DFFF
-.waitvb:
-    ldh a, [$44]
-    cp 144
-    jr c, .waitvb
-    xor a
-    ldh [$40], a
+""" + LCD_OFF_START + """
     ld hl, $8000
     ld bc, $1000
 .tiles:

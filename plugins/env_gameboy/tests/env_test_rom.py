@@ -10,24 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from gbx_gameboy.asm import assemble
+from gbx_gameboy.microrom import LCD_OFF_START
 
 SOURCE = """
 HEADER_TITLE "GBX ENV TEST"
 SECTION "vblank", ROM0[$0040]
     reti
-SECTION "entry", ROM0[$0100]
-    nop
-    jp Main
-SECTION "main", ROM0[$0150]
-Main:
-    di
-    ld sp, $DFFF
-.waitvb:
-    ldh a, [$44]
-    cp 144
-    jr c, .waitvb
-    xor a
-    ldh [$40], a
+""" + LCD_OFF_START + """
     ld hl, $8010
     ld b, 16
     ld a, $FF

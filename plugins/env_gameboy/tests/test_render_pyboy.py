@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from gbx_gameboy.asm import assemble
+from gbx_gameboy.microrom import LCD_OFF_START
 
 pyboy = pytest.importorskip("pyboy", reason="PyBoy is the reference screen for these ROMs")
 
@@ -23,19 +24,7 @@ _SHADE[[255, 153, 85, 0]] = [0, 1, 2, 3]
 
 SCENE = """
 HEADER_TITLE "GBX PPU SCENE"
-SECTION "entry", ROM0[$0100]
-    nop
-    jp Main
-SECTION "main", ROM0[$0150]
-Main:
-    di
-    ld sp, $DFFF
-.waitvb:
-    ldh a, [$44]
-    cp 144
-    jr c, .waitvb
-    xor a
-    ldh [$40], a
+""" + LCD_OFF_START + """
     ; tiles $8000-$97FF: byte = low(address) xor (address >> 5), a dense mix of colours
     ld hl, $8000
 .tiles:

@@ -6,6 +6,23 @@ The snippet starts at ``Main`` (0x0150) right after the usual ``nop; jp Main`` e
 
 from __future__ import annotations
 
+# The start of a test ROM that draws its own picture: the entry jump, then ``Main``
+# waits for VBlank and turns the LCD off so VRAM can be filled freely.
+LCD_OFF_START = """SECTION "entry", ROM0[$0100]
+    nop
+    jp Main
+SECTION "main", ROM0[$0150]
+Main:
+    di
+    ld sp, $DFFF
+.waitvb:
+    ldh a, [$44]
+    cp 144
+    jr c, .waitvb
+    xor a
+    ldh [$40], a
+"""
+
 PRELUDE = """
 MACRO DONE
     di
