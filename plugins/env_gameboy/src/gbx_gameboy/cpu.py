@@ -24,6 +24,8 @@ from gbx_gameboy.layout import (
     R_F,
     R_PC,
     R_SP,
+    S_BANK0,
+    S_BANKX,
     S_DIV_OFF,
     S_EI_DELAY,
     S_HALT_BUG,
@@ -42,8 +44,8 @@ from gbx_gameboy.layout import (
     TM_CLOCK,
     TM_INSTRS,
 )
-from gbx_gameboy.memory import rd, rd_fast, serial_sync, set_buttons, wr
-from gbx_gameboy.ppu_timing import ppu_advance
+from gbx_gameboy.memory import rd_cpu, serial_sync, set_buttons, wr, wr_cpu
+from gbx_gameboy.ppu_timing import SEEN_MARGIN, ppu_advance, ppu_cpu_event
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import wp
 
@@ -66,6 +68,7 @@ RUN_CYCLES = 0
 PAST_LIMIT = 1 << 29
 LAUNCH_TIME_LIMIT = 0x30000000  # below NEVER, above MAX_FRAMES_PER_LAUNCH frames
 RUN_FRAMES = 1
+STALE = -(1 << 30)  # a next-event time that is always due: reload the cached state
 
 
 @wp.func
@@ -289,7 +292,8 @@ def catch_up(g: GB, env: int, t: int, halted: int, limit: int):
     if t >= g.st[T_SERIAL_END, env]:
         serial_sync(g.ref, env, t)
     if t >= g.st[T_PPU_NEXT, env]:
-        unobserved = int(-1)
+        # The CPU has not looked at the PPU since the last sync (every look syncs).
+        unobserved = t - SEEN_MARGIN
         if halted != 0 and pending_irq(g, env) == 0:
             unobserved = wp.min(wp.min(g.st[T_TIMER_NEXT, env], g.st[T_SERIAL_END, env]), limit)
         ppu_advance(g.ref, env, t, unobserved)
@@ -328,7 +332,21 @@ def run_kernel(
     use_buttons: int,
     release_after: int,
 ):
-    """Run each env for ``amount`` cycles (mode 0) or frames (mode 1)."""
+    """Run each env for ``amount`` cycles (mode 0) or frames (mode 1).
+
+    One iteration of the loop is one instruction in four phases: fetch (opcode and
+    immediates), reads, register work, writes. Memory is touched only in the fetch, read
+    and write phases, each a single inlined site: the 32 Game Boys of a warp run different
+    instructions, and an access written once per instruction kind would be executed once
+    per kind present in the warp; here every thread that reads does so in the same pass.
+
+    What the loop needs at every instruction and that changes rarely stays in registers:
+    the next event time (timer, serial, PPU, launch end), the pending interrupts, the ROM
+    banks and the OAM DMA window. They are reloaded after the event catch-up and after any
+    write that may change them (MBC, IO, IE, interrupt dispatch); reads cannot make an
+    event earlier, and any catch-up they trigger happens only once an event is due, which
+    the next iteration's catch-up sees too.
+    """
     env = wp.tid()
     if g.st[S_LOCKED, env] != 0:
         return
@@ -358,19 +376,37 @@ def run_kernel(
     limit = int(LAUNCH_TIME_LIMIT)
     if mode == RUN_CYCLES:
         limit = amount
+    # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
+    next_ev = int(STALE)
+    irq = int(0)
+    bank0 = int(0)
+    bankx = int(0)
+    dma_s = int(0)
+    dma_e = int(0)
     while True:
-        catch_up(g, env, t, halted, limit)
-        if held != 0 and g.st[S_LFRAMES, env] >= release_after:
-            set_buttons(g.ref, env, 0)
-            held = int(0)
-        if mode == RUN_FRAMES:
-            # The time bound only matters for a game that keeps restarting the LCD so that
-            # no frame ever completes: the launch clock must stay below NEVER.
-            if g.st[S_LFRAMES, env] >= amount or t >= LAUNCH_TIME_LIMIT:
+        if t >= next_ev:
+            catch_up(g, env, t, halted, limit)
+            lframes = g.st[S_LFRAMES, env]
+            if held != 0 and lframes >= release_after:
+                set_buttons(g.ref, env, 0)
+                held = int(0)
+            if mode == RUN_FRAMES:
+                # The time bound only matters for a game that keeps restarting the LCD so
+                # that no frame ever completes: the launch clock must stay below NEVER.
+                if lframes >= amount or t >= LAUNCH_TIME_LIMIT:
+                    break
+            elif t >= amount:
                 break
-        elif t >= amount:
-            break
-        irq = pending_irq(g, env)
+            next_ev = wp.min(
+                wp.min(ppu_cpu_event(g, env), g.st[T_TIMER_NEXT, env]),
+                wp.min(g.st[T_SERIAL_END, env], limit),
+            )
+            irq = pending_irq(g, env)
+            bank0 = g.st[S_BANK0, env]
+            bankx = g.st[S_BANKX, env]
+            dma_s = g.st[T_DMA_START, env]
+            dma_e = g.st[T_DMA_END, env]
+        irq_now = irq
         if halted != 0:
             wake = irq != 0
             if halted == 2:
@@ -380,11 +416,7 @@ def run_kernel(
                 t += 4
             else:
                 # Jump straight to the next event instead of ticking 4 cycles at a time.
-                nt = wp.min(g.st[T_PPU_NEXT, env], g.st[T_TIMER_NEXT, env])
-                nt = wp.min(nt, g.st[T_SERIAL_END, env])
-                if mode == RUN_CYCLES:
-                    nt = wp.min(nt, amount)
-                dt = nt - t
+                dt = next_ev - t
                 if dt < 4:
                     dt = int(4)
                 t += (dt + 3) & ~3
@@ -394,8 +426,8 @@ def run_kernel(
                 # The PPU requests VBlank late in the M-cycle that enters line 144, after a
                 # running CPU has sampled its interrupts for this boundary: the request
                 # is taken one instruction later (a halted CPU wakes on it at once, above).
-                irq = irq & ~1
-        if ime != 0 and irq != 0:
+                irq_now = irq & ~1
+        if ime != 0 and irq_now != 0:
             # Interrupt dispatch: 2 wait M-cycles, push PC (the high byte push may change
             # IE, which is re-read before the vector is chosen), jump: 5 M-cycles.
             ime = int(0)
@@ -411,23 +443,24 @@ def run_kernel(
             sp = (sp - 1) & 0xFFFF
             t += 4
             wr(g, env, sp, pc >> 8, t)
-            irq = pending_irq(g, env)
+            irq_now = pending_irq(g, env)
             sp = (sp - 1) & 0xFFFF
             t += 4
             wr(g, env, sp, pc & 0xFF, t)
             pc = int(0)
-            if irq != 0:
+            if irq_now != 0:
                 bit = int(0)
-                while ((irq >> bit) & 1) == 0:
+                while ((irq_now >> bit) & 1) == 0:
                     bit += 1
                 g.mem[IO_OFF + IF, env] = wp.uint8(int(g.mem[IO_OFF + IF, env]) & ~(1 << bit))
                 pc = 0x40 + 8 * bit
             t += 4
+            next_ev = int(STALE)
             continue
 
-        # ---- fetch
+        # ---- fetch: opcode, then its immediate bytes (little-endian in imm)
         t += 4
-        op = rd_fast(g, env, pc, t)
+        op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
         if halt_bug != 0:
             halt_bug = int(0)
         else:
@@ -438,43 +471,97 @@ def run_kernel(
         z = op & 7
         p = y >> 1
         q = y & 1
-        # ---- immediate operand bytes, little-endian in imm
         n_imm = imm_len(x, y, z)
         imm = int(0)
         k = int(0)
         while k < n_imm:
             t += 4
-            imm = imm | (rd_fast(g, env, pc, t) << (8 * k))
+            imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
             pc = (pc + 1) & 0xFFFF
             k += 1
         f = r[R_F]
         a = r[R_A]
         hl = pair(r, 4)
 
+        # ---- reads: n_rd bytes from raddr (little-endian in rv), after r_wait cycles
+        raddr = hl
+        n_rd = int(0)
+        r_wait = int(0)
+        taken = False
+        if x == 1:
+            if z == 6 and y != 6:  # LD r,(HL)
+                n_rd = int(1)
+        elif x == 2:
+            if z == 6:  # ALU A,(HL)
+                n_rd = int(1)
+        elif x == 0:
+            if z == 2 and q == 1:  # LD A,(BC) / (DE) / (HL+) / (HL-)
+                n_rd = int(1)
+                if p == 0:
+                    raddr = pair(r, 0)
+                elif p == 1:
+                    raddr = pair(r, 2)
+            elif (z == 4 or z == 5) and y == 6:  # INC (HL) / DEC (HL)
+                n_rd = int(1)
+        else:
+            if z == 0:
+                if y < 4:  # RET cc: one internal M-cycle, then the pop if taken
+                    r_wait = int(4)
+                    taken = cond(y, f)
+                    if taken:
+                        n_rd = int(2)
+                        raddr = sp
+                elif y == 6:  # LDH A,(n)
+                    n_rd = int(1)
+                    raddr = 0xFF00 + imm
+            elif z == 1:
+                if q == 0 or p < 2:  # POP rp2 / RET / RETI
+                    n_rd = int(2)
+                    raddr = sp
+            elif z == 2:
+                if y == 7:  # LD A,(nn)
+                    n_rd = int(1)
+                    raddr = imm
+                elif y == 6:  # LD A,(C)
+                    n_rd = int(1)
+                    raddr = 0xFF00 + r[1]
+            elif z == 3 and y == 1:
+                if (imm & 7) == 6:  # CB op on (HL)
+                    n_rd = int(1)
+        t += r_wait
+        rv = int(0)
+        k = int(0)
+        while k < n_rd:
+            t += 4
+            ra = (raddr + k) & 0xFFFF
+            rv = rv | (rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) << (8 * k))
+            k += 1
+
+        # ---- register work; a write is planned as n_wr bytes of wval (low byte first) to
+        # waddr, waddr + wstep, after w_wait cycles
+        waddr = hl
+        n_wr = int(0)
+        w_wait = int(0)
+        wstep = int(1)
+        wval = int(0)
         if x == 1:
             if op == 0x76:  # HALT
-                if ime == 0 and pending_irq(g, env) != 0:
+                if ime == 0 and irq != 0:
                     halt_bug = int(1)
                 else:
                     halted = int(1)
             else:  # LD r,r'
-                v = int(0)
-                if z == 6:
-                    t += 4
-                    v = rd(g, env, hl, t)
-                else:
+                v = rv
+                if z != 6:
                     v = r[z]
                 if y == 6:
-                    t += 4
-                    wr(g, env, hl, v, t)
+                    n_wr = int(1)
+                    wval = v
                 else:
                     r[y] = v
         elif x == 2:  # ALU A,r
-            v = int(0)
-            if z == 6:
-                t += 4
-                v = rd(g, env, hl, t)
-            else:
+            v = rv
+            if z != 6:
                 v = r[z]
             res = alu8(y, a, v, f)
             r[R_A] = res >> 8
@@ -484,15 +571,14 @@ def run_kernel(
                 if y == 0:
                     pass  # NOP
                 elif y == 1:  # LD (nn),SP
-                    nn = imm
-                    t += 4
-                    wr(g, env, nn, sp & 0xFF, t)
-                    t += 4
-                    wr(g, env, (nn + 1) & 0xFFFF, sp >> 8, t)
+                    waddr = imm
+                    n_wr = int(2)
+                    wval = sp
                 elif y == 2:  # STOP: skips a byte, resets DIV, sleeps until a button press
                     pc = (pc + 1) & 0xFFFF
                     wr(g, env, 0xFF04, 0, t)
                     halted = int(2)
+                    next_ev = int(STALE)
                 else:  # JR e / JR cc,e
                     e = sext8(imm)
                     if y == 3 or cond(y, f):
@@ -519,22 +605,19 @@ def run_kernel(
                     r = set_pair(r, 4, s & 0xFFFF)
                     r[R_F] = nf
             elif z == 2:
-                addr = int(0)
                 if p == 0:
-                    addr = pair(r, 0)
+                    waddr = pair(r, 0)
                 elif p == 1:
-                    addr = pair(r, 2)
+                    waddr = pair(r, 2)
+                elif p == 2:
+                    r = set_pair(r, 4, (hl + 1) & 0xFFFF)
                 else:
-                    addr = hl
-                    if p == 2:
-                        r = set_pair(r, 4, (hl + 1) & 0xFFFF)
-                    else:
-                        r = set_pair(r, 4, (hl - 1) & 0xFFFF)
-                t += 4
-                if q == 0:
-                    wr(g, env, addr, a, t)
-                else:
-                    r[R_A] = rd(g, env, addr, t)
+                    r = set_pair(r, 4, (hl - 1) & 0xFFFF)
+                if q == 0:  # LD (rr),A
+                    n_wr = int(1)
+                    wval = a
+                else:  # LD A,(rr): read above
+                    r[R_A] = rv
             elif z == 3:  # INC rp / DEC rp
                 v = sp
                 if p != 3:
@@ -549,11 +632,8 @@ def run_kernel(
                 else:
                     r = set_pair(r, 2 * p, v)
             elif z == 4 or z == 5:  # INC r / DEC r
-                v = int(0)
-                if y == 6:
-                    t += 4
-                    v = rd(g, env, hl, t)
-                else:
+                v = rv
+                if y != 6:
                     v = r[y]
                 nf = f & FC
                 if z == 4:
@@ -569,17 +649,16 @@ def run_kernel(
                     nf = nf | FZ
                 r[R_F] = nf
                 if y == 6:
-                    t += 4
-                    wr(g, env, hl, v, t)
+                    n_wr = int(1)
+                    wval = v
                 else:
                     r[y] = v
             elif z == 6:  # LD r,n
-                v = imm
                 if y == 6:
-                    t += 4
-                    wr(g, env, hl, v, t)
+                    n_wr = int(1)
+                    wval = imm
                 else:
-                    r[y] = v
+                    r[y] = imm
             else:
                 if y < 4:  # RLCA RRCA RLA RRA
                     res = rot8(y, a, f)
@@ -597,23 +676,20 @@ def run_kernel(
                 else:  # CCF
                     r[R_F] = (f & FZ) | ((f & FC) ^ FC)
         else:  # x == 3
+            # Pushes (PUSH, CALL, RST) write the high byte at SP-1, then the low byte at
+            # SP-2, after one internal M-cycle: wval holds them in that order.
             if z == 0:
-                if y < 4:  # RET cc
-                    t += 4
-                    if cond(y, f):
-                        t += 4
-                        lo = rd(g, env, sp, t)
-                        t += 4
-                        hi = rd(g, env, (sp + 1) & 0xFFFF, t)
+                if y < 4:  # RET cc (popped above when taken)
+                    if taken:
                         sp = (sp + 2) & 0xFFFF
                         t += 4
-                        pc = (hi << 8) | lo
-                elif y == 4 or y == 6:  # LDH (n),A / LDH A,(n)
-                    t += 4
-                    if y == 4:
-                        wr(g, env, 0xFF00 + imm, a, t)
-                    else:
-                        r[R_A] = rd(g, env, 0xFF00 + imm, t)
+                        pc = rv
+                elif y == 4:  # LDH (n),A
+                    waddr = 0xFF00 + imm
+                    n_wr = int(1)
+                    wval = a
+                elif y == 6:  # LDH A,(n)
+                    r[R_A] = rv
                 else:  # ADD SP,e / LD HL,SP+e
                     e = imm
                     r[R_F] = add_sp_flags(sp, e)
@@ -625,12 +701,10 @@ def run_kernel(
                     else:
                         r = set_pair(r, 4, v)
             elif z == 1:
-                if q == 0 or p == 0 or p == 1:  # POP rp2 / RET / RETI
-                    t += 4
-                    lo = rd(g, env, sp, t)
-                    t += 4
-                    hi = rd(g, env, (sp + 1) & 0xFFFF, t)
+                if q == 0 or p < 2:  # POP rp2 / RET / RETI (popped above)
                     sp = (sp + 2) & 0xFFFF
+                    lo = rv & 0xFF
+                    hi = rv >> 8
                     if q == 0:
                         if p == 3:
                             r[R_A] = hi
@@ -640,7 +714,7 @@ def run_kernel(
                             r[2 * p + 1] = lo
                     else:
                         t += 4
-                        pc = (hi << 8) | lo
+                        pc = rv
                         if p == 1:
                             ime = int(1)
                             ei_delay = int(0)
@@ -650,45 +724,37 @@ def run_kernel(
                     t += 4
                     sp = hl
             elif z == 2:
-                if y < 4 or y == 5 or y == 7:  # JP cc,nn / LD (nn),A / LD A,(nn)
-                    nn = imm
-                    if y < 4:
-                        if cond(y, f):
-                            t += 4
-                            pc = nn
-                    else:
+                if y < 4:  # JP cc,nn
+                    if cond(y, f):
                         t += 4
-                        if y == 5:
-                            wr(g, env, nn, a, t)
-                        else:
-                            r[R_A] = rd(g, env, nn, t)
-                else:  # LD (C),A / LD A,(C)
-                    t += 4
-                    if y == 4:
-                        wr(g, env, 0xFF00 + r[1], a, t)
-                    else:
-                        r[R_A] = rd(g, env, 0xFF00 + r[1], t)
+                        pc = imm
+                elif y == 5:  # LD (nn),A
+                    waddr = imm
+                    n_wr = int(1)
+                    wval = a
+                elif y == 4:  # LD (C),A
+                    waddr = 0xFF00 + r[1]
+                    n_wr = int(1)
+                    wval = a
+                else:  # LD A,(nn) / LD A,(C): read above
+                    r[R_A] = rv
             elif z == 3:
                 if y == 0:  # JP nn
                     t += 4
                     pc = imm
                 elif y == 1:  # CB prefix
-                    op2 = imm
-                    cx = op2 >> 6
-                    cy = (op2 >> 3) & 7
-                    cz = op2 & 7
-                    v = int(0)
-                    if cz == 6:
-                        t += 4
-                        v = rd(g, env, hl, t)
-                    else:
+                    cx = imm >> 6
+                    cy = (imm >> 3) & 7
+                    cz = imm & 7
+                    v = rv
+                    if cz != 6:
                         v = r[cz]
                     res = cb_op(cx, cy, v, f)
                     r[R_F] = res & 0xF0
                     if cx != 1:
                         if cz == 6:
-                            t += 4
-                            wr(g, env, hl, res >> 8, t)
+                            n_wr = int(1)
+                            wval = res >> 8
                         else:
                             r[cz] = res >> 8
                 elif y == 6:  # DI
@@ -704,43 +770,47 @@ def run_kernel(
                     locked = int(1)
                 elif z == 5 and p != 0:
                     locked = int(1)
-                else:
-                    if z == 5 or cond(y, f):
-                        t += 4
-                        sp = (sp - 1) & 0xFFFF
-                        t += 4
-                        wr(g, env, sp, pc >> 8, t)
-                        sp = (sp - 1) & 0xFFFF
-                        t += 4
-                        wr(g, env, sp, pc & 0xFF, t)
-                        pc = imm
+                elif z == 5 or cond(y, f):
+                    n_wr = int(2)
+                    w_wait = int(4)
+                    waddr = (sp - 1) & 0xFFFF
+                    wstep = int(-1)
+                    wval = ((pc & 0xFF) << 8) | (pc >> 8)
+                    sp = (sp - 2) & 0xFFFF
+                    pc = imm
             elif z == 5:  # PUSH rp2
                 v = int(0)
                 if p == 3:
                     v = (a << 8) | f
                 else:
                     v = pair(r, 2 * p)
-                t += 4
-                sp = (sp - 1) & 0xFFFF
-                t += 4
-                wr(g, env, sp, v >> 8, t)
-                sp = (sp - 1) & 0xFFFF
-                t += 4
-                wr(g, env, sp, v & 0xFF, t)
+                n_wr = int(2)
+                w_wait = int(4)
+                waddr = (sp - 1) & 0xFFFF
+                wstep = int(-1)
+                wval = ((v & 0xFF) << 8) | (v >> 8)
+                sp = (sp - 2) & 0xFFFF
             elif z == 6:  # ALU A,n
-                v = imm
-                res = alu8(y, a, v, f)
+                res = alu8(y, a, imm, f)
                 r[R_A] = res >> 8
                 r[R_F] = res & 0xF0
             else:  # RST
-                t += 4
-                sp = (sp - 1) & 0xFFFF
-                t += 4
-                wr(g, env, sp, pc >> 8, t)
-                sp = (sp - 1) & 0xFFFF
-                t += 4
-                wr(g, env, sp, pc & 0xFF, t)
+                n_wr = int(2)
+                w_wait = int(4)
+                waddr = (sp - 1) & 0xFFFF
+                wstep = int(-1)
+                wval = ((pc & 0xFF) << 8) | (pc >> 8)
+                sp = (sp - 2) & 0xFFFF
                 pc = y * 8
+
+        # ---- writes
+        t += w_wait
+        k = int(0)
+        while k < n_wr:
+            t += 4
+            if wr_cpu(g, env, (waddr + k * wstep) & 0xFFFF, (wval >> (8 * k)) & 0xFF, t) != 0:
+                next_ev = int(STALE)
+            k += 1
 
         if locked != 0:
             # Illegal opcode: the env freezes with PC at the opcode; others continue.

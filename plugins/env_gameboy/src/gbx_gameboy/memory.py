@@ -436,7 +436,7 @@ def oam_blocked(g: GB, env: int, t: int) -> bool:
 
 @wp.func
 def rd(g: GB, env: int, a: int, t: int) -> int:
-    """CPU read of address a at cycle t: one out-of-line call (see rd_fast)."""
+    """CPU read of address a at cycle t: one out-of-line call (see rd_cpu)."""
     return rd_call(g.ref, env, a, t)
 
 
@@ -461,28 +461,44 @@ def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
 
 
 @wp.func
-def rd_fast(g: GB, env: int, a: int, t: int) -> int:
-    """CPU read of address a at cycle t, inlined where it is used: ROM, WRAM and HRAM
-    (outside OAM DMA) are read directly, everything else through one out-of-line call.
+def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, dma_e: int) -> int:
+    """CPU read of address a at cycle t, inlined into the run loop's three read sites.
 
-    Only the opcode fetch inlines it; every other access calls ``rd``'s one out-of-line
-    copy, which keeps the run kernel small (registers, instruction cache, compile time).
-    """
+    ROM, WRAM and HRAM outside OAM DMA are read directly, with the ROM banks and the DMA
+    window taken from the loop's registers (they change only on MBC and IO writes, after
+    which the loop reloads them); everything else goes through ``rd_call``."""
     v = int(0xFF)
-    if t >= g.st[T_DMA_END, env] or t < g.st[T_DMA_START, env]:
-        if a < 0x4000 and (a >= 0x100 or g.has_boot == 0):
-            v = int(g.rom[(g.st[S_BANK0, env] * 0x4000 + a) & g.rom_mask])
-        elif a >= 0x4000 and a < 0x8000:
-            v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
-        elif a >= 0xC000 and a < 0xFE00:
-            v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
-        elif a >= 0xFF80:
-            v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
-        else:
-            v = rd_call(g.ref, env, a, t)
+    if t < dma_e and t >= dma_s:
+        v = rd_call(g.ref, env, a, t)
+    elif a < 0x4000 and (a >= 0x100 or g.has_boot == 0):
+        v = int(g.rom[(bank0 * 0x4000 + a) & g.rom_mask])
+    elif a >= 0x4000 and a < 0x8000:
+        v = int(g.rom[(bankx * 0x4000 + (a - 0x4000)) & g.rom_mask])
+    elif a >= 0xC000 and a < 0xFE00:
+        v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+    elif a >= 0xFF80:
+        v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
     else:
         v = rd_call(g.ref, env, a, t)
     return v
+
+
+@wp.func
+def wr_cpu(g: GB, env: int, a: int, v: int, t: int) -> int:
+    """CPU write of byte v to a at cycle t, inlined into the run loop's one write site:
+    WRAM and HRAM directly, the rest through ``wr_call``. Returns 1 when the write may have
+    changed what the loop keeps in registers (MBC banks, IO registers incl. the OAM DMA
+    start and event times, IE), 0 otherwise."""
+    dirty = int(0)
+    if a >= 0xC000 and a < 0xFE00:
+        g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v)
+    elif a >= 0xFF80 and a < 0xFFFF:
+        g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v)
+    else:
+        wr_call(g.ref, env, a, v, t)
+        if a < 0x8000 or a >= 0xFF00:
+            dirty = int(1)
+    return dirty
 
 
 @wp.func

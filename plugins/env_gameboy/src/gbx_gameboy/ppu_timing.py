@@ -72,6 +72,8 @@ LINE_CYCLES = 456
 MODE3_BASE = 172
 # Longest object penalty: 10 fetches of 6 dots, each in its own tile waiting 5 dots.
 MAX_OBJECT_PENALTY = 10 * (6 + 5)
+# A sync to cycle t treats lines whose mode 3 ended before t - SEEN_MARGIN as unobserved.
+SEEN_MARGIN = 8
 
 # Scanline phases (S_PPU_PHASE), dots counted from the LY change; each phase ends at
 # T_PPU_NEXT. The dot constants come from GB.ppu_* (machine.PPU_TIMING).
@@ -177,8 +179,33 @@ def frame_done(g: GB, env: int):
 
 @wp.func
 def ppu_sync(ref: wp.uint64, env: int, t: int):
-    """Apply every PPU transition at cycles <= t (the CPU may look at the PPU from t on)."""
-    ppu_advance(ref, env, t, -1)
+    """Apply every PPU transition at cycles <= t (the CPU may look at the PPU from t on).
+
+    Whatever the CPU saw of the PPU made it sync then, so lines whose mode 3 ended before
+    t were not looked at: their object scans are skipped (see ``ppu_advance``)."""
+    ppu_advance(ref, env, t, t - SEEN_MARGIN)
+
+
+@wp.func
+def ppu_cpu_event(g: GB, env: int) -> int:
+    """The next cycle at which the PPU can interrupt the CPU or complete a frame.
+
+    With the LCD on and no STAT interrupt source enabled, that is the start of the next
+    VBlank: the transitions before it raise nothing, and they are applied lazily, when the
+    CPU reads or writes PPU state (every such access syncs the PPU first, so it sees the
+    exact cycle and lines are drawn with the registers of their time) or at VBlank. Lines
+    start every LINE_CYCLES, so the time follows from the last line start even when LY
+    itself is not caught up. Otherwise it is the next transition itself."""
+    nxt = g.st[T_PPU_NEXT, env]
+    lazy = (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0
+    lazy = lazy and (int(g.mem[IO_OFF + STAT, env]) & 0x78) == 0
+    if lazy and g.st[S_NO_OAM_SCAN, env] == 0:
+        ly = int(g.mem[IO_OFF + LY, env])
+        lines = 144 - ly
+        if ly >= 144:
+            lines = 154 - ly + 144
+        nxt = wp.max(nxt, g.st[T_LINE_AT, env] + lines * LINE_CYCLES)
+    return nxt
 
 
 @wp.func(inline=False)
