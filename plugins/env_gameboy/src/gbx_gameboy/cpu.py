@@ -21,6 +21,7 @@ from gbx_gameboy.layout import (
     LY,
     NEVER,
     R_A,
+    R_C,
     R_F,
     R_PC,
     R_SP,
@@ -203,16 +204,43 @@ def cond(y: int, f: int) -> bool:
 
 
 @wp.func
+def rget(r: vec8i, i: int) -> int:
+    """r[i] by selects: a vector indexed by a run-time value lives in local memory (slow on
+    a GPU), one indexed by constants stays in registers."""
+    v = r[7]
+    v = wp.where(i == 0, r[0], v)
+    v = wp.where(i == 1, r[1], v)
+    v = wp.where(i == 2, r[2], v)
+    v = wp.where(i == 3, r[3], v)
+    v = wp.where(i == 4, r[4], v)
+    v = wp.where(i == 5, r[5], v)
+    v = wp.where(i == 6, r[6], v)
+    return v
+
+
+@wp.func
+def rset(r: vec8i, i: int, v: int) -> vec8i:
+    """r with r[i] = v, by selects (see rget)."""
+    return vec8i(
+        wp.where(i == 0, v, r[0]),
+        wp.where(i == 1, v, r[1]),
+        wp.where(i == 2, v, r[2]),
+        wp.where(i == 3, v, r[3]),
+        wp.where(i == 4, v, r[4]),
+        wp.where(i == 5, v, r[5]),
+        wp.where(i == 6, v, r[6]),
+        wp.where(i == 7, v, r[7]),
+    )
+
+
+@wp.func
 def pair(r: vec8i, i: int) -> int:
-    return (r[i] << 8) | r[i + 1]
+    return (rget(r, i) << 8) | rget(r, i + 1)
 
 
 @wp.func
 def set_pair(r: vec8i, i: int, v: int) -> vec8i:
-    out = r
-    out[i] = (v >> 8) & 0xFF
-    out[i + 1] = v & 0xFF
-    return out
+    return rset(rset(r, i, (v >> 8) & 0xFF), i + 1, v & 0xFF)
 
 
 @wp.func
@@ -524,7 +552,7 @@ def run_kernel(
                     raddr = imm
                 elif y == 6:  # LD A,(C)
                     n_rd = int(1)
-                    raddr = 0xFF00 + r[1]
+                    raddr = 0xFF00 + r[R_C]
             elif z == 3 and y == 1:
                 if (imm & 7) == 6:  # CB op on (HL)
                     n_rd = int(1)
@@ -553,16 +581,16 @@ def run_kernel(
             else:  # LD r,r'
                 v = rv
                 if z != 6:
-                    v = r[z]
+                    v = rget(r, z)
                 if y == 6:
                     n_wr = int(1)
                     wval = v
                 else:
-                    r[y] = v
+                    r = rset(r, y, v)
         elif x == 2:  # ALU A,r
             v = rv
             if z != 6:
-                v = r[z]
+                v = rget(r, z)
             res = alu8(y, a, v, f)
             r[R_A] = res >> 8
             r[R_F] = res & 0xF0
@@ -589,8 +617,7 @@ def run_kernel(
                     if p == 3:
                         sp = imm
                     else:
-                        r[2 * p] = imm >> 8
-                        r[2 * p + 1] = imm & 0xFF
+                        r = set_pair(r, 2 * p, imm)
                 else:  # ADD HL,rp
                     v = sp
                     if p != 3:
@@ -634,7 +661,7 @@ def run_kernel(
             elif z == 4 or z == 5:  # INC r / DEC r
                 v = rv
                 if y != 6:
-                    v = r[y]
+                    v = rget(r, y)
                 nf = f & FC
                 if z == 4:
                     if (v & 0xF) == 0xF:
@@ -652,13 +679,13 @@ def run_kernel(
                     n_wr = int(1)
                     wval = v
                 else:
-                    r[y] = v
+                    r = rset(r, y, v)
             elif z == 6:  # LD r,n
                 if y == 6:
                     n_wr = int(1)
                     wval = imm
                 else:
-                    r[y] = imm
+                    r = rset(r, y, imm)
             else:
                 if y < 4:  # RLCA RRCA RLA RRA
                     res = rot8(y, a, f)
@@ -710,8 +737,7 @@ def run_kernel(
                             r[R_A] = hi
                             r[R_F] = lo & 0xF0
                         else:
-                            r[2 * p] = hi
-                            r[2 * p + 1] = lo
+                            r = set_pair(r, 2 * p, rv)
                     else:
                         t += 4
                         pc = rv
@@ -733,7 +759,7 @@ def run_kernel(
                     n_wr = int(1)
                     wval = a
                 elif y == 4:  # LD (C),A
-                    waddr = 0xFF00 + r[1]
+                    waddr = 0xFF00 + r[R_C]
                     n_wr = int(1)
                     wval = a
                 else:  # LD A,(nn) / LD A,(C): read above
@@ -748,7 +774,7 @@ def run_kernel(
                     cz = imm & 7
                     v = rv
                     if cz != 6:
-                        v = r[cz]
+                        v = rget(r, cz)
                     res = cb_op(cx, cy, v, f)
                     r[R_F] = res & 0xF0
                     if cx != 1:
@@ -756,7 +782,7 @@ def run_kernel(
                             n_wr = int(1)
                             wval = res >> 8
                         else:
-                            r[cz] = res >> 8
+                            r = rset(r, cz, res >> 8)
                 elif y == 6:  # DI
                     ime = int(0)
                     ei_delay = int(0)

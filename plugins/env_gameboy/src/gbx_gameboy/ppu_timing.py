@@ -275,6 +275,15 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                 elif ly < 144:
                     phase = PH_LINE_START
                     mode = 0
+                    # Whole lines before t that nothing can see (no STAT source enabled,
+                    # frame not drawn) are skipped in one go: lazy catch-up reaches here
+                    # with up to a frame's lines due, five transitions each.
+                    skip = (t - ev) // LINE_CYCLES
+                    if skip > 0 and g.render_frame != g.st[S_LFRAMES, env]:
+                        if (int(g.mem[IO_OFF + STAT, env]) & 0x78) == 0:
+                            skip = wp.min(skip, 143 - ly)
+                            ly = ly + skip
+                            ev = ev + skip * LINE_CYCLES
                     nxt = ev + g.ppu_m2
                 g.mem[IO_OFF + LY, env] = wp.uint8(ly)
                 g.st[T_LINE_AT, env] = ev
