@@ -83,8 +83,10 @@ def standing_still_cmd(device: str, as_json: bool, seed: int, env_name: str, siz
 @click.option("--steps", default=100_000, show_default=True, help="env steps")
 @click.option("--num-envs", default=64, show_default=True)
 @click.option("--train-ratio", default=32.0, show_default=True)
+@click.option("--engine", default="sync", show_default=True,
+              type=click.Choice(["sync", "overlapped"]), help="algo.engine of the run")
 def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, steps: int,
-               num_envs: int, train_ratio: float) -> None:
+               num_envs: int, train_ratio: float, engine: str) -> None:
     """Full DreamerV3 on the bundled stage: reaches the goal within a short GPU run."""
     from gbx_algo_dreamer.config import DreamerConfig
     from gbx_algo_dreamer.validate import registry_env_factory, stage1
@@ -96,7 +98,7 @@ def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, 
         raise click.ClickException(str(exc)) from None
     cfg = DreamerConfig(size=size, num_envs=num_envs, total_env_steps=steps,
                         train_ratio=train_ratio, replay_capacity=max(num_envs * 2048, steps),
-                        record_every=32, checkpoint_every=0)
+                        record_every=32, checkpoint_every=0, engine=engine)
     _report(stage1(dev, factory, cfg, seed), as_json)
 
 

@@ -116,12 +116,17 @@ class StreamPair:
     """The main stream and a side stream for collection on CUDA; no-ops on the CPU."""
 
     def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
         self.device = device
-        self.side = torch.cuda.Stream(device) if self.cuda else None
-        # reused events: each record() replaces the previous marker
-        self._main_ready = torch.cuda.Event() if self.cuda else None
-        self._side_done = torch.cuda.Event() if self.cuda else None
+        self.side: torch.cuda.Stream | None = None
+        self._main_ready: torch.cuda.Event | None = None
+        self._side_done: torch.cuda.Event | None = None
+        if device.type == "cuda":
+            with torch.cuda.device(device):  # stream and events of the trainer's GPU
+                self.side = torch.cuda.Stream(device)
+                # reused: each record() replaces the marker, and a wait already enqueued
+                # keeps the marker it saw
+                self._main_ready = torch.cuda.Event()
+                self._side_done = torch.cuda.Event()
 
     def fork(self) -> None:
         """The side stream waits for everything enqueued on the main stream so far."""
