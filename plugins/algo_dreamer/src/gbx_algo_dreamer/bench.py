@@ -1,13 +1,16 @@
 """``gbx bench dreamer``: env stepping, replay sampling, world-model forward/backward and
-whole-update timings of dreamer_v3, one JSON record per measurement."""
+whole-update timings of dreamer_v3, and the training loop of each engine (``sync``,
+``overlapped``) at the configured train ratio; one JSON record per measurement."""
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import torch
 
 from gbx_algo_dreamer.config import DreamerConfig
@@ -31,22 +34,32 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
     return (time.perf_counter() - start) / repeats
 
 
+def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any]:
+    return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
+            "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length]}
+
+
 def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
               ) -> list[dict[str, Any]]:
+    """Component timings (sync engine): env, collection, sampling, model, update."""
     ctx = LocalContext(registry_env_factory(env, device), device)
-    trainer = DreamerTrainer(cfg, ctx)
+    trainer = DreamerTrainer(attrs.evolve(cfg, engine="sync"), ctx)
     trainer._ensure_started()
-    common = {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
-              "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length]}
+    common = _common(device, env, cfg)
+
+    def collect() -> None:
+        trainer._collect_step()
+        trainer.replay.commit()
+
     # fill enough replay for sampling
     while not trainer._ready():
-        trainer._collect_step()
+        collect()
     env_obj = trainer.env
     actions = torch.zeros(cfg.num_envs, dtype=torch.int64, device=device)
     out = []
     t_env = _time(lambda: env_obj.step(actions), device, repeats * 4)
     out.append({**common, "metric": "env_steps_per_s", "value": cfg.num_envs / t_env})
-    t_collect = _time(trainer._collect_step, device, repeats * 2)
+    t_collect = _time(collect, device, repeats * 2)
     out.append({**common, "metric": "collect_env_steps_per_s",
                 "value": cfg.num_envs / t_collect})
     t_sample = _time(trainer._sample, device, repeats * 4)
@@ -73,6 +86,68 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     if device.type == "cuda":
         out.append({**common, "metric": "max_memory_gib",
                     "value": torch.cuda.max_memory_allocated(device) / 2**30})
+    return out
+
+
+def run_engine_bench(device: torch.device, env: str, cfg: DreamerConfig, engine: str,
+                     iterations: int) -> list[dict[str, Any]]:
+    """Time the training loop of one engine: ``iterations`` env iterations with their
+    updates at ``cfg.train_ratio`` (earned updates drained, device synchronised)."""
+    cfg = attrs.evolve(cfg, engine=engine)
+    trainer = DreamerTrainer(cfg, LocalContext(registry_env_factory(env, device), device))
+    trainer._ensure_started()
+    while not trainer._ready():
+        trainer.engine.advance(cfg.overlap_chunk)
+    # warm-up: lazy initialisation, allocator growth and the first updates
+    while trainer.opt_steps < 2:
+        trainer.engine.advance(cfg.overlap_chunk)
+    trainer.engine.drain()
+    _sync(device)
+    steps0, opt0, trained0 = trainer.env_steps, trainer.opt_steps, trainer.trained_env_steps
+    start = time.perf_counter()
+    target = trainer.iterations + iterations
+    while trainer.iterations < target:
+        trainer.engine.advance(target - trainer.iterations)
+    trainer.engine.drain()
+    _sync(device)
+    elapsed = time.perf_counter() - start
+    updates = trainer.opt_steps - opt0
+    trained = max(trainer.trained_env_steps - trained0, 1)
+    common = {**_common(device, env, cfg), "engine": engine, "train_ratio": cfg.train_ratio,
+              "iterations": iterations}
+    if engine == "overlapped":
+        common["overlap_chunk"] = cfg.overlap_chunk
+    out = [
+        {**common, "metric": "loop_env_steps_per_s",
+         "value": (trainer.env_steps - steps0) / elapsed},
+        {**common, "metric": "loop_updates_per_s", "value": updates / elapsed},
+        {**common, "metric": "loop_replay_ratio",
+         "value": updates * cfg.batch_size * cfg.batch_length / trained},
+    ]
+    if device.type == "cuda":
+        out.append({**common, "metric": "loop_max_memory_gib",
+                    "value": torch.cuda.max_memory_allocated(device) / 2**30})
+    return out
+
+
+def run_engines(device: torch.device, env: str, cfg: DreamerConfig, engines: list[str],
+                iterations: int) -> list[dict[str, Any]]:
+    """Loop timings of each engine, one fresh trainer each (same seed), plus the ratio of
+    overlapped to sync env steps/s when both ran."""
+    out: list[dict[str, Any]] = []
+    sps: dict[str, float] = {}
+    for engine in engines:
+        records = run_engine_bench(device, env, cfg, engine, iterations)
+        sps[engine] = records[0]["value"]
+        out += records
+        gc.collect()  # the previous trainer's replay and models go before the next one
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+    if "sync" in sps and "overlapped" in sps:
+        out.append({**_common(device, env, cfg), "metric": "overlapped_over_sync_env_sps",
+                    "value": sps["overlapped"] / sps["sync"], "train_ratio": cfg.train_ratio,
+                    "overlap_chunk": cfg.overlap_chunk, "iterations": iterations})
     return out
 
 

@@ -83,8 +83,10 @@ def standing_still_cmd(device: str, as_json: bool, seed: int, env_name: str, siz
 @click.option("--steps", default=100_000, show_default=True, help="env steps")
 @click.option("--num-envs", default=64, show_default=True)
 @click.option("--train-ratio", default=32.0, show_default=True)
+@click.option("--engine", default="sync", show_default=True,
+              type=click.Choice(["sync", "overlapped"]), help="algo.engine of the run")
 def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, steps: int,
-               num_envs: int, train_ratio: float) -> None:
+               num_envs: int, train_ratio: float, engine: str) -> None:
     """Full DreamerV3 on the bundled stage: reaches the goal within a short GPU run."""
     from gbx_algo_dreamer.config import DreamerConfig
     from gbx_algo_dreamer.validate import registry_env_factory, stage1
@@ -96,7 +98,7 @@ def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, 
         raise click.ClickException(str(exc)) from None
     cfg = DreamerConfig(size=size, num_envs=num_envs, total_env_steps=steps,
                         train_ratio=train_ratio, replay_capacity=max(num_envs * 2048, steps),
-                        record_every=32, checkpoint_every=0)
+                        record_every=32, checkpoint_every=0, engine=engine)
     _report(stage1(dev, factory, cfg, seed), as_json)
 
 
@@ -168,13 +170,29 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
 @click.option("--batch-size", default=16, show_default=True)
 @click.option("--batch-length", default=64, show_default=True)
 @click.option("--repeats", default=10, show_default=True)
+@click.option("--engine", default="both", show_default=True,
+              type=click.Choice(["sync", "overlapped", "both", "none"]),
+              help="training loops to time (algo.engine); both adds the overlapped/sync "
+                   "ratio of env steps/s; none skips the loops")
+@click.option("--train-ratio", default=32.0, show_default=True,
+              help="replayed steps per env step in the timed loops")
+@click.option("--overlap-chunk", default=16, show_default=True,
+              help="env iterations per chunk of the overlapped engine")
+@click.option("--loop-iterations", default=128, show_default=True,
+              help="env iterations per timed loop")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
-              batch_length: int, repeats: int) -> None:
-    """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates."""
-    from gbx_algo_dreamer.bench import print_records, run_bench
+              batch_length: int, repeats: int, engine: str, train_ratio: float,
+              overlap_chunk: int, loop_iterations: int) -> None:
+    """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates, and the
+    training loop of the sync and overlapped engines."""
+    from gbx_algo_dreamer.bench import print_records, run_bench, run_engines
     from gbx_algo_dreamer.config import DreamerConfig
 
     cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
-                        learning_starts=num_envs * batch_length, checkpoint_every=0)
-    print_records(run_bench(_device(device), env_name, cfg, repeats))
+                        learning_starts=num_envs * batch_length, checkpoint_every=0,
+                        train_ratio=train_ratio, overlap_chunk=overlap_chunk)
+    dev = _device(device)
+    print_records(run_bench(dev, env_name, cfg, repeats))
+    engines = {"both": ["sync", "overlapped"], "none": []}.get(engine, [engine])
+    print_records(run_engines(dev, env_name, cfg, engines, loop_iterations))

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 MODES = ("full", "standing_still", "recon_check")
+ENGINES = ("sync", "overlapped")
 
 
 @attrs.frozen
@@ -67,6 +68,13 @@ class DreamerConfig:
         "action repeated in standing_still mode"))
     heldout_fraction: float = attrs.field(default=0.125, metadata=_help(
         "share of env streams kept out of training in recon_check mode"))
+    engine: str = attrs.field(default="sync", validator=_in(*ENGINES), metadata=_help(
+        "sync (collect one env step, then its updates) | overlapped (on CUDA: collect the "
+        "next chunk on a side stream while the committed replay trains on the main stream; "
+        "on the CPU the same schedule runs sequentially)"))
+    overlap_chunk: int = attrs.field(default=16, metadata=_help(
+        "env iterations collected per chunk with algo.engine=overlapped; the player acts "
+        "with a copy of the weights taken at the start of each chunk"))
     # world model
     model_lr: float = attrs.field(default=1e-4, metadata=_help("world model learning rate"))
     model_eps: float = attrs.field(default=1e-8, metadata=_help("world model Adam epsilon"))
@@ -111,6 +119,11 @@ class DreamerConfig:
             depth=self.depth or base.depth,
         )
 
+    def replay_reserve(self) -> int:
+        """Slots per stream past the committed end that staging may touch before a commit:
+        2 per env step (record + reset record), times the steps staged per commit."""
+        return 2 * (self.overlap_chunk if self.engine == "overlapped" else 1)
+
     def updates_per_env_step(self) -> float:
         return self.train_ratio / float(self.batch_size * self.batch_length)
 
@@ -118,8 +131,11 @@ class DreamerConfig:
         if self.num_envs <= 0 or self.batch_size <= 0 or self.batch_length < 2:
             raise ValueError("algo.num_envs and algo.batch_size must be > 0, "
                              "algo.batch_length >= 2")
+        if self.overlap_chunk <= 0:
+            raise ValueError("algo.overlap_chunk must be > 0")
         per_stream = self.replay_capacity // self.num_envs
-        if per_stream < self.batch_length + 2:
+        need = self.batch_length + self.replay_reserve()
+        if per_stream < need:
             raise ValueError(
                 f"algo.replay_capacity={self.replay_capacity} leaves {per_stream} steps per "
-                f"env stream; raise it to at least {(self.batch_length + 2) * self.num_envs}")
+                f"env stream; raise it to at least {need * self.num_envs}")

@@ -38,7 +38,10 @@ def estimate(cfg: DreamerConfig, obs_shape: tuple[int, int, int], num_actions: i
     size = cfg.preset()
     frames, height, width = obs_shape
     replay = Replay.bytes_needed(cfg.num_envs, cfg.replay_capacity // cfg.num_envs, obs_shape)
-    params = parameter_count(cfg, obs_shape, num_actions) * _FLOAT * _OPT_COPIES
+    # the overlapped engine's player acts with its own copy of the weights (counted in
+    # full, an upper bound: it copies only the encoder, RSSM, actor and critic)
+    copies = _OPT_COPIES + (1 if cfg.engine == "overlapped" else 0)
+    params = parameter_count(cfg, obs_shape, num_actions) * _FLOAT * copies
     steps = cfg.batch_size * cfg.batch_length
     pixels = frames * height * width
     # conv stacks hold about 3 activations of 4 bytes per pixel-channel, encoder + decoder,

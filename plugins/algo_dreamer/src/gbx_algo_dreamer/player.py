@@ -2,19 +2,47 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from gbx.metrics import categorical_entropy
-from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.math_ops import sample_categorical, twohot_mean
-from gbx_algo_dreamer.world_model import Latent, WorldModel
+from gbx_algo_dreamer.world_model import RSSM, Latent
+
+
+class ActingModel(Protocol):
+    """What the player reads of a world model: the encoder and the RSSM."""
+
+    @property
+    def num_actions(self) -> int: ...
+
+    @property
+    def rssm(self) -> RSSM: ...
+
+    def embed(self, obs: torch.Tensor) -> torch.Tensor: ...
+
+
+class ActingPolicy(Protocol):
+    """What the player reads of the behaviour: the actor, and the critic for logging."""
+
+    @property
+    def actor(self) -> nn.Module: ...
+
+    @property
+    def critic(self) -> nn.Module: ...
 
 
 class Player:
-    """Recurrent policy state for ``num_envs`` streams; resets a stream on ``is_first``."""
+    """Recurrent policy state for ``num_envs`` streams; resets a stream on ``is_first``.
 
-    def __init__(self, wm: WorldModel, behavior: Behavior, num_envs: int,
+    ``wm`` and ``behavior`` are the live modules, or a :class:`~gbx_algo_dreamer.engine.
+    PlayerWeights` copy of them when collection runs beside training.
+    """
+
+    def __init__(self, wm: ActingModel, behavior: ActingPolicy, num_envs: int,
                  device: torch.device) -> None:
         self.wm, self.behavior = wm, behavior
         self.num_envs, self.num_actions = num_envs, wm.num_actions

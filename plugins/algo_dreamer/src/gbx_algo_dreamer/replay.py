@@ -9,6 +9,10 @@ Writes happen in two phases: :meth:`stage` fills slots past the committed end an
 :meth:`commit` publishes them. Sampling only ever reads committed slots and keeps
 ``RESERVED`` slots of distance from the write cursor, so a write in progress is never
 read, even when the ring wraps.
+
+Several env steps may be staged before one commit (the overlapped engine stages a whole
+chunk while training samples): the replay is then built with ``reserved`` equal to
+``RESERVED`` times the steps staged per commit, so the sampler keeps clear of all of them.
 """
 
 from __future__ import annotations
@@ -35,13 +39,16 @@ class Batch:
 
 class Replay:
     def __init__(self, num_streams: int, capacity_per_stream: int,
-                 obs_shape: tuple[int, int, int], device: torch.device | str) -> None:
+                 obs_shape: tuple[int, int, int], device: torch.device | str,
+                 reserved: int = RESERVED) -> None:
         frames, height, width = obs_shape
         if width % 4:
             raise ValueError(f"replay packs 4 pixels per byte; frame width {width} is not "
                              "divisible by 4")
-        if capacity_per_stream < RESERVED + 2:
-            raise ValueError(f"replay capacity per stream {capacity_per_stream} is too small")
+        if reserved < RESERVED or capacity_per_stream < reserved + 2:
+            raise ValueError(f"replay capacity per stream {capacity_per_stream} is too small "
+                             f"for {reserved} reserved slots")
+        self.reserved = reserved  # slots past the committed end that staging may touch
         self.device = torch.device(device)
         self.num_streams, self.capacity = num_streams, capacity_per_stream
         self.obs_shape = (frames, height, width)
@@ -106,7 +113,7 @@ class Replay:
 
     def valid(self) -> torch.Tensor:
         """Sampleable records per stream: committed, and clear of in-flight slots."""
-        return torch.clamp(self.committed, max=self.capacity - RESERVED)
+        return torch.clamp(self.committed, max=self.capacity - self.reserved)
 
     def sample(self, batch: int, length: int, generator: torch.Generator | None = None,
                streams: torch.Tensor | None = None) -> Batch:

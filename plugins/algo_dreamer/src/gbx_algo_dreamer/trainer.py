@@ -1,5 +1,6 @@
 """``DreamerTrainer``: collect with the player, replay on the device, train world model and
-actor-critic at the configured train ratio (synchronous: collect, then update)."""
+actor-critic at the configured train ratio (``algo.engine``: synchronous, or collection
+overlapped with training; see :mod:`gbx_algo_dreamer.engine`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from gbx.metrics import MetricsAccumulator
 from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
+from gbx_algo_dreamer.engine import Engine, OverlappedEngine, PlayerWeights, SyncEngine
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
 from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
@@ -63,8 +65,17 @@ class DreamerTrainer:
         self.actor_opt = _adam(self.behavior.actor.parameters(), cfg.actor_lr, cfg.ac_eps)
         self.critic_opt = _adam(self.behavior.critic.parameters(), cfg.critic_lr, cfg.ac_eps)
         self.retnorm = ReturnNorm(self.device, cfg.retnorm_decay, cfg.retnorm_limit)
-        self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device)
-        self.player = Player(self.wm, self.behavior, cfg.num_envs, self.device)
+        self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device,
+                             reserved=cfg.replay_reserve())
+        self.engine: Engine
+        if cfg.engine == "overlapped":
+            # the collecting player reads a copy refreshed per chunk, never the live weights
+            weights = PlayerWeights(self.wm, self.behavior)
+            self.player = Player(weights, weights, cfg.num_envs, self.device)
+            self.engine = OverlappedEngine(self, weights)
+        else:
+            self.player = Player(self.wm, self.behavior, cfg.num_envs, self.device)
+            self.engine = SyncEngine(self)
         n_held = max(1, int(cfg.num_envs * cfg.heldout_fraction)) if cfg.mode == "recon_check" \
             else 0
         if n_held >= cfg.num_envs:
@@ -80,6 +91,7 @@ class DreamerTrainer:
         self.opt_steps = 0
         self.train_budget = 0.0
         self.trained_env_steps = 0  # env steps since updates began (for the replay ratio)
+        self.pending_env_steps = 0  # collected, ready, not yet counted (overlapped engine)
         # live env state (set on first train() call or by load_state_dict)
         self._obs: torch.Tensor | None = None
         self._is_first: torch.Tensor | None = None
@@ -148,13 +160,16 @@ class DreamerTrainer:
 
     def _ensure_started(self) -> None:
         if self._obs is None:
-            self._obs = self.env.reset()
-            self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
-                                        device=self.device)
-            self.replay.stage_first(self._obs)
+            with self.engine.collecting():  # env tensors are born on the collection stream
+                self._obs = self.env.reset()
+                self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
+                                            device=self.device)
+                self.replay.stage_first(self._obs)
             self.replay.commit()
 
     def _collect_step(self) -> None:
+        """One env iteration: player, ``env.step``, staged replay records (the engine
+        commits them), metrics. Runs on whatever stream is current."""
         cfg = self.cfg
         assert self._obs is not None and self._is_first is not None
         fixed = cfg.fixed_action if cfg.mode == "standing_still" else None
@@ -171,7 +186,6 @@ class DreamerTrainer:
         reset = info.get("reset_mask", done | trunc)
         arrived = info.get("final_obs", obs)
         self.replay.stage(arrived, action, reward, done, reset, obs)
-        self.replay.commit()
         success = info.get("success", done)  # success: the episode ended at the goal
         dist = info.get("dist")
         self.metrics.add_step(reward, done, trunc, reset_mask=reset,
@@ -183,6 +197,19 @@ class DreamerTrainer:
         self._obs, self._is_first = obs, reset
         self.env_steps += cfg.num_envs
         self.iterations += 1
+
+    def _earn(self, env_steps: int) -> None:
+        """Count ``env_steps`` trained env steps: the replay ratio and the update budget."""
+        self.trained_env_steps += env_steps
+        self.train_budget += self.cfg.updates_per_env_step() * env_steps
+
+    def _owed_updates(self) -> int:
+        """Take the whole updates out of the budget (host arithmetic, exact schedule)."""
+        n = 0
+        while self.train_budget >= 1.0:
+            self.train_budget -= 1.0
+            n += 1
+        return n
 
     def _ready(self) -> bool:
         # every stream holds at least iterations + 1 records: a host-side lower bound
@@ -256,27 +283,36 @@ class DreamerTrainer:
             return True
         return bool(self.ctx.should_stop())
 
+    def _iterations_left(self) -> int:
+        """Env iterations until ``algo.total_env_steps`` (a whole chunk when unbounded)."""
+        if not self.cfg.total_env_steps:
+            return self.cfg.overlap_chunk
+        left = self.cfg.total_env_steps - self.env_steps
+        return max(1, -(-left // self.cfg.num_envs))
+
+    def _reached_total(self) -> bool:
+        return bool(self.cfg.total_env_steps) and self.env_steps >= self.cfg.total_env_steps
+
     def train(self) -> None:
         cfg = self.cfg
         self._ensure_started()
-        per_step = cfg.updates_per_env_step()
         window_start, window_opt = time.perf_counter(), self.opt_steps
-        last_ckpt = self.env_steps
+        last_ckpt, last_rec = self.env_steps, self.iterations
         while not self._done():
-            self._collect_step()
-            if self._ready():
-                self.trained_env_steps += cfg.num_envs
-                self.train_budget += per_step * cfg.num_envs
-                while self.train_budget >= 1.0:
-                    self.metrics.add_scalars(**self.update())
-                    self.train_budget -= 1.0
-            if self.iterations % cfg.record_every == 0:
+            self.engine.advance(self._iterations_left())
+            if self._reached_total():
+                self.engine.drain()  # the last chunk's updates belong in the last record
+            if self.iterations // cfg.record_every > last_rec // cfg.record_every:
                 self.ctx.record(self._record(window_start, window_opt))
                 window_start, window_opt = time.perf_counter(), self.opt_steps
+                last_rec = self.iterations
             if cfg.checkpoint_every and self.env_steps - last_ckpt >= cfg.checkpoint_every:
                 self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
                 last_ckpt = self.env_steps
-        if self.iterations % cfg.record_every:
+        # Stopped from outside (ctx.should_stop: --steps, signal): the updates the last chunk
+        # earned stay pending in the checkpoint and run first on resume, so the records and
+        # the checkpoint agree (the replay ratio counts only steps whose updates ran).
+        if self.iterations != last_rec:  # iterations since the last record
             self.ctx.record(self._record(window_start, window_opt))
         if self.env_steps != last_ckpt or not cfg.checkpoint_every:
             self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
@@ -343,7 +379,8 @@ class DreamerTrainer:
             "rng": {"device": self.gen.get_state(), "torch": torch.get_rng_state()},
             "counters": {"env_steps": self.env_steps, "iterations": self.iterations,
                          "opt_steps": self.opt_steps, "train_budget": self.train_budget,
-                         "trained_env_steps": self.trained_env_steps},
+                         "trained_env_steps": self.trained_env_steps,
+                         "pending_env_steps": self.pending_env_steps},
             "live": {"obs": None if self._obs is None else self._obs.clone(),
                      "is_first": None if self._is_first is None else self._is_first.clone(),
                      "env": self.env.state_dict() if hasattr(self.env, "state_dict") else None},
@@ -371,7 +408,12 @@ class DreamerTrainer:
         self.env_steps, self.iterations = int(c["env_steps"]), int(c["iterations"])
         self.opt_steps, self.train_budget = int(c["opt_steps"]), float(c["train_budget"])
         self.trained_env_steps = int(c["trained_env_steps"])
-        live = state["live"]
+        self.pending_env_steps = int(c.get("pending_env_steps", 0))
+        with self.engine.collecting():  # env tensors are born on the collection stream
+            self._restore_live(state["live"])
+        self.replay.commit()
+
+    def _restore_live(self, live: Mapping[str, Any]) -> None:
         if live["obs"] is not None and live.get("env") is not None \
                 and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(live["env"])
@@ -383,7 +425,6 @@ class DreamerTrainer:
             self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
                                         device=self.device)
             self.replay.stage_first(self._obs)
-            self.replay.commit()
 
 
 class _ResetTracking:

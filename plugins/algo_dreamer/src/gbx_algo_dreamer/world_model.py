@@ -41,6 +41,14 @@ class Latent:
         return Latent(self.deter.detach(), self.stoch.detach())
 
 
+def embed_frames(encoder: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+    """``uint8 [..., K, H, W]`` -> ``[..., E]`` through ``encoder`` (shared with the player's
+    weight copy)."""
+    lead = obs.shape[:-3]
+    out: torch.Tensor = encoder(obs.reshape(-1, *obs.shape[-3:]))
+    return out.reshape(*lead, -1)
+
+
 class RSSM(nn.Module):
     def __init__(self, size: SizePreset, num_actions: int, embed_dim: int, unimix: float) -> None:
         super().__init__()
@@ -152,8 +160,7 @@ class WorldModel(nn.Module):
 
     def embed(self, obs: torch.Tensor) -> torch.Tensor:
         """``uint8 [..., K, H, W]`` -> ``[..., E]``."""
-        lead = obs.shape[:-3]
-        return self.encoder(obs.reshape(-1, *obs.shape[-3:])).reshape(*lead, -1)
+        return embed_frames(self.encoder, obs)
 
     def decode_logits(self, feat: torch.Tensor) -> torch.Tensor:
         lead = feat.shape[:-1]
