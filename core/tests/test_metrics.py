@@ -56,28 +56,31 @@ def test_mean_std() -> None:
     )
 
 
-def _two_step_window(acc: MetricsAccumulator) -> None:
+def _two_step_window(acc: MetricsAccumulator, device: str = "cpu") -> None:
     # 4 envs, 2 steps. Step 1: env 1 done (success), env 2 truncated.
     acc.add_step(
-        torch.tensor([1.0, 2.0, 0.0, 0.0]),
-        torch.tensor([False, True, False, False]),
-        torch.tensor([False, False, True, False]),
-        success=torch.tensor([False, True, False, False]),
-        actions=torch.tensor([0, 1, 1, 2]),
-        dist=torch.tensor([4.0, 0.0, 3.0, 2.0]),
+        torch.tensor([1.0, 2.0, 0.0, 0.0], device=device),
+        torch.tensor([False, True, False, False], device=device),
+        torch.tensor([False, False, True, False], device=device),
+        success=torch.tensor([False, True, False, False], device=device),
+        actions=torch.tensor([0, 1, 1, 2], device=device),
+        dist=torch.tensor([4.0, 0.0, 3.0, 2.0], device=device),
     )
     # Step 2: env 0 done without success.
     acc.add_step(
-        torch.tensor([1.0, 0.0, 0.0, 0.0]),
-        torch.tensor([True, False, False, False]),
-        torch.tensor([False, False, False, False]),
-        success=torch.tensor([False, False, False, False]),
-        actions=torch.tensor([2, 2, 2, 2]),
-        dist=torch.tensor([1.0, 5.0, 6.0, 7.0]),
+        torch.tensor([1.0, 0.0, 0.0, 0.0], device=device),
+        torch.tensor([True, False, False, False], device=device),
+        torch.tensor([False, False, False, False], device=device),
+        success=torch.tensor([False, False, False, False], device=device),
+        actions=torch.tensor([2, 2, 2, 2], device=device),
+        dist=torch.tensor([1.0, 5.0, 6.0, 7.0], device=device),
     )
-    acc.add_policy(entropy=torch.tensor([0.5, 1.5]), value=torch.tensor([1.0, 3.0]))
-    acc.add_scalars(policy_loss=torch.tensor(0.25), kl=0.5)
-    acc.add_scalars(policy_loss=torch.tensor(0.75), kl=1.5)
+    acc.add_policy(
+        entropy=torch.tensor([0.5, 1.5], device=device),
+        value=torch.tensor([1.0, 3.0], device=device),
+    )
+    acc.add_scalars(policy_loss=torch.tensor(0.25, device=device), kl=0.5)
+    acc.add_scalars(policy_loss=torch.tensor(0.75, device=device), kl=1.5)
 
 
 def test_accumulator_summary_hand_checked() -> None:
@@ -195,7 +198,7 @@ def test_add_reads_nothing_back_and_summary_reads_once() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_add_does_not_sync_on_cuda() -> None:
     acc = MetricsAccumulator(num_envs=4, num_actions=3, device="cuda")
-    _two_step_window(acc)
+    _two_step_window(acc, "cuda")
     acc.summary()
     batch = [
         torch.rand(256, device="cuda"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -62,17 +63,26 @@ def test_conformance_command_json() -> None:
 
 
 def test_bench_prints_one_json_record() -> None:
-    res = CliRunner().invoke(emulator_bench, ["--envs", "2", "--frames", "24"])
+    res = CliRunner().invoke(
+        emulator_bench, ["--envs", "2", "--frames", "72", "--warmup-steps", "1"]
+    )
     assert res.exit_code == 0, res.output
     rec = json.loads(_last_line(res.output))
     assert rec["envs"] == 2 and rec["frames_per_s"] > 0 and rec["instructions_per_s"] > 0
     assert {"compile_s", "run_s", "warp", "torch", "device"} <= rec.keys()
+    # One rate per timed step; the steady rate covers the second half of them.
+    assert rec["warmup_steps"] == 1 and len(rec["step_frames_per_s"]) == 3
+    half = rec["step_frames_per_s"][1:]
+    assert min(half) * 0.99 <= rec["steady_frames_per_s"] <= max(half) * 1.01
 
 
-def _fresh_python(*args: str) -> subprocess.CompletedProcess[str]:
+def _fresh_python(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run a fresh interpreter (Warp not yet initialised), capturing stdout and stderr."""
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, *args], capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -102,3 +112,21 @@ def test_plugin_hooks_register_the_command_group_and_benchmark() -> None:
     got = {}
     plugin.register_benchmarks(lambda name, cmd: got.setdefault(name, cmd))
     assert got["emulator"] is emulator_bench
+
+
+@pytest.mark.slow
+def test_phase_clocks_build_counts_every_instruction_and_splits_the_time() -> None:
+    """GBX_GAMEBOY_PHASE_CLOCKS=1 builds the counting kernel; the bench reports its summary."""
+    proc = _fresh_python(
+        "-m", "gbx", "bench", "emulator", "--envs", "2", "--frames", "48",
+        "--warmup-steps", "1", env={"GBX_GAMEBOY_PHASE_CLOCKS": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(proc.stdout.strip().splitlines()[-1])
+    clocks = rec["phase_clocks"]
+    assert clocks["fetches"] == rec["instructions"] > 0
+    shares = clocks["phase_share"]
+    assert set(shares) == {"catch_up", "interrupts_halt", "fetch", "reads", "register_work",
+                           "writes"}
+    assert abs(sum(shares.values()) - 1.0) < 1e-3 and shares["fetch"] > 0
+    assert clocks["live_lanes_per_fetch"] == 1.0  # one env per CPU task

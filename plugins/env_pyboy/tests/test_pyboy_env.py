@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from gbx.testing import check_env
-from gbx_env_pyboy.pool import names_by_mask, split
-from gbx_env_pyboy.shades import screen_to_shades
-from gbx_env_pyboy.tasks import make_stage_env
-from gbx_gameboy.actions import BUTTON_BITS
-from gbx_gameboy.game.solutions import SOLUTIONS, action_indices
+pytest.importorskip("pyboy", reason="the PyBoy backend needs pyboy (pip install pyboy)")
+
+from gbx.testing import check_env  # noqa: E402
+from gbx_env_pyboy.pool import names_by_mask, split  # noqa: E402
+from gbx_env_pyboy.shades import screen_to_shades  # noqa: E402
+from gbx_env_pyboy.tasks import make_stage_env  # noqa: E402
+from gbx_gameboy.actions import BUTTON_BITS  # noqa: E402
+from gbx_gameboy.game.solutions import SOLUTIONS, action_indices  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -46,6 +46,15 @@ from gbx_gameboy.layout import (
     TM_INSTRS,
 )
 from gbx_gameboy.memory import rd_cpu, serial_sync, set_buttons, wr, wr_cpu
+from gbx_gameboy.phase_clock import (
+    CLOCK_ROWS,
+    PHASE_CLOCKS,
+    ROW_CATCH_UPS,
+    ROW_FETCHES,
+    ROW_LANES,
+    cycle_clock,
+    live_lanes,
+)
 from gbx_gameboy.ppu_timing import SEEN_MARGIN, ppu_advance, ppu_cpu_event
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import wp
@@ -60,6 +69,7 @@ RUN_BLOCK_DIM = 32
 wp.set_module_options({"enable_backward": False, "block_dim": RUN_BLOCK_DIM})
 
 vec8i = wp.types.vector(length=8, dtype=wp.int32)
+vec9l = wp.types.vector(length=9, dtype=wp.int64)
 
 FZ = 0x80
 FN = 0x40
@@ -402,6 +412,10 @@ def run_kernel(
             set_buttons(g.ref, env, 0)
 
     limit = int(LAUNCH_TIME_LIMIT)
+    if wp.static(PHASE_CLOCKS):
+        clk = vec9l()  # cycles per phase, then live lanes, fetches, catch-ups
+        c0 = cycle_clock()
+        c1 = c0
     if mode == RUN_CYCLES:
         limit = amount
     # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
@@ -412,7 +426,11 @@ def run_kernel(
     dma_s = int(0)
     dma_e = int(0)
     while True:
+        if wp.static(PHASE_CLOCKS):
+            c0 = cycle_clock()
         if t >= next_ev:
+            if wp.static(PHASE_CLOCKS):
+                clk[ROW_CATCH_UPS] += wp.int64(1)
             catch_up(g, env, t, halted, limit)
             lframes = g.st[S_LFRAMES, env]
             if held != 0 and lframes >= release_after:
@@ -434,6 +452,9 @@ def run_kernel(
             bankx = g.st[S_BANKX, env]
             dma_s = g.st[T_DMA_START, env]
             dma_e = g.st[T_DMA_END, env]
+        if wp.static(PHASE_CLOCKS):
+            c1 = cycle_clock()
+            clk[0] += c1 - c0
         irq_now = irq
         if halted != 0:
             wake = irq != 0
@@ -448,6 +469,8 @@ def run_kernel(
                 if dt < 4:
                     dt = int(4)
                 t += (dt + 3) & ~3
+                if wp.static(PHASE_CLOCKS):
+                    clk[1] += cycle_clock() - c1
                 continue
         elif (irq & 1) != 0 and ime != 0 and t - g.st[T_LINE_AT, env] < 4:
             if int(g.mem[IO_OFF + LY, env]) == 144:
@@ -484,8 +507,15 @@ def run_kernel(
                 pc = 0x40 + 8 * bit
             t += 4
             next_ev = int(STALE)
+            if wp.static(PHASE_CLOCKS):
+                clk[1] += cycle_clock() - c1
             continue
 
+        if wp.static(PHASE_CLOCKS):
+            c0 = cycle_clock()
+            clk[1] += c0 - c1
+            clk[ROW_LANES] += wp.int64(live_lanes())
+            clk[ROW_FETCHES] += wp.int64(1)
         # ---- fetch: opcode, then its immediate bytes (little-endian in imm)
         t += 4
         op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
@@ -507,6 +537,9 @@ def run_kernel(
             imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
             pc = (pc + 1) & 0xFFFF
             k += 1
+        if wp.static(PHASE_CLOCKS):
+            c1 = cycle_clock()
+            clk[2] += c1 - c0
         f = r[R_F]
         a = r[R_A]
         hl = pair(r, 4)
@@ -565,6 +598,9 @@ def run_kernel(
             rv = rv | (rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) << (8 * k))
             k += 1
 
+        if wp.static(PHASE_CLOCKS):
+            c0 = cycle_clock()
+            clk[3] += c0 - c1
         # ---- register work; a write is planned as n_wr bytes of wval (low byte first) to
         # waddr, waddr + wstep, after w_wait cycles
         waddr = hl
@@ -829,6 +865,9 @@ def run_kernel(
                 sp = (sp - 2) & 0xFFFF
                 pc = y * 8
 
+        if wp.static(PHASE_CLOCKS):
+            c1 = cycle_clock()
+            clk[4] += c1 - c0
         # ---- writes
         t += w_wait
         k = int(0)
@@ -838,6 +877,8 @@ def run_kernel(
                 next_ev = int(STALE)
             k += 1
 
+        if wp.static(PHASE_CLOCKS):
+            clk[5] += cycle_clock() - c1
         if locked != 0:
             # Illegal opcode: the env freezes with PC at the opcode; others continue.
             pc = (pc - 1) & 0xFFFF
@@ -871,3 +912,6 @@ def run_kernel(
     rebase(g, env, T_LINE_AT, t)
     g.tm[TM_CLOCK, env] = g.tm[TM_CLOCK, env] + wp.int64(t)
     g.tm[TM_INSTRS, env] = g.tm[TM_INSTRS, env] + wp.int64(icount)
+    if wp.static(PHASE_CLOCKS):
+        for i in range(CLOCK_ROWS):
+            g.clocks[i, env] = g.clocks[i, env] + clk[i]

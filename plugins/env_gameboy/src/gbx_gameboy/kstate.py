@@ -29,6 +29,7 @@ class GB:
     tm: wp.array2d(dtype=wp.int64)  # (TM_COUNT, N)
     ser: wp.array2d(dtype=wp.uint8)  # (serial capacity, N) ring buffer of sent bytes
     fb: wp.array3d(dtype=wp.uint8)  # (N, 144, 160)
+    clocks: wp.array2d(dtype=wp.int64)  # (CLOCK_ROWS, N) with phase clocks, else (1, 1)
     rom_mask: int
     cram_mask: int  # cart RAM bytes - 1, or -1 when the cartridge has none
     mbc: int

@@ -12,6 +12,7 @@ from gbx_gameboy import layout as L
 from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
 from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel, store_gb
 from gbx_gameboy.kstate import GB
+from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.warp_setup import wp
 
 BOOT_ROM_BYTES = 256
@@ -97,6 +98,8 @@ class GameBoyBatch:
         g.cram = wp.zeros((max(self.cart.ram_bytes, 1), n), dtype=wp.uint8, device=dev)
         g.st = wp.zeros((L.ST_COUNT, n), dtype=wp.int32, device=dev)
         g.tm = wp.zeros((L.TM_COUNT, n), dtype=wp.int64, device=dev)
+        clock_shape = (CLOCK_ROWS, n) if PHASE_CLOCKS else (1, 1)
+        g.clocks = wp.zeros(clock_shape, dtype=wp.int64, device=dev)
         g.ser = wp.zeros((serial_capacity, n), dtype=wp.uint8, device=dev)
         g.fb = wp.zeros((n, L.SCREEN_H, L.SCREEN_W), dtype=wp.uint8, device=dev)
         g.rom_mask = self.cart.rom_bytes - 1
@@ -176,6 +179,12 @@ class GameBoyBatch:
             "serial": wp.to_torch(g.ser),
             "fb": wp.to_torch(g.fb),
         }
+
+    @property
+    def phase_clocks(self) -> torch.Tensor:
+        """Per-env phase cycle counters, ``(CLOCK_ROWS, N)`` int64 (zero-copy), when built
+        with ``GBX_GAMEBOY_PHASE_CLOCKS=1`` (see phase_clock.py); a ``(1, 1)`` dummy else."""
+        return wp.to_torch(self._g.clocks)
 
     @property
     def fb(self) -> torch.Tensor:
