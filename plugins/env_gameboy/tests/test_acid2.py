@@ -26,17 +26,31 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_screen_matches_reference(case: str) -> None:
+def _check_screen(case: str, device: str) -> None:
     rom, png = (TESTROMS / p for p in CASES[case])
     if not rom.is_file() or not png.is_file():
         pytest.skip(f"test ROM {rom} not present (set GBX_TESTROMS to the testroms folder)")
     from gbx_gameboy.machine import GameBoyBatch
 
-    batch = GameBoyBatch(rom, 2, "cpu")
+    batch = GameBoyBatch(rom, 2, device)
     batch.run_frames(FRAMES, render_last=True)
     want = np.asarray(Image.open(png).convert("L"))
     for env in range(2):
-        got = grey_levels(batch.fb[env])
+        got = grey_levels(batch.fb[env].cpu())
         bad = np.argwhere(got != want)
         assert bad.size == 0, f"{case}: {len(bad)} pixels differ, first at (y, x) = {tuple(bad[0])}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_screen_matches_reference(case: str) -> None:
+    _check_screen(case, "cpu")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_screen_matches_reference_on_cuda(case: str) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    _check_screen(case, "cuda")
