@@ -121,7 +121,9 @@ class Trainer(Protocol):
         ...
 
     def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
-        """Run evaluation episodes on fresh envs; return a summary."""
+        """Run evaluation episodes on fresh envs; return a summary. A trainer may also take
+        ``baseline: bool = True`` (``gbx eval --no-baseline`` passes False to skip the
+        random-policy episodes)."""
         ...
 
     def state_dict(self) -> dict[str, Any]:

@@ -144,15 +144,17 @@ def build_cli(host: Any) -> click.Group:
     @click.option("--greedy/--sample", default=True, show_default=True,
                   help="take the most likely action, or sample from the policy")
     @click.option("--device", help="override the device stored in the checkpoint")
+    @click.option("--baseline/--no-baseline", default=True, show_default=True,
+                  help="also play the same episodes with a random policy (random_* keys)")
     @click.pass_context
     def eval_cmd(ctx: click.Context, checkpoint: str, episodes: int, greedy: bool,
-                 device: str | None) -> None:
+                 device: str | None, baseline: bool) -> None:
         """Evaluate a checkpoint; print a JSON summary."""
         from gbx.runner import evaluate_checkpoint
 
         try:
             summary = evaluate_checkpoint(Path(checkpoint), _host(ctx), episodes=episodes,
-                                          greedy=greedy, device=device)
+                                          greedy=greedy, device=device, baseline=baseline)
         except (FileNotFoundError, ValueError) as exc:
             raise GbxError(str(exc)) from exc
         click.echo(json.dumps(summary, default=str))

@@ -230,8 +230,11 @@ class OnPolicyTrainer:
 
     # -- evaluation --------------------------------------------------------------
 
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
-        """Greedy or sampled episodes on fresh eval envs, beside a random-policy baseline."""
+    def evaluate(
+        self, episodes: int, *, greedy: bool = True, baseline: bool = True
+    ) -> dict[str, Any]:
+        """Greedy or sampled episodes on fresh eval envs, beside a random-policy baseline
+        (``baseline=False`` leaves it out unless this run has already computed it)."""
         # One episode per eval env and round; rounds repeat beyond 1024 episodes.
         num = min(int(episodes), 1024)
         env = self.ctx.make_env(num, seed_offset=EVAL_SEED_OFFSET)
@@ -256,13 +259,14 @@ class OnPolicyTrainer:
                 # baseline for a given episode count is computed once per run.
                 cached = self._baselines.get(int(episodes))
                 summary = evaluate_policy(
-                    env, policy, int(episodes), greedy=greedy, baseline=cached is None,
+                    env, policy, int(episodes), greedy=greedy,
+                    baseline=baseline and cached is None,
                     seed=int(self.ctx.seed) + EVAL_SEED_OFFSET,
                 )
-                if cached is None:
+                if cached is None and baseline:
                     cached = {k: v for k, v in summary.items() if k.startswith("random_")}
                     self._baselines[int(episodes)] = cached
-                summary.update(cached)
+                summary.update(cached or {})
                 return summary
             finally:
                 model.train(was_training)

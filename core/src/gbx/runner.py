@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import datetime as _dt
 import importlib.metadata
+import inspect
 import platform
 import shlex
 import signal
@@ -523,9 +524,14 @@ def run_outputs(run_dir: Path) -> dict[str, Path]:
 
 
 def evaluate_checkpoint(
-    path: Path, host: PluginHost, *, episodes: int, greedy: bool, device: str | None = None
+    path: Path, host: PluginHost, *, episodes: int, greedy: bool, device: str | None = None,
+    baseline: bool = True,
 ) -> dict[str, Any]:
-    """Rebuild the trainer stored in a checkpoint and run its ``evaluate``."""
+    """Rebuild the trainer stored in a checkpoint and run its ``evaluate``.
+
+    ``baseline=False`` asks the trainer to skip the random-policy baseline (it plays its
+    episodes to the time limit, the slow part on a GPU); a trainer whose ``evaluate`` takes
+    no ``baseline`` argument evaluates as it always does."""
     from gbx.config import from_dict
 
     ckpt_path = latest_checkpoint(Path(path))
@@ -540,7 +546,10 @@ def evaluate_checkpoint(
     algo = require_algorithm(host.registry, config.run.algo)
     trainer = algo.trainer_cls(config.algo, run)
     trainer.load_state_dict(payload["state"])
-    summary = dict(trainer.evaluate(episodes, greedy=greedy))
+    if not baseline and "baseline" in inspect.signature(trainer.evaluate).parameters:
+        summary = dict(trainer.evaluate(episodes, greedy=greedy, baseline=False))
+    else:
+        summary = dict(trainer.evaluate(episodes, greedy=greedy))
     summary.setdefault("checkpoint", str(ckpt_path))
     summary.setdefault("step", int(payload["step"]))
     return {k: _host_value(v) for k, v in summary.items()}

@@ -111,6 +111,11 @@ def test_learns_toy_well_above_random() -> None:
     assert again == out
     sampled = trainer.evaluate(16, greedy=False)
     assert sampled["greedy"] is False and 0.0 <= sampled["success_rate"] <= 1.0
+    # No baseline asked for a new episode count: no random_* keys; a cached one is kept.
+    bare = trainer.evaluate(8, greedy=True, baseline=False)
+    assert bare["episodes"] == 8 and not any(k.startswith("random_") for k in bare)
+    cached = trainer.evaluate(64, greedy=True, baseline=False)
+    assert cached == out
     actions = trainer.act(torch.zeros(3, 1, 72, 80, dtype=torch.uint8), greedy=True)
     assert actions.dtype == torch.int64 and actions.shape == (3,)
 

@@ -334,8 +334,11 @@ class DreamerTrainer:
                                              greedy=greedy, generator=self.gen)
         return action
 
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
-        """Episodes on fresh envs with the shared evaluator (plus its random baseline)."""
+    def evaluate(
+        self, episodes: int, *, greedy: bool = True, baseline: bool = True
+    ) -> dict[str, Any]:
+        """Episodes on fresh envs with the shared evaluator (plus its random baseline
+        unless ``baseline=False``)."""
         num = max(1, min(episodes, self.cfg.num_envs))
         env = _ResetTracking(self.ctx.make_env(num, seed_offset=10_007))
         player = Player(self.wm, self.behavior, num, self.device)
@@ -345,7 +348,9 @@ class DreamerTrainer:
             return action
 
         try:
-            return evaluate_policy(env, policy, episodes, greedy=greedy, seed=int(self.ctx.seed))
+            return evaluate_policy(
+                env, policy, episodes, greedy=greedy, baseline=baseline, seed=int(self.ctx.seed)
+            )
         finally:
             env.close()
 
