@@ -33,7 +33,7 @@ return (long long)__builtin_readcyclecounter();
 #endif
 """
 )
-def cycle_clock() -> wp.int64:
+def cycle_clock() -> wp.int64:  # type: ignore[empty-body]
     """The thread's cycle counter (SM clock on a GPU)."""
     ...
 
@@ -47,7 +47,7 @@ return 1;
 #endif
 """
 )
-def live_lanes() -> int:
+def live_lanes() -> int:  # type: ignore[empty-body]
     """Threads of the warp executing this instruction together (1 on the CPU)."""
     ...
 
