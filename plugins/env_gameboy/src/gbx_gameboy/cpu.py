@@ -739,8 +739,7 @@ def run_kernel(
                 else:  # CCF
                     r[R_F] = (f & FZ) | ((f & FC) ^ FC)
         else:  # x == 3
-            # Pushes (PUSH, CALL, RST) write the high byte at SP-1, then the low byte at
-            # SP-2, after one internal M-cycle: wval holds them in that order.
+            push = int(-1)  # 16-bit value that PUSH, CALL or RST pushes
             if z == 0:
                 if y < 4:  # RET cc (popped above when taken)
                     if taken:
@@ -833,37 +832,29 @@ def run_kernel(
                 elif z == 5 and p != 0:
                     locked = int(1)
                 elif z == 5 or cond(y, f):
-                    n_wr = int(2)
-                    w_wait = int(4)
-                    waddr = (sp - 1) & 0xFFFF
-                    wstep = int(-1)
-                    wval = ((pc & 0xFF) << 8) | (pc >> 8)
-                    sp = (sp - 2) & 0xFFFF
+                    push = pc
                     pc = imm
             elif z == 5:  # PUSH rp2
-                v = int(0)
                 if p == 3:
-                    v = (a << 8) | f
+                    push = (a << 8) | f
                 else:
-                    v = pair(r, 2 * p)
-                n_wr = int(2)
-                w_wait = int(4)
-                waddr = (sp - 1) & 0xFFFF
-                wstep = int(-1)
-                wval = ((v & 0xFF) << 8) | (v >> 8)
-                sp = (sp - 2) & 0xFFFF
+                    push = pair(r, 2 * p)
             elif z == 6:  # ALU A,n
                 res = alu8(y, a, imm, f)
                 r[R_A] = res >> 8
                 r[R_F] = res & 0xF0
             else:  # RST
+                push = pc
+                pc = y * 8
+            if push >= 0:
+                # PUSH, CALL and RST: one internal M-cycle, then the high byte at SP-1 and
+                # the low byte at SP-2 (wval holds them in that order).
                 n_wr = int(2)
                 w_wait = int(4)
                 waddr = (sp - 1) & 0xFFFF
                 wstep = int(-1)
-                wval = ((pc & 0xFF) << 8) | (pc >> 8)
+                wval = ((push & 0xFF) << 8) | (push >> 8)
                 sp = (sp - 2) & 0xFFFF
-                pc = y * 8
 
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()

@@ -434,12 +434,6 @@ def oam_blocked(g: GB, env: int, t: int) -> bool:
     return blocked
 
 
-@wp.func
-def rd(g: GB, env: int, a: int, t: int) -> int:
-    """CPU read of address a at cycle t: one out-of-line call (see rd_cpu)."""
-    return rd_call(g.ref, env, a, t)
-
-
 @wp.func(inline=False)
 def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
     """The one out-of-line copy of the complete CPU read (everything but the opcode fetch's
