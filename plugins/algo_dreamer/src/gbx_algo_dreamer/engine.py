@@ -169,9 +169,7 @@ class OverlappedEngine:
         tr = self.tr
         chunk = max(1, min(tr.cfg.overlap_chunk, max_iterations))
         # updates earned by committed steps of earlier chunks: their data is all committed
-        tr._earn(tr.pending_env_steps)
-        tr.pending_env_steps = 0
-        updates = tr._owed_updates()
+        updates = self._take_pending()
         self.weights.refresh()
         self.streams.fork()
         self.streams.hand_over(self._crossing_tensors())
@@ -180,6 +178,13 @@ class OverlappedEngine:
         tr.replay.commit()  # main stream, after the join: the chunk becomes sampleable
         for s in scalars:
             tr.metrics.add_scalars(**s)
+
+    def _take_pending(self) -> int:
+        """Credit the committed env steps not yet counted; return the updates now owed."""
+        tr = self.tr
+        tr._earn(tr.pending_env_steps)
+        tr.pending_env_steps = 0
+        return tr._owed_updates()
 
     def _interleave(self, chunk: int, updates: int) -> Iterator[dict[str, torch.Tensor]]:
         """Collection steps on the side stream with the updates spread evenly between them
@@ -213,9 +218,7 @@ class OverlappedEngine:
     def drain(self) -> int:
         """Run the updates the last chunks earned (no collection beside them)."""
         tr = self.tr
-        tr._earn(tr.pending_env_steps)
-        tr.pending_env_steps = 0
-        n = tr._owed_updates()
+        n = self._take_pending()
         for _ in range(n):
             tr.metrics.add_scalars(**tr.update())
         return n
