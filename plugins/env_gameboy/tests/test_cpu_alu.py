@@ -12,6 +12,7 @@ import pytest
 
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
+from gbx_gameboy.tiles import env_rows
 
 VALUES = [0x00, 0x01, 0x0F, 0x10, 0x7F, 0x80, 0x8F, 0x99, 0xF0, 0xFF]
 ALU_OPS = ["add", "adc", "sub", "sbc", "and", "xor", "or", "cp"]
@@ -81,7 +82,7 @@ def _run(cases_asm: list[str], n_results: int) -> list[tuple[int, int]]:
     batch = GameBoyBatch(micro_rom(body), 1, "cpu")
     batch.run_frames(5)
     assert not bool(batch.locked[0])
-    wram = batch.state_tensors()["mem"][0x2000 : 0x2000 + 2 * n_results, 0].tolist()
+    wram = env_rows(batch.state_tensors()["mem"], 0)[0x2000 : 0x2000 + 2 * n_results].tolist()
     return [(wram[2 * i], wram[2 * i + 1]) for i in range(n_results)]
 
 

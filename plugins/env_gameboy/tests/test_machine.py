@@ -11,6 +11,7 @@ import torch
 from gbx_gameboy import layout as L
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
+from gbx_gameboy.tiles import env_rows, tile_envs
 
 WAIT_VBLANK = """
     ld a, $01
@@ -131,12 +132,13 @@ OnStat:
 def test_state_tensors_are_zero_copy_views() -> None:
     batch = GameBoyBatch(micro_rom("    DONE"), 3, "cpu")
     views = batch.state_tensors()
-    assert views["st"].shape == (L.ST_COUNT, 3)
-    assert views["mem"].shape == (L.MEM_BYTES, 3)
+    assert views["st"].shape == (1, L.ST_COUNT, L.TILE)  # 3 envs fit one tile
+    assert views["mem"].shape == (1, L.MEM_BYTES, L.TILE)
     assert views["fb"].shape == (3, 144, 160)
     assert views["st"].data_ptr() == batch.arrays.st.ptr
-    views["st"][L.R_A, 1] = 0x5A
+    env_rows(views["st"], 1)[L.R_A] = 0x5A
     assert batch.regs(1)["a"] == 0x5A
+    assert views["st"][0, L.R_A, 1] == 0x5A  # env e: tile e // TILE, column e % TILE
     assert batch.fb.data_ptr() == batch.arrays.fb.ptr
 
 
@@ -177,14 +179,14 @@ def test_envs_with_different_inputs_diverge_and_match_single_env_runs() -> None:
         batch.step_frames(inputs[s], frames=6, release_after=3, render_last=False)
     full = {k: v.clone() for k, v in batch.state_tensors().items()}
     mem = full["mem"]
-    assert len({bytes(mem[:, e].numpy()) for e in range(n)}) == n  # all diverged
+    assert len({bytes(env_rows(mem, e).numpy()) for e in range(n)}) == n  # all diverged
     for e in range(n):
         single = GameBoyBatch(rom, 1, "cpu")
         for s in range(steps):
             single.step_frames(inputs[s, e : e + 1], frames=6, release_after=3, render_last=False)
         for name, t in single.state_tensors().items():
-            ref = full[name][e] if name == "fb" else full[name][:, e]
-            got = t[0] if name == "fb" else t[:, 0]
+            ref = full[name][e] if name == "fb" else env_rows(full[name], e)
+            got = t[0] if name == "fb" else env_rows(t, 0)
             assert torch.equal(ref, got), f"env {e}: {name} differs from its 1-env run"
 
 
@@ -516,10 +518,10 @@ def _object_dots_kernel():
     wp = import_warp()
 
     @wp.kernel(enable_backward=False)
-    def k(mem: wp.array2d(dtype=wp.uint8), lines: wp.array(dtype=wp.int32),
-          out: wp.array(dtype=wp.int32)):
+    def k(mem_ptr: wp.uint64, lines: wp.array(dtype=wp.int32), out: wp.array(dtype=wp.int32)):
         e = wp.tid()
-        out[e] = object_dots(mem, e, lines[e])
+        base = mem_ptr + wp.uint64(e // L.TILE) * wp.uint64(L.MEM_TILE_BYTES)
+        out[e] = object_dots(base + wp.uint64(e % L.TILE), lines[e])
 
     return k
 
@@ -540,8 +542,9 @@ def _object_dots(
             mem[L.IO_OFF + reg, e] = v
         lines[e] = ly
     out = wp.zeros(n, dtype=wp.int32, device=device)
+    tiled = wp.from_torch(tile_envs(mem.T).to(device))
     wp.launch(_object_dots_kernel(), dim=n, device=device,
-              inputs=[wp.from_torch(mem.to(device)), wp.from_torch(lines.to(device)), out])
+              inputs=[tiled.ptr, wp.from_torch(lines.to(device)), out])
     return out.numpy().tolist()
 
 
@@ -659,7 +662,7 @@ SECTION "lcdc", ROM0[$0200]
 
 def _stat_log(batch: GameBoyBatch) -> torch.Tensor:
     end = batch.regs(0)["h"] << 8 | batch.regs(0)["l"]
-    return batch.state_tensors()["mem"][L.WRAM_OFF : L.WRAM_OFF + end - 0xC000, 0].clone()
+    return env_rows(batch.state_tensors()["mem"], 0)[L.WRAM_OFF : L.WRAM_OFF + end - 0xC000].clone()
 
 
 def test_halted_cpu_skips_the_object_scan_without_changing_what_it_sees() -> None:

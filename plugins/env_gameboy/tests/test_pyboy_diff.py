@@ -17,6 +17,7 @@ from ei_halt_rom import COUNT, HALT_HI, HALT_LO, LOOPS, RET_HI, RET_LO, ei_halt_
 from gbx_gameboy import conformance as conf
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
+from gbx_gameboy.tiles import env_rows
 
 pyboy = pytest.importorskip("pyboy", reason="pyboy is not installed")
 
@@ -83,7 +84,7 @@ def _gbx_states(rom: bytes) -> dict[int, tuple]:
     for _ in range(FRAMES):
         batch.run_frames(1)
         r = batch.regs(0)
-        mem = batch.state_tensors()["mem"][:, 0].numpy()
+        mem = env_rows(batch.state_tensors()["mem"], 0).numpy()
         wram = bytes(mem[0x2000:0x4000])
         state = (r["a"], r["f"], r["b"], r["c"], r["d"], r["e"], r["h"], r["l"], r["sp"],
                  hashlib.sha256(wram).hexdigest()[:16])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from render_reference import render_frame as reference_frame
 
 from gbx_gameboy.layout import (
@@ -21,6 +22,7 @@ from gbx_gameboy.layout import (
     WY,
 )
 from gbx_gameboy.render import render_frames, render_line
+from gbx_gameboy.tiles import tile_envs
 from gbx_gameboy.warp_setup import import_warp
 
 wp = import_warp()
@@ -52,7 +54,8 @@ def random_state(rng: np.random.Generator, lcdc: int | None = None) -> np.ndarra
 
 
 def render_warp(states: np.ndarray, device: str) -> np.ndarray:
-    mem = wp.array(np.ascontiguousarray(states.T), dtype=wp.uint8, device=device)  # (bytes, N)
+    tiled = tile_envs(torch.from_numpy(states)).numpy()  # (tiles, bytes, TILE)
+    mem = wp.array(tiled, dtype=wp.uint8, device=device)
     fb = wp.zeros((states.shape[0], 144, 160), dtype=wp.uint8, device=device)
     render_frames(mem, fb)
     return fb.numpy()
@@ -158,18 +161,19 @@ def test_lcd_off_is_blank() -> None:
 
 @wp.kernel
 def _render_with_line_io(
-    mem: wp.array2d(dtype=wp.uint8),
+    mem: wp.array3d(dtype=wp.uint8),
+    mem_ptr: wp.uint64,
     line_io: wp.array3d(dtype=wp.uint8),
     fb: wp.array3d(dtype=wp.uint8),
     win_lines: wp.array2d(dtype=wp.int32),
 ):
-    """Like the machine: IO registers may change between lines."""
+    """Like the machine: IO registers may change between lines (envs of tile 0)."""
     env = wp.tid()
     win = wp.int32(0)
     for ly in range(144):
         for r in range(0x40, 0x4C):
-            mem[IO_OFF + r, env] = line_io[env, ly, r]
-        win = render_line(mem, env, ly, win, fb)
+            mem[0, IO_OFF + r, env] = line_io[env, ly, r]
+        win = render_line(mem_ptr + wp.uint64(env), env, ly, win, fb)
         win_lines[env, ly] = win
 
 
@@ -183,11 +187,11 @@ def test_window_line_counter_pauses_while_window_hidden() -> None:
     io[80:90, LCDC] = 0xD3  # window disabled
     io[100:110, SCX] = np.arange(10) * 3  # scrolling changes between lines
     io[120:, LCDC] = 0xE3  # window switches to the 0x9800 map, tiles 0x8800
-    mem = wp.array(m[:, None].copy(), dtype=wp.uint8, device="cpu")
+    mem = wp.array(tile_envs(torch.from_numpy(m[None])).numpy(), dtype=wp.uint8, device="cpu")
     line_io = wp.array(io[None].copy(), dtype=wp.uint8, device="cpu")
     fb = wp.zeros((1, 144, 160), dtype=wp.uint8, device="cpu")
     wins = wp.zeros((1, 144), dtype=wp.int32, device="cpu")
-    wp.launch(_render_with_line_io, dim=1, inputs=[mem, line_io, fb, wins], device="cpu")
+    wp.launch(_render_with_line_io, dim=1, inputs=[mem, mem.ptr, line_io, fb, wins], device="cpu")
     want = reference_frame(m, line_io=list(io))
     assert (fb.numpy()[0] == want).all()
     w = wins.numpy()[0]

@@ -18,6 +18,7 @@ from gbx_gameboy.savestate import (
     save_state,
 )
 from gbx_gameboy.snapshot import capture
+from gbx_gameboy.tiles import tile_envs
 
 
 @dataclass
@@ -34,10 +35,12 @@ class FakeBatch:
     def __init__(self, n: int, seed: int, cart: FakeCart | None = None) -> None:
         g = torch.Generator().manual_seed(seed)
         self.cart = cart or FakeCart()
-        self._state = {
-            "mem": torch.randint(0, 256, (300, n), generator=g, dtype=torch.uint8),
-            "st": torch.randint(-2**31, 2**31 - 1, (45, n), generator=g, dtype=torch.int32),
-            "tm": torch.randint(-2**62, 2**62, (4, n), generator=g, dtype=torch.int64),
+        self._state = {  # the batch's layout: tiled per-env arrays and env-first fb
+            "mem": tile_envs(torch.randint(0, 256, (n, 300), generator=g, dtype=torch.uint8)),
+            "st": tile_envs(
+                torch.randint(-2**31, 2**31 - 1, (n, 45), generator=g, dtype=torch.int32)
+            ),
+            "tm": tile_envs(torch.randint(-2**62, 2**62, (n, 4), generator=g, dtype=torch.int64)),
             "fb": torch.randint(0, 4, (n, 6, 8), generator=g, dtype=torch.uint8),
         }
 

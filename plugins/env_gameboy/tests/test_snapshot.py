@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from gbx_gameboy.snapshot import MaskedRestore, SnapshotBank, capture, write_env
+from gbx_gameboy.tiles import tile_envs
 
 
 def devices() -> list[str]:
@@ -13,11 +14,16 @@ def devices() -> list[str]:
 
 
 def fake_state(n: int, device: str, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The batch's layout: tiled per-env arrays (n envs, the last tile padded) and ``fb``."""
     g = torch.Generator().manual_seed(seed)
+
+    def rows(lo: int, hi: int, k: int, dtype: torch.dtype) -> torch.Tensor:
+        return tile_envs(torch.randint(lo, hi, (n, k), generator=g, dtype=dtype)).to(device)
+
     return {
-        "mem": torch.randint(0, 256, (300, n), generator=g, dtype=torch.uint8).to(device),
-        "st": torch.randint(-2**31, 2**31 - 1, (45, n), generator=g, dtype=torch.int32).to(device),
-        "tm": torch.randint(-2**62, 2**62, (4, n), generator=g, dtype=torch.int64).to(device),
+        "mem": rows(0, 256, 300, torch.uint8),
+        "st": rows(-2**31, 2**31 - 1, 45, torch.int32),
+        "tm": rows(-2**62, 2**62, 4, torch.int64),
         "fb": torch.randint(0, 4, (n, 6, 8), generator=g, dtype=torch.uint8).to(device),
     }
 

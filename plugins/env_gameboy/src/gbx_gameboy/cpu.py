@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from gbx_gameboy.kstate import GB
+from gbx_gameboy.kstate import GB, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     HRAM_OFF,
     IE_HRAM_INDEX,
@@ -314,7 +314,7 @@ def imm_len(x: int, y: int, z: int) -> int:
 @wp.func
 def pending_irq(g: GB, env: int) -> int:
     return (
-        int(g.mem[IO_OFF + IF, env]) & int(g.mem[HRAM_OFF + IE_HRAM_INDEX, env]) & 0x1F
+        mget(g, env, IO_OFF + IF) & mget(g, env, HRAM_OFF + IE_HRAM_INDEX) & 0x1F
     )
 
 
@@ -325,15 +325,16 @@ def catch_up(g: GB, env: int, t: int, halted: int, limit: int):
     A halted CPU with nothing pending stays asleep (and blind to the PPU) until the next
     timer or serial event or the end of the launch (``limit``); the PPU may use that.
     """
-    if t >= g.st[T_TIMER_NEXT, env]:
+    if t >= sget(g, env, T_TIMER_NEXT):
         timer_sync(g.ref, env, t)
-    if t >= g.st[T_SERIAL_END, env]:
+    if t >= sget(g, env, T_SERIAL_END):
         serial_sync(g.ref, env, t)
-    if t >= g.st[T_PPU_NEXT, env]:
+    if t >= sget(g, env, T_PPU_NEXT):
         # The CPU has not looked at the PPU since the last sync (every look syncs).
         unobserved = t - SEEN_MARGIN
         if halted != 0 and pending_irq(g, env) == 0:
-            unobserved = wp.min(wp.min(g.st[T_TIMER_NEXT, env], g.st[T_SERIAL_END, env]), limit)
+            nxt = wp.min(sget(g, env, T_TIMER_NEXT), sget(g, env, T_SERIAL_END))
+            unobserved = wp.min(nxt, limit)
         ppu_advance(g.ref, env, t, unobserved)
 
 
@@ -341,9 +342,9 @@ def catch_up(g: GB, env: int, t: int, halted: int, limit: int):
 def rebase(g: GB, env: int, k: int, t: int):
     """Shift a launch-relative time by the launch length; past times saturate at -PAST_LIMIT
     so that long-unused ones (e.g. the last DMA) can never wrap around."""
-    v = g.st[k, env]
+    v = sget(g, env, k)
     if v < NEVER:
-        g.st[k, env] = wp.max(v - t, -PAST_LIMIT)
+        sset(g, env, k, wp.max(v - t, -PAST_LIMIT))
 
 
 @wp.kernel
@@ -386,21 +387,21 @@ def run_kernel(
     the next iteration's catch-up sees too.
     """
     env = wp.tid()
-    if g.st[S_LOCKED, env] != 0:
+    if sget(g, env, S_LOCKED) != 0:
         return
     r = vec8i()
     for i in range(8):
-        r[i] = g.st[i, env]
-    sp = g.st[R_SP, env]
-    pc = g.st[R_PC, env]
-    ime = g.st[S_IME, env]
-    halted = g.st[S_HALTED, env]
-    ei_delay = g.st[S_EI_DELAY, env]
-    halt_bug = g.st[S_HALT_BUG, env]
+        r[i] = sget(g, env, i)
+    sp = sget(g, env, R_SP)
+    pc = sget(g, env, R_PC)
+    ime = sget(g, env, S_IME)
+    halted = sget(g, env, S_HALTED)
+    ei_delay = sget(g, env, S_EI_DELAY)
+    halt_bug = sget(g, env, S_HALT_BUG)
     locked = int(0)
     icount = int(0)
     t = int(0)
-    g.st[S_LFRAMES, env] = 0
+    sset(g, env, S_LFRAMES, 0)
     # step_frames: the buttons are held for min(release_after, frames) frames and always
     # released by the end of the launch, so every step starts from a released joypad.
     held = int(0)
@@ -432,7 +433,7 @@ def run_kernel(
             if wp.static(PHASE_CLOCKS):
                 clk[ROW_CATCH_UPS] += wp.int64(1)
             catch_up(g, env, t, halted, limit)
-            lframes = g.st[S_LFRAMES, env]
+            lframes = sget(g, env, S_LFRAMES)
             if held != 0 and lframes >= release_after:
                 set_buttons(g.ref, env, 0)
                 held = int(0)
@@ -444,14 +445,14 @@ def run_kernel(
             elif t >= amount:
                 break
             next_ev = wp.min(
-                wp.min(ppu_cpu_event(g, env), g.st[T_TIMER_NEXT, env]),
-                wp.min(g.st[T_SERIAL_END, env], limit),
+                wp.min(ppu_cpu_event(g, env), sget(g, env, T_TIMER_NEXT)),
+                wp.min(sget(g, env, T_SERIAL_END), limit),
             )
             irq = pending_irq(g, env)
-            bank0 = g.st[S_BANK0, env]
-            bankx = g.st[S_BANKX, env]
-            dma_s = g.st[T_DMA_START, env]
-            dma_e = g.st[T_DMA_END, env]
+            bank0 = sget(g, env, S_BANK0)
+            bankx = sget(g, env, S_BANKX)
+            dma_s = sget(g, env, T_DMA_START)
+            dma_e = sget(g, env, T_DMA_END)
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[0] += c1 - c0
@@ -459,7 +460,7 @@ def run_kernel(
         if halted != 0:
             wake = irq != 0
             if halted == 2:
-                wake = (int(g.mem[IO_OFF + IF, env]) & 0x10) != 0
+                wake = (mget(g, env, IO_OFF + IF) & 0x10) != 0
             if wake:
                 halted = int(0)
                 t += 4
@@ -472,8 +473,8 @@ def run_kernel(
                 if wp.static(PHASE_CLOCKS):
                     clk[1] += cycle_clock() - c1
                 continue
-        elif (irq & 1) != 0 and ime != 0 and t - g.st[T_LINE_AT, env] < 4:
-            if int(g.mem[IO_OFF + LY, env]) == 144:
+        elif (irq & 1) != 0 and ime != 0 and t - sget(g, env, T_LINE_AT) < 4:
+            if mget(g, env, IO_OFF + LY) == 144:
                 # The PPU requests VBlank late in the M-cycle that enters line 144, after a
                 # running CPU has sampled its interrupts for this boundary: the request
                 # is taken one instruction later (a halted CPU wakes on it at once, above).
@@ -503,7 +504,7 @@ def run_kernel(
                 bit = int(0)
                 while ((irq_now >> bit) & 1) == 0:
                     bit += 1
-                g.mem[IO_OFF + IF, env] = wp.uint8(int(g.mem[IO_OFF + IF, env]) & ~(1 << bit))
+                mset(g, env, IO_OFF + IF, mget(g, env, IO_OFF + IF) & ~(1 << bit))
                 pc = 0x40 + 8 * bit
             t += 4
             next_ev = int(STALE)
@@ -884,15 +885,15 @@ def run_kernel(
 
     # ---- write back registers and rebase launch-relative times
     for i in range(8):
-        g.st[i, env] = r[i]
-    g.st[R_SP, env] = sp
-    g.st[R_PC, env] = pc
-    g.st[S_IME, env] = ime
-    g.st[S_HALTED, env] = halted
-    g.st[S_EI_DELAY, env] = ei_delay
-    g.st[S_HALT_BUG, env] = halt_bug
-    g.st[S_LOCKED, env] = locked
-    g.st[S_DIV_OFF, env] = (g.st[S_DIV_OFF, env] + t) & 0xFFFF
+        sset(g, env, i, r[i])
+    sset(g, env, R_SP, sp)
+    sset(g, env, R_PC, pc)
+    sset(g, env, S_IME, ime)
+    sset(g, env, S_HALTED, halted)
+    sset(g, env, S_EI_DELAY, ei_delay)
+    sset(g, env, S_HALT_BUG, halt_bug)
+    sset(g, env, S_LOCKED, locked)
+    sset(g, env, S_DIV_OFF, (sget(g, env, S_DIV_OFF) + t) & 0xFFFF)
     rebase(g, env, T_TSYNC, t)
     rebase(g, env, T_RELOAD, t)
     rebase(g, env, T_TIMER_NEXT, t)
@@ -901,8 +902,8 @@ def run_kernel(
     rebase(g, env, T_DMA_END, t)
     rebase(g, env, T_DMA_START, t)
     rebase(g, env, T_LINE_AT, t)
-    g.tm[TM_CLOCK, env] = g.tm[TM_CLOCK, env] + wp.int64(t)
-    g.tm[TM_INSTRS, env] = g.tm[TM_INSTRS, env] + wp.int64(icount)
+    tset(g, env, TM_CLOCK, tget(g, env, TM_CLOCK) + wp.int64(t))
+    tset(g, env, TM_INSTRS, tget(g, env, TM_INSTRS) + wp.int64(icount))
     if wp.static(PHASE_CLOCKS):
         for i in range(CLOCK_ROWS):
             g.clocks[i, env] = g.clocks[i, env] + clk[i]

@@ -1,4 +1,5 @@
-"""The Warp struct that carries one batch's device arrays into every kernel function.
+"""The Warp struct that carries one batch's device arrays into every kernel function, and
+the accessors kernels use to reach one env's state.
 
 Warp passes structs by value. The run kernel receives ``GB`` as a launch parameter (constant
 memory, free to read), and the helpers it inlines read the same copy. Out-of-line helpers
@@ -7,10 +8,17 @@ every call site, which made the kernel's stack frame and register spills explode
 ``g.ref`` instead: the device address of a one-element ``GB`` array holding the same values
 (refreshed by ``cpu.store_gb`` before every launch), and start with ``g = load_gb(ref)``,
 which reads only the fields they use (uniform, cached loads).
+
+Per-env state is tiled (see layout.py): kernels never index the Warp arrays ``mem``,
+``st``, ``tm``, ``cram`` and ``ser`` (whose strides Warp only knows at run time), but go
+through ``mget``/``mset``, ``sget``/``sset``, ``tget``/``tset``, ``cget``/``cset``, which
+compute one base address per env and reach a row at a compile-time multiple of ``TILE``
+from it. The arrays stay in the struct for the host side (``wp.to_torch``).
 """
 
 from __future__ import annotations
 
+from gbx_gameboy.layout import MEM_TILE_BYTES, ST_TILE_BYTES, TILE, TILE_SHIFT, TM_TILE_BYTES
 from gbx_gameboy.warp_setup import wp
 
 wp.set_module_options({"enable_backward": False})
@@ -23,13 +31,22 @@ class GB:
     rom: wp.array(dtype=wp.uint8)  # shared by all envs, read-only
     boot: wp.array(dtype=wp.uint8)  # optional 256-byte boot ROM (1 byte when absent)
     io_mask: wp.array(dtype=wp.uint8)  # bits of FF00-FF7F that read as 1
-    mem: wp.array2d(dtype=wp.uint8)  # (MEM_BYTES, N)
-    cram: wp.array2d(dtype=wp.uint8)  # (max(cart RAM, 1), N)
-    st: wp.array2d(dtype=wp.int32)  # (ST_COUNT, N)
-    tm: wp.array2d(dtype=wp.int64)  # (TM_COUNT, N)
-    ser: wp.array2d(dtype=wp.uint8)  # (serial capacity, N) ring buffer of sent bytes
+    mem: wp.array3d(dtype=wp.uint8)  # (tiles, MEM_BYTES, TILE)
+    cram: wp.array3d(dtype=wp.uint8)  # (tiles, max(cart RAM, 1), TILE)
+    st: wp.array3d(dtype=wp.int32)  # (tiles, ST_COUNT, TILE)
+    tm: wp.array3d(dtype=wp.int64)  # (tiles, TM_COUNT, TILE)
+    ser: wp.array3d(dtype=wp.uint8)  # (tiles, serial capacity, TILE) ring buffer of sent bytes
     fb: wp.array3d(dtype=wp.uint8)  # (N, 144, 160)
     clocks: wp.array2d(dtype=wp.int64)  # (CLOCK_ROWS, N) with phase clocks, else (1, 1)
+    # Base addresses of the tiled arrays above (``array.ptr``) and the bytes of one tile
+    # of the two whose row count depends on the cartridge / the batch.
+    mem_ptr: wp.uint64
+    st_ptr: wp.uint64
+    tm_ptr: wp.uint64
+    cram_ptr: wp.uint64
+    ser_ptr: wp.uint64
+    cram_tile: int  # max(cart RAM, 1) * TILE
+    ser_tile: int  # serial capacity * TILE
     rom_mask: int
     cram_mask: int  # cart RAM bytes - 1, or -1 when the cartridge has none
     mbc: int
@@ -56,13 +73,129 @@ def load_gb(ref: wp.uint64) -> GB:
     return wp.array(ptr=ref, shape=(1,), dtype=GB)[0]
 
 
+# ----------------------------------------------------------------------------- raw access
+# Plain loads and stores at a byte offset from a base address. Warp's array indexing
+# multiplies by strides read at run time and wraps negative indices; these compile to one
+# load or store with the offset folded in when it is a constant.
+@wp.func_native("return (int32_t)(((const uint8_t*)base)[off]);")
+def ld_u8(base: wp.uint64, off: int) -> int: ...
+
+
+@wp.func_native("((uint8_t*)base)[off] = (uint8_t)v;")
+def st_u8(base: wp.uint64, off: int, v: int): ...
+
+
+@wp.func_native("return *(const int32_t*)(((const uint8_t*)base) + off);")
+def ld_i32(base: wp.uint64, off: int) -> int: ...
+
+
+@wp.func_native("*(int32_t*)(((uint8_t*)base) + off) = v;")
+def st_i32(base: wp.uint64, off: int, v: int): ...
+
+
+@wp.func_native("return *(const int64_t*)(((const uint8_t*)base) + off);")
+def ld_i64(base: wp.uint64, off: int) -> wp.int64: ...
+
+
+@wp.func_native("*(int64_t*)(((uint8_t*)base) + off) = v;")
+def st_i64(base: wp.uint64, off: int, v: wp.int64): ...
+
+
+# ----------------------------------------------------------------------------- per env
 @wp.func
-def load_mem(ref: wp.uint64) -> wp.array2d(dtype=wp.uint8):
-    """Only ``mem`` of the struct behind ``ref``: hot out-of-line paths load this and
-    ``load_st`` first and the whole struct only on their slower branches."""
-    return wp.array(ptr=ref, shape=(1,), dtype=GB)[0].mem
+def mem_base(g: GB, env: int) -> wp.uint64:
+    """Address of env's byte 0 in ``mem``; byte ``off`` is ``TILE * off`` further."""
+    return (
+        g.mem_ptr
+        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(MEM_TILE_BYTES)
+        + wp.uint64(env & (TILE - 1))
+    )
 
 
 @wp.func
-def load_st(ref: wp.uint64) -> wp.array2d(dtype=wp.int32):
-    return wp.array(ptr=ref, shape=(1,), dtype=GB)[0].st
+def mget(g: GB, env: int, off: int) -> int:
+    """Byte ``off`` of env's ``mem`` (layout.py offsets: VRAM_OFF + ..., IO_OFF + ...)."""
+    return ld_u8(mem_base(g, env), off * TILE)
+
+
+@wp.func
+def mset(g: GB, env: int, off: int, v: int):
+    """Store the low byte of v at ``mem`` offset ``off`` of env."""
+    st_u8(mem_base(g, env), off * TILE, v)
+
+
+@wp.func
+def mem_get(base: wp.uint64, off: int) -> int:
+    """Byte ``off`` of the env whose ``mem_base`` is ``base`` (for helpers given the base)."""
+    return ld_u8(base, off * TILE)
+
+
+@wp.func
+def st_base(g: GB, env: int) -> wp.uint64:
+    return (
+        g.st_ptr
+        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(ST_TILE_BYTES)
+        + wp.uint64(4 * (env & (TILE - 1)))
+    )
+
+
+@wp.func
+def sget(g: GB, env: int, k: int) -> int:
+    """State field ``k`` (layout.py: R_*, S_*, T_*) of env."""
+    return ld_i32(st_base(g, env), k * (4 * TILE))
+
+
+@wp.func
+def sset(g: GB, env: int, k: int, v: int):
+    st_i32(st_base(g, env), k * (4 * TILE), v)
+
+
+@wp.func
+def tm_base(g: GB, env: int) -> wp.uint64:
+    return (
+        g.tm_ptr
+        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(TM_TILE_BYTES)
+        + wp.uint64(8 * (env & (TILE - 1)))
+    )
+
+
+@wp.func
+def tget(g: GB, env: int, k: int) -> wp.int64:
+    """Counter ``k`` (layout.py: TM_*) of env."""
+    return ld_i64(tm_base(g, env), k * (8 * TILE))
+
+
+@wp.func
+def tset(g: GB, env: int, k: int, v: wp.int64):
+    st_i64(tm_base(g, env), k * (8 * TILE), v)
+
+
+@wp.func
+def cram_base(g: GB, env: int) -> wp.uint64:
+    return (
+        g.cram_ptr
+        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(g.cram_tile)
+        + wp.uint64(env & (TILE - 1))
+    )
+
+
+@wp.func
+def cget(g: GB, env: int, off: int) -> int:
+    """Byte ``off`` of env's cartridge RAM."""
+    return ld_u8(cram_base(g, env), off * TILE)
+
+
+@wp.func
+def cset(g: GB, env: int, off: int, v: int):
+    st_u8(cram_base(g, env), off * TILE, v)
+
+
+@wp.func
+def serset(g: GB, env: int, i: int, v: int):
+    """Store byte v at position i of env's serial capture ring."""
+    base = (
+        g.ser_ptr
+        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(g.ser_tile)
+        + wp.uint64(env & (TILE - 1))
+    )
+    st_u8(base, i * TILE, v)

@@ -1,9 +1,21 @@
 """Per-env state layout of the batched Game Boy, shared by every kernel.
 
-All per-env memory is *interleaved*: arrays are shaped ``(bytes, num_envs)``
-so that when the threads of a warp touch the same address (the common case:
-the same game reads the same HRAM variable or IO register) the accesses of
-consecutive envs are consecutive in memory and coalesce into one transaction.
+All per-env state is stored in *tiles of 32 envs* (one warp): an array with ``R`` rows
+per env is shaped ``(tiles, R, TILE)``, and env ``e`` owns column ``e % TILE`` of tile
+``e // TILE``. Two things follow:
+
+* when the threads of a warp touch the same address (the common case: the same game
+  reads the same HRAM variable or IO register), the 32 envs' bytes are adjacent and
+  the access is one memory transaction;
+* the distance between two rows of one env is the compile-time constant ``TILE``
+  (times the element size), so a kernel keeps one base address per env and per array
+  and reaches every fixed row (an IO register, a state field) with a constant offset
+  in the load instruction. With the env count as the row stride (``(R, num_envs)``),
+  every fixed row was a separately computed 64-bit address, and the run kernel spent
+  its registers holding them (see docs/emulator.md, "Third round").
+
+The batch allocates ``ceil(num_envs / TILE)`` tiles; the columns past ``num_envs`` in
+the last tile are never run.
 
 ``mem`` holds every small per-env region in one ``uint8`` array:
 
@@ -18,7 +30,7 @@ HRAM_OFF    0x0080         0xFF80-0xFFFF (0xFFFF is IE)
 ==========  =============  ==========================
 
 Cartridge RAM lives in its own ``uint8`` array ``cram`` shaped
-``(max(cart_ram_bytes, 1), num_envs)``, sized from the ROM header.
+``(tiles, max(cart_ram_bytes, 1), TILE)``, sized from the ROM header.
 The ROM is one read-only ``uint8`` array shared by all envs.
 The framebuffer is ``fb`` shaped ``(num_envs, 144, 160)``, ``uint8`` shade
 indices 0..3 after the palette (BGP/OBP0/OBP1) mapping.
@@ -33,6 +45,10 @@ IO_OFF = 0x40A0
 HRAM_OFF = 0x4120  # 0xFF80..0xFFFF; IE (0xFFFF) is the last byte
 MEM_BYTES = 0x41A0
 
+TILE = 32  # envs per tile (see above)
+TILE_SHIFT = 5  # log2(TILE)
+MEM_TILE_BYTES = MEM_BYTES * TILE
+
 SCREEN_H = 144
 SCREEN_W = 160
 
@@ -46,7 +62,7 @@ BOOT_OFF_REG = 0x50  # FF50: writing non-zero unmaps the boot ROM
 IE_HRAM_INDEX = 0x7F  # IE (0xFFFF) inside the HRAM block
 
 # ---------------------------------------------------------------------------
-# Per-env scalar state: ``st`` is an ``int32`` array shaped ``(ST_COUNT, num_envs)``.
+# Per-env scalar state: ``st`` is an ``int32`` array shaped ``(tiles, ST_COUNT, TILE)``.
 # CPU registers first, in the order the kernel keeps them in a local vector
 # (B, C, D, E, H, L, F, A: the SM83 operand encoding r[z] with (HL) at 6 replaced by F).
 R_B, R_C, R_D, R_E, R_H, R_L, R_F, R_A = 0, 1, 2, 3, 4, 5, 6, 7
@@ -88,15 +104,22 @@ S_PPU_PHASE = 45  # position inside the scanline (see ppu_timing.py)
 T_LINE_AT = 46  # cycle at which LY last changed (or the virtual line start after LCD on)
 S_NO_OAM_SCAN = 47  # 1 on the first line after LCD on (no mode 2, OAM stays accessible)
 ST_COUNT = 48
+ST_TILE_BYTES = ST_COUNT * TILE * 4
 
 NEVER = 0x3FFFFFFF  # "no event" time; never rebased
 
-# ``tm`` is an ``int64`` array shaped ``(TM_COUNT, num_envs)``: long-running counters.
+# ``tm`` is an ``int64`` array shaped ``(tiles, TM_COUNT, TILE)``: long-running counters.
 TM_CLOCK = 0  # T-cycles since power-on
 TM_FRAMES = 1  # frames since power-on (VBlank entries, or 70224-cycle periods with LCD off)
 TM_INSTRS = 2  # instructions executed
 TM_RTC_OFF = 3  # MBC3 RTC: seconds*4194304 offset added to TM_CLOCK
 TM_COUNT = 4
+TM_TILE_BYTES = TM_COUNT * TILE * 8
+
+
+def tiles_for(num_envs: int) -> int:
+    """Tiles that hold ``num_envs`` envs."""
+    return (num_envs + TILE - 1) // TILE
 
 CYCLES_PER_FRAME = 70224
 CYCLES_PER_LINE = 456

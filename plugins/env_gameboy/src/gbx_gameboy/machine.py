@@ -13,6 +13,7 @@ from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_car
 from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel, store_gb
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
+from gbx_gameboy.tiles import env_rows, row_of_envs
 from gbx_gameboy.warp_setup import wp
 
 BOOT_ROM_BYTES = 256
@@ -63,8 +64,9 @@ def _torch_device(device: str) -> str:
 class GameBoyBatch:
     """``num_envs`` DMG machines sharing one ROM, stepped by one kernel launch per call.
 
-    Per-env state (layout.py) is interleaved ``(bytes, num_envs)`` so the envs of a warp
-    touching the same address coalesce. Every array is exposed zero-copy to torch.
+    Per-env state (layout.py) is tiled ``(tiles, rows, TILE)``: the envs of a warp touching
+    the same address coalesce, and kernels reach every row of an env at a constant offset.
+    Every array is exposed zero-copy to torch (see ``state_tensors``).
     """
 
     def __init__(
@@ -88,19 +90,25 @@ class GameBoyBatch:
         self.num_envs = num_envs
         self.serial_capacity = serial_capacity
         n = num_envs
+        nt = L.tiles_for(n)
         dev = self.device
         g = GB()
         g.rom = wp.array(np.frombuffer(self.cart.data, dtype=np.uint8), dtype=wp.uint8, device=dev)
         boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
-        g.mem = wp.zeros((L.MEM_BYTES, n), dtype=wp.uint8, device=dev)
-        g.cram = wp.zeros((max(self.cart.ram_bytes, 1), n), dtype=wp.uint8, device=dev)
-        g.st = wp.zeros((L.ST_COUNT, n), dtype=wp.int32, device=dev)
-        g.tm = wp.zeros((L.TM_COUNT, n), dtype=wp.int64, device=dev)
+        cram_rows = max(self.cart.ram_bytes, 1)
+        g.mem = wp.zeros((nt, L.MEM_BYTES, L.TILE), dtype=wp.uint8, device=dev)
+        g.cram = wp.zeros((nt, cram_rows, L.TILE), dtype=wp.uint8, device=dev)
+        g.st = wp.zeros((nt, L.ST_COUNT, L.TILE), dtype=wp.int32, device=dev)
+        g.tm = wp.zeros((nt, L.TM_COUNT, L.TILE), dtype=wp.int64, device=dev)
         clock_shape = (CLOCK_ROWS, n) if PHASE_CLOCKS else (1, 1)
         g.clocks = wp.zeros(clock_shape, dtype=wp.int64, device=dev)
-        g.ser = wp.zeros((serial_capacity, n), dtype=wp.uint8, device=dev)
+        g.ser = wp.zeros((nt, serial_capacity, L.TILE), dtype=wp.uint8, device=dev)
+        g.mem_ptr, g.st_ptr, g.tm_ptr = g.mem.ptr, g.st.ptr, g.tm.ptr
+        g.cram_ptr, g.ser_ptr = g.cram.ptr, g.ser.ptr
+        g.cram_tile = cram_rows * L.TILE
+        g.ser_tile = serial_capacity * L.TILE
         g.fb = wp.zeros((n, L.SCREEN_H, L.SCREEN_W), dtype=wp.uint8, device=dev)
         g.rom_mask = self.cart.rom_bytes - 1
         g.cram_mask = self.cart.ram_bytes - 1 if self.cart.ram_bytes > 0 else -1
@@ -122,9 +130,8 @@ class GameBoyBatch:
     def reset(self, boot_rom_present: bool | None = None) -> None:
         """Put every env in the power-on state (post-boot DMG state without a boot ROM)."""
         with_boot = self._g.has_boot != 0 if boot_rom_present is None else boot_rom_present
-        n = self.num_envs
-        st = np.zeros((L.ST_COUNT, n), dtype=np.int32)
-        mem = np.zeros((L.MEM_BYTES, n), dtype=np.uint8)
+        st = np.zeros(L.ST_COUNT, dtype=np.int32)  # one env's rows; every env starts alike
+        mem = np.zeros(L.MEM_BYTES, dtype=np.uint8)
         if with_boot:
             st[L.R_PC] = 0x0000
             mem[L.IO_OFF + 0x50] = 0
@@ -145,7 +152,7 @@ class GameBoyBatch:
         st[L.S_RAMOFF] = 0 if (self.cart.mbc == 0 and self.cart.ram_bytes > 0) else -1
         st[L.S_PPU_MODE] = 2
         st[L.S_PPU_PHASE] = 1  # mode 2 (OAM scan), see ppu_timing.py
-        lcd_on = mem[L.IO_OFF + L.LCDC, 0] & 0x80
+        lcd_on = mem[L.IO_OFF + L.LCDC] & 0x80
         st[L.T_PPU_NEXT] = 80 if lcd_on else L.CYCLES_PER_FRAME
         if not lcd_on:
             st[L.S_PPU_MODE] = 0
@@ -156,8 +163,8 @@ class GameBoyBatch:
         st[L.T_DMA_START] = -1
         st[L.T_LINE_AT] = 0  # mode 3 starts at cycle 80 of this line
         g = self._g
-        g.st.assign(st)
-        g.mem.assign(mem)
+        g.st.assign(np.ascontiguousarray(np.broadcast_to(st[None, :, None], g.st.shape)))
+        g.mem.assign(np.ascontiguousarray(np.broadcast_to(mem[None, :, None], g.mem.shape)))
         g.tm.zero_()
         g.cram.zero_()
         g.ser.zero_()
@@ -166,9 +173,10 @@ class GameBoyBatch:
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """Zero-copy torch views of every per-env array.
 
-        The env dimension is the LAST one for ``mem`` (MEM_BYTES, N), ``cram`` (RAM, N),
-        ``st`` (ST_COUNT, N, int32), ``tm`` (TM_COUNT, N, int64) and ``serial`` (CAP, N);
-        it is the FIRST one for ``fb`` (N, 144, 160).
+        ``mem`` (MEM_BYTES rows), ``cram`` (cart RAM rows), ``st`` (ST_COUNT, int32), ``tm``
+        (TM_COUNT, int64) and ``serial`` (CAP) are tiled, ``(tiles, rows, TILE)`` (see
+        layout.py and tiles.py: ``env_rows(t, env)`` is one env's rows); ``fb`` is
+        ``(N, 144, 160)``.
         """
         g = self._g
         return {
@@ -194,20 +202,20 @@ class GameBoyBatch:
     @property
     def locked(self) -> torch.Tensor:
         """uint8 [N]: 1 where the env hit an illegal opcode and stopped."""
-        return wp.to_torch(self._g.st)[L.S_LOCKED].to(torch.uint8)
+        return row_of_envs(wp.to_torch(self._g.st), L.S_LOCKED, self.num_envs).to(torch.uint8)
 
     @property
     def frame_count(self) -> torch.Tensor:
-        """int64 [N]: frames completed since power-on, per env."""
-        return wp.to_torch(self._g.tm)[L.TM_FRAMES]
+        """int64 [N]: frames completed since power-on, per env (a copy)."""
+        return row_of_envs(wp.to_torch(self._g.tm), L.TM_FRAMES, self.num_envs)
 
     @property
     def cycle_count(self) -> torch.Tensor:
-        return wp.to_torch(self._g.tm)[L.TM_CLOCK]
+        return row_of_envs(wp.to_torch(self._g.tm), L.TM_CLOCK, self.num_envs)
 
     @property
     def instruction_count(self) -> torch.Tensor:
-        return wp.to_torch(self._g.tm)[L.TM_INSTRS]
+        return row_of_envs(wp.to_torch(self._g.tm), L.TM_INSTRS, self.num_envs)
 
     @property
     def arrays(self) -> GB:
@@ -216,8 +224,8 @@ class GameBoyBatch:
 
     def serial_output(self, env: int = 0) -> bytes:
         """Bytes sent over the serial port by env (the last ``serial_capacity`` ones)."""
-        n = int(wp.to_torch(self._g.st)[L.S_SER_LEN, env])
-        buf = wp.to_torch(self._g.ser)[:, env].cpu().numpy()
+        n = int(env_rows(wp.to_torch(self._g.st), env)[L.S_SER_LEN])
+        buf = env_rows(wp.to_torch(self._g.ser), env).cpu().numpy()
         cap = self.serial_capacity
         if n <= cap:
             return bytes(buf[:n])
@@ -226,33 +234,35 @@ class GameBoyBatch:
 
     def regs(self, env: int = 0) -> dict[str, int]:
         """CPU registers and run flags of one env (a small device-to-host copy)."""
-        st = wp.to_torch(self._g.st)[:, env].cpu().tolist()
+        st = env_rows(wp.to_torch(self._g.st), env).cpu().tolist()
         out = {name: int(st[idx]) for name, idx in (
             ("a", L.R_A), ("f", L.R_F), ("b", L.R_B), ("c", L.R_C), ("d", L.R_D),
             ("e", L.R_E), ("h", L.R_H), ("l", L.R_L), ("sp", L.R_SP), ("pc", L.R_PC),
             ("ime", L.S_IME), ("halted", L.S_HALTED), ("locked", L.S_LOCKED))}
-        out["cycles"] = int(wp.to_torch(self._g.tm)[L.TM_CLOCK, env])
+        out["cycles"] = int(env_rows(wp.to_torch(self._g.tm), env)[L.TM_CLOCK])
         return out
 
     def read_memory(self, env: int, addr: int) -> int:
         """Host-side peek of one byte of RAM-backed memory (VRAM, cart RAM, WRAM, OAM, IO, HRAM)."""
-        mem = wp.to_torch(self._g.mem)
+        if not 0 <= env < self.num_envs:
+            raise IndexError(f"env {env} out of range for a batch of {self.num_envs} envs")
+        mem = env_rows(wp.to_torch(self._g.mem), env)
         if 0x8000 <= addr < 0xA000:
-            return int(mem[L.VRAM_OFF + addr - 0x8000, env])
+            return int(mem[L.VRAM_OFF + addr - 0x8000])
         if 0xA000 <= addr < 0xC000:
             if self.cart.ram_bytes == 0:
                 return 0xFF
-            off = max(int(wp.to_torch(self._g.st)[L.S_RAMOFF, env]), 0)
-            cram = wp.to_torch(self._g.cram)
-            return int(cram[(off + addr - 0xA000) % self.cart.ram_bytes, env])
+            off = max(int(env_rows(wp.to_torch(self._g.st), env)[L.S_RAMOFF]), 0)
+            cram = env_rows(wp.to_torch(self._g.cram), env)
+            return int(cram[(off + addr - 0xA000) % self.cart.ram_bytes])
         if 0xC000 <= addr < 0xFE00:
-            return int(mem[L.WRAM_OFF + (addr & 0x1FFF), env])
+            return int(mem[L.WRAM_OFF + (addr & 0x1FFF)])
         if 0xFE00 <= addr < 0xFEA0:
-            return int(mem[L.OAM_OFF + addr - 0xFE00, env])
+            return int(mem[L.OAM_OFF + addr - 0xFE00])
         if 0xFF00 <= addr < 0xFF80:
-            return int(mem[L.IO_OFF + addr - 0xFF00, env])
+            return int(mem[L.IO_OFF + addr - 0xFF00])
         if addr >= 0xFF80:
-            return int(mem[L.HRAM_OFF + addr - 0xFF80, env])
+            return int(mem[L.HRAM_OFF + addr - 0xFF80])
         raise ValueError(f"address 0x{addr:04X} is ROM; read batch.cart.data instead")
 
     # ------------------------------------------------------------------ stepping

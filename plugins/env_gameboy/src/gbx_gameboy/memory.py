@@ -6,7 +6,7 @@ to that exact M-cycle first (see timer.py, ppu_timing.py).
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import GB, load_gb, load_mem, load_st
+from gbx_gameboy.kstate import GB, cget, cset, load_gb, mget, mset, serset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     BOOT_OFF_REG,
     DIV,
@@ -80,10 +80,10 @@ SERIAL_PHASE = 4
 @wp.func
 def mbc_update_banks(g: GB, env: int):
     """Recompute effective ROM banks and the RAM window from the raw MBC registers."""
-    r1 = g.st[S_MBC_R1, env]
-    r2 = g.st[S_MBC_R2, env]
-    mode = g.st[S_MBC_MODE, env]
-    ramg = g.st[S_RAMG, env]
+    r1 = sget(g, env, S_MBC_R1)
+    r2 = sget(g, env, S_MBC_R2)
+    mode = sget(g, env, S_MBC_MODE)
+    ramg = sget(g, env, S_RAMG)
     bank0 = int(0)
     bankx = int(1)
     ramoff = int(-1)
@@ -111,26 +111,26 @@ def mbc_update_banks(g: GB, env: int):
     else:
         if g.cram_mask >= 0:
             ramoff = int(0)
-    g.st[S_BANK0, env] = bank0
-    g.st[S_BANKX, env] = bankx
-    g.st[S_RAMOFF, env] = ramoff
+    sset(g, env, S_BANK0, bank0)
+    sset(g, env, S_BANKX, bankx)
+    sset(g, env, S_RAMOFF, ramoff)
 
 
 @wp.func(inline=False)
 def rtc_latch(ref: wp.uint64, env: int, t: int):
     """MBC3 RTC: latch the time derived from emulated cycles (deterministic, no wall clock)."""
     g = load_gb(ref)
-    now = g.tm[TM_CLOCK, env] + wp.int64(t)
-    secs = (now + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
+    now = tget(g, env, TM_CLOCK) + wp.int64(t)
+    secs = (now + tget(g, env, TM_RTC_OFF)) // wp.int64(4194304)
     s = int(secs % wp.int64(60))
     m = int((secs // wp.int64(60)) % wp.int64(60))
     h = int((secs // wp.int64(3600)) % wp.int64(24))
     days = int((secs // wp.int64(86400)) % wp.int64(512))
-    g.st[S_RTC_S, env] = s
-    g.st[S_RTC_M, env] = m
-    g.st[S_RTC_H, env] = h
-    g.st[S_RTC_DL, env] = days & 0xFF
-    g.st[S_RTC_DH, env] = (days >> 8) & 1
+    sset(g, env, S_RTC_S, s)
+    sset(g, env, S_RTC_M, m)
+    sset(g, env, S_RTC_H, h)
+    sset(g, env, S_RTC_DL, days & 0xFF)
+    sset(g, env, S_RTC_DH, (days >> 8) & 1)
 
 
 @wp.func(inline=False)
@@ -139,52 +139,52 @@ def rom_write(ref: wp.uint64, env: int, a: int, v: int, t: int):
     g = load_gb(ref)
     if g.mbc == MBC_1:
         if a < 0x2000:
-            g.st[S_RAMG, env] = v
+            sset(g, env, S_RAMG, v)
         elif a < 0x4000:
             r1 = v & 0x1F
             if r1 == 0:
                 r1 = int(1)
-            g.st[S_MBC_R1, env] = r1
+            sset(g, env, S_MBC_R1, r1)
         elif a < 0x6000:
-            g.st[S_MBC_R2, env] = v & 3
+            sset(g, env, S_MBC_R2, v & 3)
         else:
-            g.st[S_MBC_MODE, env] = v & 1
+            sset(g, env, S_MBC_MODE, v & 1)
     elif g.mbc == MBC_2:
         if a < 0x4000:
             if (a & 0x100) != 0:
                 r1 = v & 0x0F
                 if r1 == 0:
                     r1 = int(1)
-                g.st[S_MBC_R1, env] = r1
+                sset(g, env, S_MBC_R1, r1)
             else:
-                g.st[S_RAMG, env] = v
+                sset(g, env, S_RAMG, v)
     elif g.mbc == MBC_3:
         if a < 0x2000:
-            g.st[S_RAMG, env] = v
+            sset(g, env, S_RAMG, v)
         elif a < 0x4000:
             r1 = v & 0x7F
             if r1 == 0:
                 r1 = int(1)
-            g.st[S_MBC_R1, env] = r1
+            sset(g, env, S_MBC_R1, r1)
         elif a < 0x6000:
-            g.st[S_MBC_R2, env] = v & 0x0F
+            sset(g, env, S_MBC_R2, v & 0x0F)
             if v >= 0x08 and v <= 0x0C:
-                g.st[S_RTC_SEL, env] = v
+                sset(g, env, S_RTC_SEL, v)
             else:
-                g.st[S_RTC_SEL, env] = 0
+                sset(g, env, S_RTC_SEL, 0)
         else:
-            if g.st[S_RTC_LATCH, env] == 0 and v == 1:
+            if sget(g, env, S_RTC_LATCH) == 0 and v == 1:
                 rtc_latch(g.ref, env, t)
-            g.st[S_RTC_LATCH, env] = v
+            sset(g, env, S_RTC_LATCH, v)
     elif g.mbc == MBC_5:
         if a < 0x2000:
-            g.st[S_RAMG, env] = v
+            sset(g, env, S_RAMG, v)
         elif a < 0x3000:
-            g.st[S_MBC_R1, env] = (g.st[S_MBC_R1, env] & 0x100) | v
+            sset(g, env, S_MBC_R1, (sget(g, env, S_MBC_R1) & 0x100) | v)
         elif a < 0x4000:
-            g.st[S_MBC_R1, env] = (g.st[S_MBC_R1, env] & 0xFF) | ((v & 1) << 8)
+            sset(g, env, S_MBC_R1, (sget(g, env, S_MBC_R1) & 0xFF) | ((v & 1) << 8))
         elif a < 0x6000:
-            g.st[S_MBC_R2, env] = v & 0x0F
+            sset(g, env, S_MBC_R2, v & 0x0F)
     mbc_update_banks(g, env)
 
 
@@ -193,15 +193,15 @@ def rtc_read(ref: wp.uint64, env: int, sel: int) -> int:
     g = load_gb(ref)
     v = int(0xFF)
     if sel == 0x08:
-        v = g.st[S_RTC_S, env]
+        v = sget(g, env, S_RTC_S)
     elif sel == 0x09:
-        v = g.st[S_RTC_M, env]
+        v = sget(g, env, S_RTC_M)
     elif sel == 0x0A:
-        v = g.st[S_RTC_H, env]
+        v = sget(g, env, S_RTC_H)
     elif sel == 0x0B:
-        v = g.st[S_RTC_DL, env]
+        v = sget(g, env, S_RTC_DL)
     elif sel == 0x0C:
-        v = g.st[S_RTC_DH, env]
+        v = sget(g, env, S_RTC_DH)
     return v
 
 
@@ -209,8 +209,8 @@ def rtc_read(ref: wp.uint64, env: int, sel: int) -> int:
 def rtc_write(ref: wp.uint64, env: int, sel: int, v: int, t: int):
     """Set one RTC field: shift the cycle-driven clock so the running time has that value."""
     g = load_gb(ref)
-    now = g.tm[TM_CLOCK, env] + wp.int64(t)
-    secs = (now + g.tm[TM_RTC_OFF, env]) // wp.int64(4194304)
+    now = tget(g, env, TM_CLOCK) + wp.int64(t)
+    secs = (now + tget(g, env, TM_RTC_OFF)) // wp.int64(4194304)
     s = secs % wp.int64(60)
     m = (secs // wp.int64(60)) % wp.int64(60)
     h = (secs // wp.int64(3600)) % wp.int64(24)
@@ -227,7 +227,7 @@ def rtc_write(ref: wp.uint64, env: int, sel: int, v: int, t: int):
     else:
         d = (d & wp.int64(0xFF)) | ((vv & wp.int64(1)) << wp.int64(8))
     total = ((d * wp.int64(24) + h) * wp.int64(60) + m) * wp.int64(60) + s
-    g.tm[TM_RTC_OFF, env] = total * wp.int64(4194304) - now
+    tset(g, env, TM_RTC_OFF, total * wp.int64(4194304) - now)
     rtc_latch(g.ref, env, t)
 
 
@@ -235,37 +235,37 @@ def rtc_write(ref: wp.uint64, env: int, sel: int, v: int, t: int):
 def cart_ram_read(ref: wp.uint64, env: int, a: int) -> int:
     g = load_gb(ref)
     v = int(0xFF)
-    off = g.st[S_RAMOFF, env]
-    if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
-        if (g.st[S_RAMG, env] & 0x0F) == 0x0A:
-            v = rtc_read(g.ref, env, g.st[S_RTC_SEL, env])
+    off = sget(g, env, S_RAMOFF)
+    if g.mbc == MBC_3 and sget(g, env, S_RTC_SEL) != 0:
+        if (sget(g, env, S_RAMG) & 0x0F) == 0x0A:
+            v = rtc_read(g.ref, env, sget(g, env, S_RTC_SEL))
     elif off >= 0:
         if g.mbc == MBC_2:
-            v = 0xF0 | int(g.cram[a & 0x1FF, env])
+            v = 0xF0 | cget(g, env, a & 0x1FF)
         else:
-            v = int(g.cram[(off + (a - 0xA000)) & g.cram_mask, env])
+            v = cget(g, env, (off + (a - 0xA000)) & g.cram_mask)
     return v
 
 
 @wp.func(inline=False)
 def cart_ram_write(ref: wp.uint64, env: int, a: int, v: int, t: int):
     g = load_gb(ref)
-    off = g.st[S_RAMOFF, env]
-    if g.mbc == MBC_3 and g.st[S_RTC_SEL, env] != 0:
-        if (g.st[S_RAMG, env] & 0x0F) == 0x0A:
-            rtc_write(g.ref, env, g.st[S_RTC_SEL, env], v, t)
+    off = sget(g, env, S_RAMOFF)
+    if g.mbc == MBC_3 and sget(g, env, S_RTC_SEL) != 0:
+        if (sget(g, env, S_RAMG) & 0x0F) == 0x0A:
+            rtc_write(g.ref, env, sget(g, env, S_RTC_SEL), v, t)
     elif off >= 0:
         if g.mbc == MBC_2:
-            g.cram[a & 0x1FF, env] = wp.uint8(v & 0x0F)
+            cset(g, env, a & 0x1FF, v & 0x0F)
         else:
-            g.cram[(off + (a - 0xA000)) & g.cram_mask, env] = wp.uint8(v)
+            cset(g, env, (off + (a - 0xA000)) & g.cram_mask, v)
 
 
 # ----------------------------------------------------------------------------- IO
 @wp.func
 def joypad_value(g: GB, env: int) -> int:
-    sel = int(g.mem[IO_OFF + P1, env]) & 0x30
-    btn = g.st[S_BUTTONS, env]
+    sel = mget(g, env, IO_OFF + P1) & 0x30
+    btn = sget(g, env, S_BUTTONS)
     low = int(0x0F)
     if (sel & 0x10) == 0:
         low = low & ~(btn & 0x0F)
@@ -279,7 +279,7 @@ def set_buttons(ref: wp.uint64, env: int, buttons: int):
     """Change the held buttons; a newly pressed, selected button requests the joypad IRQ."""
     g = load_gb(ref)
     before = joypad_value(g, env) & 0x0F
-    g.st[S_BUTTONS, env] = buttons & 0xFF
+    sset(g, env, S_BUTTONS, buttons & 0xFF)
     after = joypad_value(g, env) & 0x0F
     if (before & ~after) != 0:
         raise_if(g, env, 0x10)
@@ -288,24 +288,24 @@ def set_buttons(ref: wp.uint64, env: int, buttons: int):
 @wp.func(inline=False)
 def serial_sync(ref: wp.uint64, env: int, t: int):
     g = load_gb(ref)
-    if g.st[T_SERIAL_END, env] <= t:
-        g.mem[IO_OFF + SB, env] = wp.uint8(0xFF)  # nothing connected: all ones shifted in
-        g.mem[IO_OFF + SC, env] = wp.uint8(int(g.mem[IO_OFF + SC, env]) & 0x7F)
+    if sget(g, env, T_SERIAL_END) <= t:
+        mset(g, env, IO_OFF + SB, 0xFF)  # nothing connected: all ones shifted in
+        mset(g, env, IO_OFF + SC, mget(g, env, IO_OFF + SC) & 0x7F)
         raise_if(g, env, 8)
-        g.st[T_SERIAL_END, env] = NEVER
+        sset(g, env, T_SERIAL_END, NEVER)
 
 
 @wp.func(inline=False)
 def serial_start(ref: wp.uint64, env: int, t: int):
     """SC written with bit 7 and bit 0: capture SB and schedule the end of the transfer."""
     g = load_gb(ref)
-    n = g.st[S_SER_LEN, env]
-    g.ser[n % g.ser_cap, env] = g.mem[IO_OFF + SB, env]
-    g.st[S_SER_LEN, env] = n + 1
+    n = sget(g, env, S_SER_LEN)
+    serset(g, env, n % g.ser_cap, mget(g, env, IO_OFF + SB))
+    sset(g, env, S_SER_LEN, n + 1)
     # 8 bits clocked at 8192 Hz by the divider; the serial clock edge sits 4 cycles after
     # divider bit 8 falls (matches the DMG boot alignment).
     d = div_at(g, env, t) + SERIAL_PHASE
-    g.st[T_SERIAL_END, env] = t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512
+    sset(g, env, T_SERIAL_END, t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512)
 
 
 @wp.func(inline=False)
@@ -316,11 +316,11 @@ def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     if src >= 0xE000:
         src = src - 0x2000  # E000-FFFF sources see the WRAM echo
     for i in range(160):
-        g.mem[OAM_OFF + i, env] = wp.uint8(bus_peek(g, env, src + i))
+        mset(g, env, OAM_OFF + i, bus_peek(g, env, src + i))
     # One set-up M-cycle, then one byte per M-cycle; a restart keeps OAM blocked.
-    if not (t >= g.st[T_DMA_START, env] and t < g.st[T_DMA_END, env]):
-        g.st[T_DMA_START, env] = t + 8
-    g.st[T_DMA_END, env] = t + 8 + 640
+    if not (t >= sget(g, env, T_DMA_START) and t < sget(g, env, T_DMA_END)):
+        sset(g, env, T_DMA_START, t + 8)
+    sset(g, env, T_DMA_END, t + 8 + 640)
 
 
 @wp.func
@@ -328,26 +328,26 @@ def bus_peek(g: GB, env: int, a: int) -> int:
     """Side-effect-free read used by OAM DMA (ROM, VRAM, cart RAM, WRAM)."""
     v = int(0xFF)
     if a < 0x4000:
-        v = int(g.rom[(g.st[S_BANK0, env] * 0x4000 + a) & g.rom_mask])
+        v = int(g.rom[(sget(g, env, S_BANK0) * 0x4000 + a) & g.rom_mask])
     elif a < 0x8000:
-        v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
+        v = int(g.rom[(sget(g, env, S_BANKX) * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a < 0xA000:
-        v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
+        v = mget(g, env, VRAM_OFF + (a - 0x8000))
     elif a < 0xC000:
         v = cart_ram_read(g.ref, env, a)
     else:
-        v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+        v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
     return v
 
 
 @wp.func
 def sync_to(g: GB, env: int, t: int):
     """Bring the timer, PPU and serial port up to cycle t (only those with an event due)."""
-    if t >= g.st[T_TIMER_NEXT, env]:
+    if t >= sget(g, env, T_TIMER_NEXT):
         timer_sync(g.ref, env, t)
-    if t >= g.st[T_PPU_NEXT, env]:
+    if t >= sget(g, env, T_PPU_NEXT):
         ppu_sync(g.ref, env, t)
-    if t >= g.st[T_SERIAL_END, env]:
+    if t >= sget(g, env, T_SERIAL_END):
         serial_sync(g.ref, env, t)
 
 
@@ -362,21 +362,21 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
         v = div_at(g, env, t) >> 8
     elif i == TIMA:
         timer_sync(g.ref, env, t)
-        v = int(g.mem[IO_OFF + TIMA, env])
+        v = mget(g, env, IO_OFF + TIMA)
     elif i == IF:
         sync_to(g, env, t)
-        v = int(g.mem[IO_OFF + IF, env]) | 0xE0
+        v = mget(g, env, IO_OFF + IF) | 0xE0
     elif i == STAT:
         v = stat_read(g.ref, env, t - g.ppu_lag)
     elif i == LY:
-        if t - g.ppu_lag >= g.st[T_PPU_NEXT, env]:
+        if t - g.ppu_lag >= sget(g, env, T_PPU_NEXT):
             ppu_sync(g.ref, env, t - g.ppu_lag)
-        v = int(g.mem[IO_OFF + LY, env])
+        v = mget(g, env, IO_OFF + LY)
     elif i == SC:
         serial_sync(g.ref, env, t)
-        v = int(g.mem[IO_OFF + SC, env]) | 0x7E
+        v = mget(g, env, IO_OFF + SC) | 0x7E
     else:
-        v = int(g.mem[IO_OFF + i, env]) | int(g.io_mask[i])
+        v = mget(g, env, IO_OFF + i) | int(g.io_mask[i])
     return v
 
 
@@ -386,49 +386,49 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
     if i == P1:
         # Selecting a row with a held button pulls a line low: joypad interrupt.
         before = joypad_value(g, env) & 0x0F
-        g.mem[IO_OFF + P1, env] = wp.uint8(v & 0x30)
+        mset(g, env, IO_OFF + P1, v & 0x30)
         if (before & ~joypad_value(g, env)) != 0:
             raise_if(g, env, 0x10)
     elif i == SC:
         serial_sync(g.ref, env, t)
-        g.mem[IO_OFF + SC, env] = wp.uint8(v)
+        mset(g, env, IO_OFF + SC, v)
         if (v & 0x81) == 0x81:
             serial_start(g.ref, env, t)
     elif i == DIV or i == TIMA or i == TMA or i == TAC:
         timer_write(g.ref, env, i, v, t)
     elif i == IF:
         sync_to(g, env, t)
-        g.mem[IO_OFF + IF, env] = wp.uint8(v & 0x1F)
+        mset(g, env, IO_OFF + IF, v & 0x1F)
     elif i == LCDC:
         lcdc_write(g.ref, env, v, t)
     elif i == STAT or i == LYC:
         ppu_sync(g.ref, env, t)
         if i == STAT:
-            g.mem[IO_OFF + STAT, env] = wp.uint8(v & 0x78)
+            mset(g, env, IO_OFF + STAT, v & 0x78)
         else:
-            g.mem[IO_OFF + LYC, env] = wp.uint8(v)
+            mset(g, env, IO_OFF + LYC, v)
         stat_update(g.ref, env)
     elif i == LY:
         pass  # LY is read-only
     elif i == DMA:
         ppu_sync(g.ref, env, t)
-        g.mem[IO_OFF + DMA, env] = wp.uint8(v)
+        mset(g, env, IO_OFF + DMA, v)
         oam_dma(g.ref, env, v, t)
     elif i == NR52:
-        g.mem[IO_OFF + NR52, env] = wp.uint8((v & 0x80) | (int(g.mem[IO_OFF + NR52, env]) & 0x0F))
+        mset(g, env, IO_OFF + NR52, (v & 0x80) | (mget(g, env, IO_OFF + NR52) & 0x0F))
     elif i == BOOT_OFF_REG:
-        if int(g.mem[IO_OFF + BOOT_OFF_REG, env]) == 0:
-            g.mem[IO_OFF + BOOT_OFF_REG, env] = wp.uint8(v & 1)
+        if mget(g, env, IO_OFF + BOOT_OFF_REG) == 0:
+            mset(g, env, IO_OFF + BOOT_OFF_REG, v & 1)
     else:
         if i >= 0x40:
             ppu_sync(g.ref, env, t)  # SCX/SCY/palettes/window: land on the right line
-        g.mem[IO_OFF + i, env] = wp.uint8(v)
+        mset(g, env, IO_OFF + i, v)
 
 
 # ----------------------------------------------------------------------------- CPU bus
 @wp.func
 def oam_blocked(g: GB, env: int, t: int) -> bool:
-    blocked = t >= g.st[T_DMA_START, env] and t < g.st[T_DMA_END, env]
+    blocked = t >= sget(g, env, T_DMA_START) and t < sget(g, env, T_DMA_END)
     if not blocked:
         blocked = vram_oam_blocked(g, env, t, True)
     return blocked
@@ -437,20 +437,18 @@ def oam_blocked(g: GB, env: int, t: int) -> bool:
 @wp.func(inline=False)
 def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
     """The one out-of-line copy of the complete CPU read (everything but the opcode fetch's
-    ROM/WRAM/HRAM fast path comes here). HRAM/WRAM reads load only the two arrays they
-    need; the whole struct is loaded on the other branches."""
-    st = load_st(ref)
-    mem = load_mem(ref)
+    ROM/WRAM/HRAM fast path comes here)."""
+    g = load_gb(ref)
     v = int(0xFF)
-    if t >= st[T_DMA_END, env] or t < st[T_DMA_START, env]:
+    if t >= sget(g, env, T_DMA_END) or t < sget(g, env, T_DMA_START):
         if a >= 0xFF80:
-            v = int(mem[HRAM_OFF + (a - 0xFF80), env])
+            v = mget(g, env, HRAM_OFF + (a - 0xFF80))
         elif a >= 0xC000 and a < 0xFE00:
-            v = int(mem[WRAM_OFF + (a & 0x1FFF), env])
+            v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
         else:
-            v = rd_mapped(load_gb(ref), env, a, t)
+            v = rd_mapped(g, env, a, t)
     else:
-        v = rd_slow(load_gb(ref), env, a, t)
+        v = rd_slow(g, env, a, t)
     return v
 
 
@@ -469,9 +467,9 @@ def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, 
     elif a >= 0x4000 and a < 0x8000:
         v = int(g.rom[(bankx * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a >= 0xC000 and a < 0xFE00:
-        v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+        v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
     elif a >= 0xFF80:
-        v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
+        v = mget(g, env, HRAM_OFF + (a - 0xFF80))
     else:
         v = rd_call(g.ref, env, a, t)
     return v
@@ -485,9 +483,9 @@ def wr_cpu(g: GB, env: int, a: int, v: int, t: int) -> int:
     start and event times, IE), 0 otherwise."""
     dirty = int(0)
     if a >= 0xC000 and a < 0xFE00:
-        g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v)
+        mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
     elif a >= 0xFF80 and a < 0xFFFF:
-        g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v)
+        mset(g, env, HRAM_OFF + (a - 0xFF80), v)
     else:
         wr_call(g.ref, env, a, v, t)
         if a < 0x8000 or a >= 0xFF00:
@@ -499,11 +497,11 @@ def wr_cpu(g: GB, env: int, a: int, v: int, t: int) -> int:
 def rd_slow(g: GB, env: int, a: int, t: int) -> int:
     """Read during OAM DMA (bus conflicts), else the plain memory map."""
     v = int(0xFF)
-    if t < g.st[T_DMA_END, env] and t >= g.st[T_DMA_START, env] and a < 0xFE00:
-        if dma_bus(a) == dma_bus(int(g.mem[IO_OFF + DMA, env]) << 8):
+    if t < sget(g, env, T_DMA_END) and t >= sget(g, env, T_DMA_START) and a < 0xFE00:
+        if dma_bus(a) == dma_bus(mget(g, env, IO_OFF + DMA) << 8):
             # The DMA owns this bus: the CPU sees the byte being transferred.
-            i = wp.min((t - g.st[T_DMA_START, env]) // 4, 159)
-            v = int(g.mem[OAM_OFF + i, env])
+            i = wp.min((t - sget(g, env, T_DMA_START)) // 4, 159)
+            v = mget(g, env, OAM_OFF + i)
         else:
             v = rd_mapped(g, env, a, t)
     else:
@@ -524,28 +522,28 @@ def dma_bus(a: int) -> int:
 def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
     v = int(0xFF)
     if a < 0x4000:
-        if a < 0x100 and g.has_boot != 0 and int(g.mem[IO_OFF + BOOT_OFF_REG, env]) == 0:
+        if a < 0x100 and g.has_boot != 0 and mget(g, env, IO_OFF + BOOT_OFF_REG) == 0:
             v = int(g.boot[a])
         else:
-            v = int(g.rom[(g.st[S_BANK0, env] * 0x4000 + a) & g.rom_mask])
+            v = int(g.rom[(sget(g, env, S_BANK0) * 0x4000 + a) & g.rom_mask])
     elif a < 0x8000:
-        v = int(g.rom[(g.st[S_BANKX, env] * 0x4000 + (a - 0x4000)) & g.rom_mask])
+        v = int(g.rom[(sget(g, env, S_BANKX) * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a < 0xA000:
         if not vram_oam_blocked(g, env, t, False):
-            v = int(g.mem[VRAM_OFF + (a - 0x8000), env])
+            v = mget(g, env, VRAM_OFF + (a - 0x8000))
     elif a < 0xC000:
         v = cart_ram_read(g.ref, env, a)
     elif a < 0xFE00:
-        v = int(g.mem[WRAM_OFF + (a & 0x1FFF), env])
+        v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
     elif a < 0xFEA0:
         if not oam_blocked(g, env, t):
-            v = int(g.mem[OAM_OFF + (a - 0xFE00), env])
+            v = mget(g, env, OAM_OFF + (a - 0xFE00))
     elif a < 0xFF00:
         v = int(0xFF)
     elif a < 0xFF80:
         v = io_read(g, env, a - 0xFF00, t)
     else:
-        v = int(g.mem[HRAM_OFF + (a - 0xFF80), env])
+        v = mget(g, env, HRAM_OFF + (a - 0xFF80))
     return v
 
 
@@ -557,16 +555,14 @@ def wr(g: GB, env: int, a: int, v: int, t: int):
 
 @wp.func(inline=False)
 def wr_call(ref: wp.uint64, env: int, a: int, v: int, t: int):
-    """The one out-of-line copy of the complete CPU write (WRAM/HRAM first, which load
-    only ``mem``; the whole struct is loaded for the rest)."""
+    """The one out-of-line copy of the complete CPU write."""
+    g = load_gb(ref)
     if a >= 0xC000 and a < 0xFE00:
-        mem = load_mem(ref)
-        mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v & 0xFF)
+        mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
     elif a >= 0xFF80:
-        mem = load_mem(ref)
-        mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v & 0xFF)
+        mset(g, env, HRAM_OFF + (a - 0xFF80), v)
     else:
-        wr_slow(load_gb(ref), env, a, v & 0xFF, t)
+        wr_slow(g, env, a, v & 0xFF, t)
 
 
 @wp.func
@@ -575,17 +571,17 @@ def wr_slow(g: GB, env: int, a: int, v: int, t: int):
         rom_write(g.ref, env, a, v, t)
     elif a < 0xA000:
         if not vram_oam_blocked(g, env, t, False):
-            g.mem[VRAM_OFF + (a - 0x8000), env] = wp.uint8(v)
+            mset(g, env, VRAM_OFF + (a - 0x8000), v)
     elif a < 0xC000:
         cart_ram_write(g.ref, env, a, v, t)
     elif a < 0xFE00:
-        g.mem[WRAM_OFF + (a & 0x1FFF), env] = wp.uint8(v)
+        mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
     elif a < 0xFEA0:
         if not oam_blocked(g, env, t):
-            g.mem[OAM_OFF + (a - 0xFE00), env] = wp.uint8(v)
+            mset(g, env, OAM_OFF + (a - 0xFE00), v)
     elif a < 0xFF00:
         pass  # the unusable area ignores writes
     elif a < 0xFF80:
         io_write(g, env, a - 0xFF00, v, t)
     else:
-        g.mem[HRAM_OFF + (a - 0xFF80), env] = wp.uint8(v)
+        mset(g, env, HRAM_OFF + (a - 0xFF80), v)

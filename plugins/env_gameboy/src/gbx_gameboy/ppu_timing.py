@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from gbx_gameboy.kstate import GB, load_gb
+from gbx_gameboy.kstate import GB, load_gb, mem_base, mem_get, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     IO_OFF,
@@ -46,7 +46,7 @@ wp.set_module_options({"enable_backward": False})
 
 @wp.func
 def _no_render(
-    mem: wp.array2d(dtype=wp.uint8),
+    mb: wp.uint64,
     env: int,
     ly: int,
     win_line: int,
@@ -89,11 +89,11 @@ PH_PRE = 5  # last ppu_pre dots of a line: OAM-scan IRQ of the next line already
 def mode3_length(g: GB, env: int) -> int:
     """Mode 3 dots without objects: fine scroll discards SCX%8 pixels, a delay seen in
     whole M-cycles (rounded up)."""
-    return MODE3_BASE + ((int(g.mem[IO_OFF + SCX, env]) & 7) + 3) // 4 * 4
+    return MODE3_BASE + ((mget(g, env, IO_OFF + SCX) & 7) + 3) // 4 * 4
 
 
 @wp.func(inline=False)
-def object_dots(mem: wp.array2d(dtype=wp.uint8), env: int, ly: int) -> int:
+def object_dots(mb: wp.uint64, ly: int) -> int:
     """Dots the objects fetched on line ly add to mode 3.
 
     The line's objects are the first 10 in OAM order whose rows cover it (X does not
@@ -102,24 +102,24 @@ def object_dots(mem: wp.array2d(dtype=wp.uint8), env: int, ly: int) -> int:
     in a given background (or window) tile also waits for the background fetcher to
     finish that tile: 5 dots minus the pixel's offset inside the tile, at least 0.
     """
-    lcdc = int(mem[IO_OFF + LCDC, env])
+    lcdc = mem_get(mb, IO_OFF + LCDC)
     dots = int(0)
     if (lcdc & 0x02) != 0:
         height = int(8)
         if (lcdc & 0x04) != 0:
             height = int(16)
-        scx = int(mem[IO_OFF + SCX, env])
-        wx = int(mem[IO_OFF + WX, env])
-        win_on = (lcdc & 0x21) == 0x21 and ly >= int(mem[IO_OFF + WY, env]) and wx <= 166
+        scx = mem_get(mb, IO_OFF + SCX)
+        wx = mem_get(mb, IO_OFF + WX)
+        win_on = (lcdc & 0x21) == 0x21 and ly >= mem_get(mb, IO_OFF + WY) and wx <= 166
         bg_tiles = int(0)  # background tile columns already waited for
         win_tiles = int(0)  # window tile columns already waited for
         count = int(0)
         i = int(0)
         while i < 40 and count < 10:
-            top = int(mem[OAM_OFF + 4 * i, env]) - 16
+            top = mem_get(mb, OAM_OFF + 4 * i) - 16
             if ly >= top and ly < top + height:
                 count += 1
-                x = int(mem[OAM_OFF + 4 * i + 1, env])
+                x = mem_get(mb, OAM_OFF + 4 * i + 1)
                 if x < 168:
                     dots += 6
                     px = x - 8  # the object's leftmost pixel on the screen
@@ -145,12 +145,12 @@ def stat_update(ref: wp.uint64, env: int):
     """Re-evaluate the STAT interrupt line; a rising edge requests IF bit 1."""
     g = load_gb(ref)
     line = 0
-    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
-        stat = int(g.mem[IO_OFF + STAT, env])
-        mode = g.st[S_PPU_MODE, env]
-        phase = g.st[S_PPU_PHASE, env]
-        ly = int(g.mem[IO_OFF + LY, env])
-        if (stat & 0x40) != 0 and ly == int(g.mem[IO_OFF + LYC, env]):
+    if (mget(g, env, IO_OFF + LCDC) & 0x80) != 0:
+        stat = mget(g, env, IO_OFF + STAT)
+        mode = sget(g, env, S_PPU_MODE)
+        phase = sget(g, env, S_PPU_PHASE)
+        ly = mget(g, env, IO_OFF + LY)
+        if (stat & 0x40) != 0 and ly == mget(g, env, IO_OFF + LYC):
             line = 1
         if mode == 0 and (phase == PH_HBLANK or phase == PH_PRE) and (stat & 0x08) != 0:
             line = 1
@@ -166,15 +166,15 @@ def stat_update(ref: wp.uint64, env: int):
             line = 1
         if mode == 1 and ly == 144 and (stat & 0x20) != 0:
             line = 1  # DMG: the OAM condition also fires as VBlank starts
-    if line != 0 and g.st[S_STAT_LINE, env] == 0:
+    if line != 0 and sget(g, env, S_STAT_LINE) == 0:
         raise_if(g, env, 2)
-    g.st[S_STAT_LINE, env] = line
+    sset(g, env, S_STAT_LINE, line)
 
 
 @wp.func
 def frame_done(g: GB, env: int):
-    g.tm[TM_FRAMES, env] = g.tm[TM_FRAMES, env] + wp.int64(1)
-    g.st[S_LFRAMES, env] = g.st[S_LFRAMES, env] + 1
+    tset(g, env, TM_FRAMES, tget(g, env, TM_FRAMES) + wp.int64(1))
+    sset(g, env, S_LFRAMES, sget(g, env, S_LFRAMES) + 1)
 
 
 @wp.func
@@ -196,15 +196,15 @@ def ppu_cpu_event(g: GB, env: int) -> int:
     exact cycle and lines are drawn with the registers of their time) or at VBlank. Lines
     start every LINE_CYCLES, so the time follows from the last line start even when LY
     itself is not caught up. Otherwise it is the next transition itself."""
-    nxt = g.st[T_PPU_NEXT, env]
-    lazy = (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0
-    lazy = lazy and (int(g.mem[IO_OFF + STAT, env]) & 0x78) == 0
-    if lazy and g.st[S_NO_OAM_SCAN, env] == 0:
-        ly = int(g.mem[IO_OFF + LY, env])
+    nxt = sget(g, env, T_PPU_NEXT)
+    lazy = (mget(g, env, IO_OFF + LCDC) & 0x80) != 0
+    lazy = lazy and (mget(g, env, IO_OFF + STAT) & 0x78) == 0
+    if lazy and sget(g, env, S_NO_OAM_SCAN) == 0:
+        ly = mget(g, env, IO_OFF + LY)
         lines = 144 - ly
         if ly >= 144:
             lines = 154 - ly + 144
-        nxt = wp.max(nxt, g.st[T_LINE_AT, env] + lines * LINE_CYCLES)
+        nxt = wp.max(nxt, sget(g, env, T_LINE_AT) + lines * LINE_CYCLES)
     return nxt
 
 
@@ -220,15 +220,15 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
     CPU, the common case while a game waits for VBlank, free of the scan's cost.
     """
     g = load_gb(ref)
-    while g.st[T_PPU_NEXT, env] <= t:
-        ev = g.st[T_PPU_NEXT, env]
-        if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) == 0:
+    while sget(g, env, T_PPU_NEXT) <= t:
+        ev = sget(g, env, T_PPU_NEXT)
+        if (mget(g, env, IO_OFF + LCDC) & 0x80) == 0:
             frame_done(g, env)  # LCD off: a frame still lasts 70224 cycles
-            g.st[T_PPU_NEXT, env] = ev + CYCLES_PER_FRAME
+            sset(g, env, T_PPU_NEXT, ev + CYCLES_PER_FRAME)
         else:
-            phase = g.st[S_PPU_PHASE, env]
-            mode = g.st[S_PPU_MODE, env]
-            ly = int(g.mem[IO_OFF + LY, env])
+            phase = sget(g, env, S_PPU_PHASE)
+            mode = sget(g, env, S_PPU_MODE)
+            ly = mget(g, env, IO_OFF + LY)
             nxt = ev
             if phase == PH_LINE_START:
                 phase = PH_OAM
@@ -239,20 +239,20 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                 mode = 3
                 len3 = mode3_length(g, env)
                 unseen = ev + len3 + MAX_OBJECT_PENALTY + 8 <= unobserved_until
-                if not unseen or (int(g.mem[IO_OFF + STAT, env]) & 0x08) != 0:
+                if not unseen or (mget(g, env, IO_OFF + STAT) & 0x08) != 0:
                     # The CPU sees the object delay in whole M-cycles, rounded down
                     # (fitted to the mooneye sprite timing ROM).
-                    len3 = len3 + object_dots(g.mem, env, ly) // 4 * 4
-                g.st[S_MODE3_LEN, env] = len3
+                    len3 = len3 + object_dots(mem_base(g, env), ly) // 4 * 4
+                sset(g, env, S_MODE3_LEN, len3)
                 nxt = ev + len3
             elif phase == PH_DRAW:
-                if g.render_frame == g.st[S_LFRAMES, env]:
-                    g.st[S_WIN_LINE, env] = render_line(
-                        g.mem, env, ly, g.st[S_WIN_LINE, env], g.fb
-                    )
+                if g.render_frame == sget(g, env, S_LFRAMES):
+                    mb = mem_base(g, env)
+                    win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
+                    sset(g, env, S_WIN_LINE, win_line)
                 phase = PH_HBLANK
                 mode = 0
-                nxt = ev + (LINE_CYCLES - g.ppu_m3 - g.ppu_pre) - g.st[S_MODE3_LEN, env]
+                nxt = ev + (LINE_CYCLES - g.ppu_m3 - g.ppu_pre) - sget(g, env, S_MODE3_LEN)
                 if g.ppu_pre == 0:
                     phase = PH_PRE
             elif phase == PH_HBLANK:
@@ -270,7 +270,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     ly = 0
                     phase = PH_LINE_START
                     mode = 0
-                    g.st[S_WIN_LINE, env] = 0
+                    sset(g, env, S_WIN_LINE, 0)
                     nxt = ev + g.ppu_m2
                 elif ly < 144:
                     phase = PH_LINE_START
@@ -279,18 +279,18 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     # frame not drawn) are skipped in one go: lazy catch-up reaches here
                     # with up to a frame's lines due, five transitions each.
                     skip = (t - ev) // LINE_CYCLES
-                    if skip > 0 and g.render_frame != g.st[S_LFRAMES, env]:
-                        if (int(g.mem[IO_OFF + STAT, env]) & 0x78) == 0:
+                    if skip > 0 and g.render_frame != sget(g, env, S_LFRAMES):
+                        if (mget(g, env, IO_OFF + STAT) & 0x78) == 0:
                             skip = wp.min(skip, 143 - ly)
                             ly = ly + skip
                             ev = ev + skip * LINE_CYCLES
                     nxt = ev + g.ppu_m2
-                g.mem[IO_OFF + LY, env] = wp.uint8(ly)
-                g.st[T_LINE_AT, env] = ev
-                g.st[S_NO_OAM_SCAN, env] = 0
-            g.st[S_PPU_PHASE, env] = phase
-            g.st[S_PPU_MODE, env] = mode
-            g.st[T_PPU_NEXT, env] = nxt
+                mset(g, env, IO_OFF + LY, ly)
+                sset(g, env, T_LINE_AT, ev)
+                sset(g, env, S_NO_OAM_SCAN, 0)
+            sset(g, env, S_PPU_PHASE, phase)
+            sset(g, env, S_PPU_MODE, mode)
+            sset(g, env, T_PPU_NEXT, nxt)
             stat_update(g.ref, env)
 
 
@@ -298,33 +298,33 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
 def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
     g = load_gb(ref)
     ppu_sync(g.ref, env, t)
-    old = int(g.mem[IO_OFF + LCDC, env])
-    g.mem[IO_OFF + LCDC, env] = wp.uint8(v)
+    old = mget(g, env, IO_OFF + LCDC)
+    mset(g, env, IO_OFF + LCDC, v)
     if (old & 0x80) != 0 and (v & 0x80) == 0:
-        g.mem[IO_OFF + LY, env] = wp.uint8(0)
-        g.st[S_PPU_MODE, env] = 0
-        g.st[S_PPU_PHASE, env] = PH_HBLANK
-        g.st[T_PPU_NEXT, env] = t + CYCLES_PER_FRAME
+        mset(g, env, IO_OFF + LY, 0)
+        sset(g, env, S_PPU_MODE, 0)
+        sset(g, env, S_PPU_PHASE, PH_HBLANK)
+        sset(g, env, T_PPU_NEXT, t + CYCLES_PER_FRAME)
     elif (old & 0x80) == 0 and (v & 0x80) != 0:
-        g.mem[IO_OFF + LY, env] = wp.uint8(0)
-        g.st[S_PPU_MODE, env] = 0
-        g.st[S_PPU_PHASE, env] = PH_OAM  # no OAM scan IRQ or mode 2 on this first line
-        g.st[S_NO_OAM_SCAN, env] = 1
-        g.st[S_WIN_LINE, env] = 0
-        g.st[T_PPU_NEXT, env] = t + g.lcdon_m3
-        g.st[T_LINE_AT, env] = t + g.lcdon_m3 - g.ppu_m3  # as if the line had started earlier
+        mset(g, env, IO_OFF + LY, 0)
+        sset(g, env, S_PPU_MODE, 0)
+        sset(g, env, S_PPU_PHASE, PH_OAM)  # no OAM scan IRQ or mode 2 on this first line
+        sset(g, env, S_NO_OAM_SCAN, 1)
+        sset(g, env, S_WIN_LINE, 0)
+        sset(g, env, T_PPU_NEXT, t + g.lcdon_m3)
+        sset(g, env, T_LINE_AT, t + g.lcdon_m3 - g.ppu_m3)  # as if the line had started earlier
     stat_update(g.ref, env)
 
 
 @wp.func(inline=False)
 def stat_read(ref: wp.uint64, env: int, t: int) -> int:
     g = load_gb(ref)
-    if t >= g.st[T_PPU_NEXT, env]:
+    if t >= sget(g, env, T_PPU_NEXT):
         ppu_sync(g.ref, env, t)
-    v = (int(g.mem[IO_OFF + STAT, env]) & 0x78) | 0x80
-    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0:
-        v = v | g.st[S_PPU_MODE, env]
-        if int(g.mem[IO_OFF + LY, env]) == int(g.mem[IO_OFF + LYC, env]):
+    v = (mget(g, env, IO_OFF + STAT) & 0x78) | 0x80
+    if (mget(g, env, IO_OFF + LCDC) & 0x80) != 0:
+        v = v | sget(g, env, S_PPU_MODE)
+        if mget(g, env, IO_OFF + LY) == mget(g, env, IO_OFF + LYC):
             v = v | 4
     return v
 
@@ -334,17 +334,17 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
     """Whether a CPU access at cycle t is refused: VRAM during mode 3, OAM during the OAM
     scan and mode 3. The access windows are offset from the STAT-visible modes."""
     s = t - g.ppu_lag
-    if s >= g.st[T_PPU_NEXT, env]:
+    if s >= sget(g, env, T_PPU_NEXT):
         ppu_sync(g.ref, env, s)
     blocked = False
-    if (int(g.mem[IO_OFF + LCDC, env]) & 0x80) != 0 and int(g.mem[IO_OFF + LY, env]) < 144:
-        d = s - g.st[T_LINE_AT, env]
+    if (mget(g, env, IO_OFF + LCDC) & 0x80) != 0 and mget(g, env, IO_OFF + LY) < 144:
+        d = s - sget(g, env, T_LINE_AT)
         m3s = g.ppu_m3 + g.acc_m3_shift
-        m3e = g.ppu_m3 + g.st[S_MODE3_LEN, env] + g.acc_m3_end_shift
-        if g.st[S_PPU_PHASE, env] == PH_OAM or g.st[S_PPU_PHASE, env] == PH_LINE_START:
+        m3e = g.ppu_m3 + sget(g, env, S_MODE3_LEN) + g.acc_m3_end_shift
+        if sget(g, env, S_PPU_PHASE) == PH_OAM or sget(g, env, S_PPU_PHASE) == PH_LINE_START:
             m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
         blocked = d >= m3s and d < m3e
-        if oam and g.st[S_NO_OAM_SCAN, env] == 0:
+        if oam and sget(g, env, S_NO_OAM_SCAN) == 0:
             if d >= g.acc_m2_start and d < g.acc_m2_end:
                 blocked = True
     return blocked

@@ -3,8 +3,9 @@
 ``render_line`` is a ``wp.func`` that the machine kernel calls once per
 visible line, at the moment the line leaves mode 3, and only in frames that
 are observed. It reads VRAM, OAM and the LCD registers of one env from the
-interleaved ``mem`` array (``mem[offset, env]``, see :mod:`gbx_gameboy.layout`)
-and writes 160 shade indices (0..3, after BGP/OBP0/OBP1) to ``fb[env, ly, :]``.
+tiled ``mem`` array through the env's base address (``kstate.mem_base``, see
+:mod:`gbx_gameboy.layout`) and writes 160 shade indices (0..3, after
+BGP/OBP0/OBP1) to ``fb[env, ly, :]``.
 
 Rendering a whole line at once (instead of a pixel FIFO) is exact for every
 register write that lands between lines; writes in the middle of mode 3 take
@@ -16,11 +17,13 @@ used by tests and tools to draw the current VRAM/OAM/IO state of every env.
 
 from __future__ import annotations
 
+from gbx_gameboy.kstate import mem_get
 from gbx_gameboy.layout import (
     BGP,
     IO_OFF,
     LCDC,
     MEM_BYTES,
+    MEM_TILE_BYTES,
     OAM_OFF,
     OBP0,
     OBP1,
@@ -28,6 +31,8 @@ from gbx_gameboy.layout import (
     SCREEN_W,
     SCX,
     SCY,
+    TILE,
+    TILE_SHIFT,
     VRAM_OFF,
     WX,
     WY,
@@ -57,34 +62,34 @@ _vec10i = wp.types.vector(length=MAX_OBJS_PER_LINE, dtype=wp.int32)
 
 
 @wp.func
-def _rd(mem: wp.array2d(dtype=wp.uint8), off: int, env: int) -> int:
-    return int(mem[off, env])
+def _rd(mb: wp.uint64, off: int) -> int:
+    return mem_get(mb, off)
 
 
 @wp.func
 def _tile_pixel(
-    mem: wp.array2d(dtype=wp.uint8), env: int, tile_addr: int, row: int, col: int
+    mb: wp.uint64, tile_addr: int, row: int, col: int
 ) -> int:
     """Colour index 0..3 of pixel (row, col) of the tile at VRAM offset ``tile_addr``."""
-    lo = _rd(mem, _VRAM + tile_addr + row * 2, env)
-    hi = _rd(mem, _VRAM + tile_addr + row * 2 + 1, env)
+    lo = _rd(mb, _VRAM + tile_addr + row * 2)
+    hi = _rd(mb, _VRAM + tile_addr + row * 2 + 1)
     bit = 7 - col
     return ((lo >> bit) & 1) | (((hi >> bit) & 1) << 1)
 
 
 @wp.func
 def _map_pixel(
-    mem: wp.array2d(dtype=wp.uint8), env: int, map_base: int, unsigned_tiles: int, px: int, py: int
+    mb: wp.uint64, map_base: int, unsigned_tiles: int, px: int, py: int
 ) -> int:
     """Colour index of pixel (px, py) of the 256x256 BG/window plane at ``map_base``."""
-    tile_no = _rd(mem, _VRAM + map_base + (py >> 3) * 32 + (px >> 3), env)
+    tile_no = _rd(mb, _VRAM + map_base + (py >> 3) * 32 + (px >> 3))
     tile_addr = tile_no * 16
     if unsigned_tiles == 0:
         # 0x8800 addressing: signed tile number relative to 0x9000.
         if tile_no >= 128:
             tile_no = tile_no - 256
         tile_addr = 0x1000 + tile_no * 16
-    return _tile_pixel(mem, env, tile_addr, py & 7, px & 7)
+    return _tile_pixel(mb, tile_addr, py & 7, px & 7)
 
 
 @wp.func
@@ -94,14 +99,14 @@ def _palette(pal: int, colour: int) -> int:
 
 @wp.func
 def render_line(
-    mem: wp.array2d(dtype=wp.uint8),
+    mb: wp.uint64,
     env: int,
     ly: int,
     win_line: int,
     fb: wp.array3d(dtype=wp.uint8),
 ) -> int:
     """Draw line ``ly`` of ``env`` into ``fb[env, ly, :]``; return the new window line counter."""
-    lcdc = _rd(mem, _LCDC, env)
+    lcdc = _rd(mb, _LCDC)
     if (lcdc & 0x80) == 0:
         # LCD off: the DMG shows a blank (white) screen.
         for x in range(_W):
@@ -121,13 +126,13 @@ def render_line(
     if (lcdc & 0x40) != 0:
         win_map = 0x1C00
 
-    scx = _rd(mem, _SCX, env)
-    scy = _rd(mem, _SCY, env)
-    wy = _rd(mem, _WY, env)
-    wx = _rd(mem, _WX, env)
-    bgp = _rd(mem, _BGP, env)
-    obp0 = _rd(mem, _OBP0, env)
-    obp1 = _rd(mem, _OBP1, env)
+    scx = _rd(mb, _SCX)
+    scy = _rd(mb, _SCY)
+    wy = _rd(mb, _WY)
+    wx = _rd(mb, _WX)
+    bgp = _rd(mb, _BGP)
+    obp0 = _rd(mb, _OBP0)
+    obp1 = _rd(mb, _OBP1)
 
     # LCDC bit 0 off hides the window too (DMG).
     win_active = wp.int32(0)
@@ -143,15 +148,15 @@ def render_line(
     if obj_on != 0:
         for i in range(40):
             if nobj < _MAXOBJ:
-                oy = _rd(mem, _OAM + i * 4, env) - 16
+                oy = _rd(mb, _OAM + i * 4) - 16
                 if ly >= oy and ly < oy + obj_h:
                     objs[nobj] = i
                     nobj += 1
         for a in range(1, nobj):
             cur = objs[a]
-            cur_x = _rd(mem, _OAM + cur * 4 + 1, env)
+            cur_x = _rd(mb, _OAM + cur * 4 + 1)
             b = a - 1
-            while b >= 0 and _rd(mem, _OAM + objs[b] * 4 + 1, env) > cur_x:
+            while b >= 0 and _rd(mb, _OAM + objs[b] * 4 + 1) > cur_x:
                 objs[b + 1] = objs[b]
                 b -= 1
             objs[b + 1] = cur
@@ -160,11 +165,11 @@ def render_line(
         bg_col = wp.int32(0)
         if bg_on != 0:
             if win_active != 0 and x >= win_x0:
-                bg_col = _map_pixel(mem, env, win_map, unsigned_tiles, x - win_x0, win_line)
+                bg_col = _map_pixel(mb, win_map, unsigned_tiles, x - win_x0, win_line)
             else:
                 bx = (x + scx) & 255
                 by = (ly + scy) & 255
-                bg_col = _map_pixel(mem, env, bg_map, unsigned_tiles, bx, by)
+                bg_col = _map_pixel(mb, bg_map, unsigned_tiles, bx, by)
         shade = wp.int32(0)
         if bg_on != 0:
             shade = _palette(bgp, bg_col)
@@ -173,11 +178,11 @@ def render_line(
         # its BG-over-OBJ bit then decides against BG colours 1..3 only.
         for k in range(nobj):
             o = _OAM + objs[k] * 4
-            ox = _rd(mem, o + 1, env) - 8
+            ox = _rd(mb, o + 1) - 8
             if x >= ox and x < ox + 8:
-                oy = _rd(mem, o, env) - 16
-                tile = _rd(mem, o + 2, env)
-                attr = _rd(mem, o + 3, env)
+                oy = _rd(mb, o) - 16
+                tile = _rd(mb, o + 2)
+                attr = _rd(mb, o + 3)
                 if obj_h == 16:
                     tile = tile & 0xFE
                 row = ly - oy
@@ -186,7 +191,7 @@ def render_line(
                 col = x - ox
                 if (attr & 0x20) != 0:
                     col = 7 - col
-                c = _tile_pixel(mem, env, tile * 16, row, col)
+                c = _tile_pixel(mb, tile * 16, row, col)
                 if c != 0:
                     if (attr & 0x80) == 0 or bg_col == 0:
                         pal = obp0
@@ -202,19 +207,27 @@ def render_line(
 
 
 @wp.kernel
-def render_frames_kernel(mem: wp.array2d(dtype=wp.uint8), fb: wp.array3d(dtype=wp.uint8)):
+def render_frames_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
     """Draw all 144 lines of one env from its current state (one thread per env)."""
     env = wp.tid()
+    mb = mem_ptr + wp.uint64(env >> TILE_SHIFT) * wp.uint64(MEM_TILE_BYTES)
+    mb = mb + wp.uint64(env & (TILE - 1))
     win_line = wp.int32(0)
     for ly in range(_H):
-        win_line = render_line(mem, env, ly, win_line, fb)
+        win_line = render_line(mb, env, ly, win_line, fb)
 
 
-def render_frames(mem: wp.array2d, fb: wp.array3d) -> None:
-    """Render every env's current VRAM/OAM/IO state into ``fb`` (``[N, 144, 160]`` uint8)."""
-    if mem.shape[0] != MEM_BYTES:
-        raise ValueError(f"mem must be shaped ({MEM_BYTES}, num_envs), got {mem.shape}")
-    num_envs = mem.shape[1]
-    if tuple(fb.shape) != (num_envs, SCREEN_H, SCREEN_W):
-        raise ValueError(f"fb must be shaped ({num_envs}, {SCREEN_H}, {SCREEN_W}), got {fb.shape}")
-    wp.launch(render_frames_kernel, dim=num_envs, inputs=[mem, fb], device=mem.device)
+def render_frames(mem: wp.array3d, fb: wp.array3d) -> None:
+    """Render every env's current VRAM/OAM/IO state into ``fb`` (``[N, 144, 160]`` uint8).
+
+    ``mem`` is tiled, ``(tiles, MEM_BYTES, TILE)`` (see layout.py); ``fb`` holds the envs
+    to draw (at most ``tiles * TILE``)."""
+    if tuple(mem.shape[1:]) != (MEM_BYTES, TILE):
+        raise ValueError(f"mem must be shaped (tiles, {MEM_BYTES}, {TILE}), got {mem.shape}")
+    num_envs = fb.shape[0]
+    if tuple(fb.shape[1:]) != (SCREEN_H, SCREEN_W) or num_envs > mem.shape[0] * TILE:
+        most = mem.shape[0] * TILE
+        raise ValueError(f"fb must be shaped (N <= {most}, {SCREEN_H}, {SCREEN_W}), got {fb.shape}")
+    if not mem.is_contiguous:
+        raise ValueError("mem must be contiguous")
+    wp.launch(render_frames_kernel, dim=num_envs, inputs=[mem.ptr, fb], device=mem.device)

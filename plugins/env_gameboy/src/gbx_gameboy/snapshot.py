@@ -1,14 +1,13 @@
 """Golden snapshots of one env's state and masked restores into a batch.
 
-The batch's state is a dict of named device tensors (``batch.state_tensors()``),
-each holding every env along one axis: the interleaved per-env arrays
-(``mem``, ``st``, ``tm``, ``cram``, ...) keep the env on the **last** axis,
-the framebuffer ``fb`` keeps it on the **first**. An :class:`EnvState` is
-one env's slice of every array (env axis removed).
+The batch's state is a dict of named device tensors (``batch.state_tensors()``). The
+framebuffer ``fb`` keeps the env on its **first** axis, ``(N, 144, 160)``; every other
+array is **tiled**, ``(tiles, rows, TILE)`` (layout.py, tiles.py). An :class:`EnvState`
+is one env's slice of every array: ``fb`` as ``(144, 160)``, the others as ``(rows,)``.
 
-A :class:`SnapshotBank` holds ``B`` env states stacked in the batch's layout
-(env axis replaced by a bank axis). :class:`MaskedRestore` copies bank entry
-``which[e]`` into env ``e`` for every env with ``which[e] >= 0``:
+A :class:`SnapshotBank` holds ``B`` env states in the batch's layout (the bank entries
+take the place of envs). :class:`MaskedRestore` copies bank entry ``which[e]`` into env
+``e`` for every env with ``which[e] >= 0``:
 
 * one Warp kernel launch per array, over ``(C, N)`` threads (``C`` = a fixed
   number of lanes per env, 64); the threads of an env that is not being reset
@@ -27,6 +26,8 @@ from collections.abc import Mapping
 
 import torch
 
+from gbx_gameboy.layout import TILE, TILE_SHIFT
+from gbx_gameboy.tiles import env_rows, tile_envs
 from gbx_gameboy.warp_setup import wp
 
 wp.set_module_options({"enable_backward": False})
@@ -34,23 +35,32 @@ wp.set_module_options({"enable_backward": False})
 EnvState = dict[str, torch.Tensor]
 
 LANES_PER_ENV = 64
-ENV_FIRST = frozenset({"fb"})  # arrays laid out [num_envs, ...]; all others [..., num_envs]
+ENV_FIRST = frozenset({"fb"})  # arrays laid out [num_envs, ...]; all others are tiled
 
 
-def env_axis(name: str, tensor: torch.Tensor) -> int:
-    """The axis of ``tensor`` that indexes envs (0 for ``fb``, the last axis otherwise)."""
-    return 0 if name in ENV_FIRST else tensor.dim() - 1
+def env_count(state: Mapping[str, torch.Tensor]) -> int:
+    """Envs a state dict holds: ``fb``'s first axis, else every column of the tiles."""
+    if "fb" in state:
+        return int(state["fb"].shape[0])
+    return int(next(iter(state.values())).shape[0]) * TILE
+
+
+def env_slice(name: str, t: torch.Tensor, env: int) -> torch.Tensor:
+    """Env ``env``'s part of array ``name`` (a view)."""
+    return t[env] if name in ENV_FIRST else env_rows(t, env)
+
+
+def env_shape(name: str, t: torch.Tensor) -> tuple[int, ...]:
+    """Shape of one env's part of array ``name``."""
+    return tuple(t.shape[1:]) if name in ENV_FIRST else (int(t.shape[1]),)
 
 
 def capture(state: Mapping[str, torch.Tensor], env: int) -> EnvState:
     """A device copy of env ``env``'s slice of every state array."""
-    out: EnvState = {}
-    for name, t in state.items():
-        n = t.shape[env_axis(name, t)]
-        if not 0 <= env < n:
-            raise IndexError(f"env {env} out of range for a batch of {n} envs")
-        out[name] = t.select(env_axis(name, t), env).clone()
-    return out
+    n = env_count(state)
+    if not 0 <= env < n:
+        raise IndexError(f"env {env} out of range for a batch of {n} envs")
+    return {name: env_slice(name, t, env).clone() for name, t in state.items()}
 
 
 def write_env(state: Mapping[str, torch.Tensor], env: int | None, values: EnvState) -> None:
@@ -60,12 +70,13 @@ def write_env(state: Mapping[str, torch.Tensor], env: int | None, values: EnvSta
     """
     check_compatible(state, values)
     for name, t in state.items():
-        ax = env_axis(name, t)
-        if env is None:
-            v = values[name].to(device=t.device)
-            t.copy_(v.unsqueeze(ax).expand_as(t))
+        v = values[name].to(device=t.device)
+        if env is not None:
+            env_slice(name, t, env).copy_(v)
+        elif name in ENV_FIRST:
+            t.copy_(v.unsqueeze(0).expand_as(t))
         else:
-            t.select(ax, env).copy_(values[name])
+            t.copy_(v[None, :, None].expand_as(t))
 
 
 def check_compatible(state: Mapping[str, torch.Tensor], values: Mapping[str, torch.Tensor]) -> None:
@@ -77,7 +88,7 @@ def check_compatible(state: Mapping[str, torch.Tensor], values: Mapping[str, tor
             f"state arrays differ from the batch's: missing {missing}, unexpected {extra}"
         )
     for name, t in state.items():
-        want = tuple(s for i, s in enumerate(t.shape) if i != env_axis(name, t))
+        want = env_shape(name, t)
         got = tuple(values[name].shape)
         if want != got or values[name].dtype != t.dtype:
             raise ValueError(
@@ -87,7 +98,8 @@ def check_compatible(state: Mapping[str, torch.Tensor], values: Mapping[str, tor
 
 
 class SnapshotBank:
-    """``B`` env states stacked along the env axis of each array, on one device."""
+    """``B`` env states in the batch's layout (tiled, or ``fb``-style env-first), on one
+    device."""
 
     def __init__(self, arrays: dict[str, torch.Tensor], size: int) -> None:
         self.arrays = arrays
@@ -98,31 +110,38 @@ class SnapshotBank:
         if not states:
             raise ValueError("a snapshot bank needs at least one state")
         arrays = {}
-        for name, first in states[0].items():
-            ax = 0 if name in ENV_FIRST else first.dim()
-            arrays[name] = torch.stack([s[name] for s in states], dim=ax).to(device).contiguous()
+        for name in states[0]:
+            stacked = torch.stack([s[name] for s in states]).to(device)
+            arrays[name] = stacked.contiguous() if name in ENV_FIRST else tile_envs(stacked)
         return cls(arrays, len(states))
 
     def state(self, index: int) -> EnvState:
-        return capture(self.arrays, index)
+        if not 0 <= index < self.size:
+            raise IndexError(f"bank index {index} out of range for a bank of {self.size}")
+        return {name: env_slice(name, t, index).clone() for name, t in self.arrays.items()}
 
 
 @wp.kernel
-def _restore_env_last(
-    dst: wp.array2d(dtype=wp.uint8),
-    src: wp.array2d(dtype=wp.uint8),
+def _restore_env_tiled(
+    dst: wp.array3d(dtype=wp.uint8),
+    src: wp.array3d(dtype=wp.uint8),
     which: wp.array(dtype=wp.int32),
     elem: int,
     lanes: int,
 ):
-    # dst is (rows, N * elem), src (rows, B * elem): env e owns columns e*elem .. e*elem+elem-1.
+    # dst is (tiles, rows, TILE * elem), src (bank tiles, rows, TILE * elem): env e owns
+    # bytes (e % TILE) * elem ... + elem - 1 of every row of tile e // TILE.
     lane, env = wp.tid()
     b = which[env]
     if b < 0:
         return
-    for r in range(lane, dst.shape[0], lanes):
+    dt = env >> TILE_SHIFT
+    dc = (env & (TILE - 1)) * elem
+    bt = b >> TILE_SHIFT
+    bc = (b & (TILE - 1)) * elem
+    for r in range(lane, dst.shape[1], lanes):
         for k in range(elem):
-            dst[r, env * elem + k] = src[r, b * elem + k]
+            dst[dt, r, dc + k] = src[bt, r, bc + k]
 
 
 @wp.kernel
@@ -141,13 +160,13 @@ def _restore_env_first(
         dst[env, c] = src[b, c]
 
 
-def _bytes_2d(t: torch.Tensor, env_first: bool) -> torch.Tensor:
-    """A contiguous tensor as a 2-D uint8 view: (envs, bytes) or (rows, envs * elem)."""
+def _bytes_view(t: torch.Tensor, env_first: bool) -> torch.Tensor:
+    """A contiguous tensor as uint8: (envs, bytes), or tiled (tiles, rows, TILE * elem)."""
     if not t.is_contiguous():
         raise ValueError("state arrays must be contiguous to be restored in place")
     if env_first:
         return t.reshape(t.shape[0], -1).view(torch.uint8)
-    return t.reshape(-1, t.shape[-1]).view(torch.uint8)
+    return t.view(torch.uint8)
 
 
 class MaskedRestore:
@@ -158,10 +177,9 @@ class MaskedRestore:
     """
 
     def __init__(self, state: Mapping[str, torch.Tensor], bank: SnapshotBank) -> None:
-        name0, t0 = next(iter(state.items()))
-        self.num_envs = t0.shape[env_axis(name0, t0)]
-        for name, t in state.items():
-            check_compatible({name: t}, {name: bank.arrays[name].select(env_axis(name, t), 0)})
+        t0 = next(iter(state.values()))
+        self.num_envs = env_count(state)
+        check_compatible(state, bank.state(0))
         self.bank = bank
         self.device = t0.device
         wp.init()
@@ -171,8 +189,8 @@ class MaskedRestore:
         self._jobs: list[tuple[bool, wp.array, wp.array, int]] = []
         for name, t in state.items():
             first = name in ENV_FIRST
-            dst = wp.from_torch(_bytes_2d(t, first), dtype=wp.uint8)
-            src = wp.from_torch(_bytes_2d(bank.arrays[name], first), dtype=wp.uint8)
+            dst = wp.from_torch(_bytes_view(t, first), dtype=wp.uint8)
+            src = wp.from_torch(_bytes_view(bank.arrays[name], first), dtype=wp.uint8)
             self._jobs.append((first, dst, src, t.element_size()))
         self._idx = torch.zeros((self.num_envs,), dtype=torch.int32, device=self.device)
         self._gen = torch.Generator(device=self.device)
@@ -214,7 +232,7 @@ class MaskedRestore:
                 )
             else:
                 wp.launch(
-                    _restore_env_last, dim=(LANES_PER_ENV, self.num_envs),
+                    _restore_env_tiled, dim=(LANES_PER_ENV, self.num_envs),
                     inputs=[dst, src, self._which_wp, elem, LANES_PER_ENV],
                     device=self._wp_device, stream=stream,
                 )

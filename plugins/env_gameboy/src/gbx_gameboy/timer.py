@@ -9,7 +9,7 @@ overflow, so the CPU can read TIMA at the exact M-cycle of the access and HALT c
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import GB, load_gb
+from gbx_gameboy.kstate import GB, load_gb, mget, mset, sget, sset
 from gbx_gameboy.layout import (
     DIV,
     IF,
@@ -48,43 +48,43 @@ def timer_period(tac: int) -> int:
 @wp.func
 def div_at(g: GB, env: int, t: int) -> int:
     """The 16-bit divider at cycle t."""
-    return (t + g.st[S_DIV_OFF, env]) & 0xFFFF
+    return (t + sget(g, env, S_DIV_OFF)) & 0xFFFF
 
 
 @wp.func
 def raise_if(g: GB, env: int, bits: int):
-    g.mem[IO_OFF + IF, env] = wp.uint8(int(g.mem[IO_OFF + IF, env]) | bits)
+    mset(g, env, IO_OFF + IF, mget(g, env, IO_OFF + IF) | bits)
 
 
 @wp.func
 def timer_schedule(g: GB, env: int, t: int):
     """Store the cycle of the next TIMA reload (the next timer interrupt)."""
     nxt = int(NEVER)
-    tac = int(g.mem[IO_OFF + TAC, env])
-    if g.st[S_TIMA_PEND, env] != 0:
-        nxt = g.st[T_RELOAD, env]
+    tac = mget(g, env, IO_OFF + TAC)
+    if sget(g, env, S_TIMA_PEND) != 0:
+        nxt = sget(g, env, T_RELOAD)
     elif (tac & 4) != 0:
         p = timer_period(tac)
         s0 = div_at(g, env, t)
-        tima = int(g.mem[IO_OFF + TIMA, env])
+        tima = mget(g, env, IO_OFF + TIMA)
         nxt = t + (p - s0 % p) + (255 - tima) * p + 4
-    g.st[T_TIMER_NEXT, env] = nxt
+    sset(g, env, T_TIMER_NEXT, nxt)
 
 
 @wp.func(inline=False)
 def timer_sync(ref: wp.uint64, env: int, t: int):
     """Apply every TIMA increment, overflow and reload at cycles <= t."""
     g = load_gb(ref)
-    cur = g.st[T_TSYNC, env]
+    cur = sget(g, env, T_TSYNC)
     if t > cur:
-        tima = int(g.mem[IO_OFF + TIMA, env])
-        tac = int(g.mem[IO_OFF + TAC, env])
-        pend = g.st[S_TIMA_PEND, env]
+        tima = mget(g, env, IO_OFF + TIMA)
+        tac = mget(g, env, IO_OFF + TAC)
+        pend = sget(g, env, S_TIMA_PEND)
         while True:
             if pend != 0:
-                r = g.st[T_RELOAD, env]
+                r = sget(g, env, T_RELOAD)
                 if r <= t:
-                    tima = int(g.mem[IO_OFF + TMA, env])
+                    tima = mget(g, env, IO_OFF + TMA)
                     raise_if(g, env, 4)
                     pend = int(0)
                     cur = r
@@ -101,23 +101,23 @@ def timer_sync(ref: wp.uint64, env: int, t: int):
             e = cur + (p - s0 % p) + (255 - tima) * p
             tima = int(0)
             pend = int(1)
-            g.st[T_RELOAD, env] = e + 4
+            sset(g, env, T_RELOAD, e + 4)
             cur = e
-        g.mem[IO_OFF + TIMA, env] = wp.uint8(tima)
-        g.st[S_TIMA_PEND, env] = pend
-        g.st[T_TSYNC, env] = t
+        mset(g, env, IO_OFF + TIMA, tima)
+        sset(g, env, S_TIMA_PEND, pend)
+        sset(g, env, T_TSYNC, t)
         timer_schedule(g, env, t)
 
 
 @wp.func
 def timer_tick_once(g: GB, env: int, t: int):
     """One forced TIMA increment at cycle t (DIV/TAC write glitch); timer already synced."""
-    tima = int(g.mem[IO_OFF + TIMA, env]) + 1
+    tima = mget(g, env, IO_OFF + TIMA) + 1
     if tima > 255:
         tima = int(0)
-        g.st[S_TIMA_PEND, env] = 1
-        g.st[T_RELOAD, env] = t + 4
-    g.mem[IO_OFF + TIMA, env] = wp.uint8(tima)
+        sset(g, env, S_TIMA_PEND, 1)
+        sset(g, env, T_RELOAD, t + 4)
+    mset(g, env, IO_OFF + TIMA, tima)
 
 
 @wp.func(inline=False)
@@ -126,32 +126,32 @@ def timer_write(ref: wp.uint64, env: int, reg: int, v: int, t: int):
     g = load_gb(ref)
     if reg == DIV:
         timer_sync(g.ref, env, t)
-        tac = int(g.mem[IO_OFF + TAC, env])
+        tac = mget(g, env, IO_OFF + TAC)
         if (tac & 4) != 0:
             if (div_at(g, env, t) & (timer_period(tac) >> 1)) != 0:
                 timer_tick_once(g, env, t)
-        g.st[S_DIV_OFF, env] = (0x10000 - (t & 0xFFFF)) & 0xFFFF
+        sset(g, env, S_DIV_OFF, (0x10000 - (t & 0xFFFF)) & 0xFFFF)
     elif reg == TAC:
         timer_sync(g.ref, env, t)
-        old = int(g.mem[IO_OFF + TAC, env])
+        old = mget(g, env, IO_OFF + TAC)
         d = div_at(g, env, t)
         old_sig = (old & 4) != 0 and (d & (timer_period(old) >> 1)) != 0
         new_sig = (v & 4) != 0 and (d & (timer_period(v) >> 1)) != 0
-        g.mem[IO_OFF + TAC, env] = wp.uint8(v | 0xF8)
+        mset(g, env, IO_OFF + TAC, v | 0xF8)
         if old_sig and not new_sig:
             timer_tick_once(g, env, t)
     else:
         timer_sync(g.ref, env, t)
         # A TMA reload that happened on this very cycle wins over a TIMA write and picks
         # up a TMA written on the same cycle.
-        reload_now = g.st[S_TIMA_PEND, env] == 0 and g.st[T_RELOAD, env] == t
+        reload_now = sget(g, env, S_TIMA_PEND) == 0 and sget(g, env, T_RELOAD) == t
         if reg == TIMA:
             if not reload_now:
-                g.st[S_TIMA_PEND, env] = 0  # a write during the 0x00 cycle cancels the reload
-                g.mem[IO_OFF + TIMA, env] = wp.uint8(v)
+                sset(g, env, S_TIMA_PEND, 0)  # a write during the 0x00 cycle cancels the reload
+                mset(g, env, IO_OFF + TIMA, v)
         else:
-            g.mem[IO_OFF + TMA, env] = wp.uint8(v)
+            mset(g, env, IO_OFF + TMA, v)
             if reload_now:
-                g.mem[IO_OFF + TIMA, env] = wp.uint8(v)
-    timer_schedule(g, env, g.st[T_TSYNC, env])
+                mset(g, env, IO_OFF + TIMA, v)
+    timer_schedule(g, env, sget(g, env, T_TSYNC))
 
