@@ -45,6 +45,21 @@ def option(default: Any, help: str, validator: Any = None) -> Any:
     return attrs.field(default=default, validator=validator, metadata={"help": help})
 
 
+def module_class(cls: type, module: str) -> type:
+    """Make a generated config class (``attrs.make_class``) picklable as ``module.<name>``.
+
+    Pickle finds a class by ``__module__`` and ``__qualname__``; a class built at run
+    time is no module attribute, so several ranks could not share a config holding it.
+    Binds ``cls`` to its ``__name__`` in ``module`` and points both attributes there.
+    """
+    import sys
+
+    cls.__module__ = module
+    cls.__qualname__ = cls.__name__
+    setattr(sys.modules[module], cls.__name__, cls)
+    return cls
+
+
 _matches = attrs.validators.matches_re
 
 

@@ -3,7 +3,12 @@ reaching its goal screen at its last step (not before)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -110,3 +115,47 @@ def test_baseline_command_prints_random_play_figures() -> None:
     assert out["success_rate"] == 0.0 and out["median_steps_to_goal"] is None
     assert out["mean_length"] == 6.0 and out["max_steps"] == 6
     assert out["min_dist_not_done"] > 2 * out["tau"]
+
+
+@pytest.mark.parametrize("env_name", list(STAGE_CONFIGS))
+def test_stage_configs_pickle(env_name: str) -> None:
+    """``gbx run --gpus N`` sends the config (env section included) to every rank."""
+    cfg = STAGE_CONFIGS[env_name](tau=0.2)
+    back = pickle.loads(pickle.dumps(cfg))
+    assert type(back) is STAGE_CONFIGS[env_name] and back == cfg
+
+
+def test_run_plan_with_a_stage_env_pickles(tmp_path) -> None:
+    """The exact object rank 0 broadcasts to the other ranks (``runner._plan_run``)."""
+    from gbx.config import build_config
+    from gbx.plugins import get_host
+    from gbx.runner import _plan_run
+
+    registry = get_host().registry
+    if not registry.algorithms:
+        pytest.skip("needs an algorithm plugin for the run config")
+    config = build_config(registry,
+                          flags={"algo": sorted(registry.algorithms)[0], "env": "gbx-quest-1",
+                                 "run_dir": str(tmp_path / "run")})
+    plan = _plan_run(config, None)
+    back = pickle.loads(pickle.dumps(plan))
+    assert back[0] == plan[0] and back[0].env.max_steps == STAGE_TASKS[0].max_steps
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gbx_algo_a2c") is None,
+                    reason="needs the A2C plugin (pip install -e plugins/algo_a2c)")
+def test_gbx_run_gpus_2_on_a_stage_env_cpu(tmp_path) -> None:
+    """``gbx run --gpus 2 --env gbx-quest-1 --device cpu``: two gloo ranks, one update."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gbx", "run", "--gpus", "2", "--algo", "a2c",
+           "--env", "gbx-quest-1", "--device", "cpu", "--steps", "16",
+           "--run-dir", str(run_dir), "--observer", "print",
+           "--set", "algo.num_envs=2", "--set", "algo.update_every=4",
+           "--set", "algo.log_every=1", "--set", "algo.eval_every=0",
+           "--set", "algo.model_options={channels=[8,16,16], hidden=32}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ranks=2" in proc.stdout
+    assert (run_dir / "checkpoints" / "ckpt_000000000016.pt").is_file()

@@ -163,3 +163,16 @@ def test_observations_on_a_cuda_device_match_the_cpu(stage1) -> None:
     finally:
         cpu.close()
         gpu.close()
+
+
+def test_stage_configs_are_built_once_and_pickle() -> None:
+    """``pyboy-quest-N`` configs travel to every rank of ``gbx run --gpus N``."""
+    import pickle
+
+    from gbx_env_pyboy.tasks import stage_envs
+
+    assert stage_envs() is stage_envs()
+    for name, cls, _ in stage_envs():
+        cfg = cls(workers=3)
+        back = pickle.loads(pickle.dumps(cfg))
+        assert type(back) is cls and back == cfg, name

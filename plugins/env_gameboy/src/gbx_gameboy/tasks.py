@@ -20,6 +20,7 @@ import attrs
 import click
 
 from gbx import hookimpl
+from gbx.config import module_class
 from gbx_gameboy.env import DEFAULT_ROM
 from gbx_gameboy.game import solutions as sol
 from gbx_gameboy.goal import GoalConfig, GoalEnv
@@ -96,7 +97,10 @@ def stage_config_cls(task: StageTask, root: Path | None = None) -> type:
     """A config class with every :class:`GoalConfig` field, defaulting to the stage's values.
 
     Built as a standalone attrs class (same fields, validators and help) because a slotted
-    frozen subclass cannot re-declare fields of its base.
+    frozen subclass cannot re-declare fields of its base. ``STAGE_CONFIGS`` holds the
+    classes for the default ``states/`` folder, bound as attributes of this module
+    (``Quest1Config`` ...) so their instances pickle (``gbx run --gpus N`` sends the
+    config to every rank).
     """
     base = root or states_dir()
     defaults = {
@@ -117,10 +121,13 @@ def stage_config_cls(task: StageTask, root: Path | None = None) -> type:
     cls = attrs.make_class(name, fields, frozen=True)
     cls.__doc__ = f"The ``env`` section of ``{task.env_name}`` ({task.name})."
     cls.__module__ = __name__
+    cls.__qualname__ = name
     return cls
 
 
-STAGE_CONFIGS: dict[str, type] = {t.env_name: stage_config_cls(t) for t in STAGE_TASKS}
+STAGE_CONFIGS: dict[str, type] = {
+    t.env_name: module_class(stage_config_cls(t), __name__) for t in STAGE_TASKS
+}
 
 
 def _factory(task: StageTask) -> Any:

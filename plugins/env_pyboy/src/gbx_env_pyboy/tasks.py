@@ -7,24 +7,32 @@ step limits come from :mod:`gbx_gameboy.tasks` (the ``states/`` index), so
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+from gbx.config import module_class
 from gbx_env_pyboy.env import PyBoyGoalEnv, with_workers
 
 
-def stage_envs() -> list[tuple[str, type, str]]:
-    """``(env name, config class, description)`` per bundled stage; empty without the index."""
+@functools.cache
+def stage_envs() -> tuple[tuple[str, type, str], ...]:
+    """``(env name, config class, description)`` per bundled stage; empty without the index.
+
+    Built once; the config classes are bound in this module (``PyBoyQuest1Config`` ...)
+    so their instances pickle.
+    """
     try:
         from gbx_gameboy.tasks import STAGE_CONFIGS, STAGE_TASKS
     except ImportError:
-        return []
+        return ()
     out = []
     for task in STAGE_TASKS:
         name = task.env_name.replace("gbx-", "pyboy-", 1)
         cls = with_workers(STAGE_CONFIGS[task.env_name], f"PyBoyQuest{task.number}Config",
                            f"The ``env`` section of ``{name}`` ({task.name}, on PyBoy).")
+        module_class(cls, __name__)
         out.append((name, cls, f"gbx quest stage {task.number} on PyBoy: {task.description}"))
-    return out
+    return tuple(out)
 
 
 def make_stage_env(env_name: str, num_envs: int, device: Any = "cpu", seed: int = 0,
