@@ -134,6 +134,28 @@ def test_bench_backends_prints_records_and_ratio(stage1) -> None:
         recs[1]["env_steps_per_s"] / recs[0]["env_steps_per_s"], rel=1e-3)
 
 
+def test_bench_backends_set_workers_reaches_only_pyboy(stage1) -> None:
+    """The documented ``--env gbx-quest-1,pyboy-quest-1 --set workers=2`` (tiny sizes)."""
+    from click.testing import CliRunner
+
+    from gbx.cli import build_cli
+    from gbx.plugins import get_host
+
+    cli = build_cli(get_host())
+    args = ["bench", "backends", "--env", "gbx-quest-1,pyboy-quest-1", "--envs", "2",
+            "--steps", "2", "--warmup", "1", "--device", "cpu", "--set", "workers=2",
+            "--set", f"state={stage1['state']}", "--set", f"goal_dir={stage1['goal_dir']}"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    recs = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    assert [r["env"] for r in recs[:2]] == ["gbx-quest-1", "pyboy-quest-1"]
+    assert "workers" not in recs[0]["config"] and recs[1]["config"]["workers"] == 2
+    assert recs[1]["workers"] == 2
+    bad = CliRunner().invoke(cli, ["bench", "backends", "--env", "gbx-quest-1,pyboy-quest-1",
+                                   "--set", "nope=1"])
+    assert bad.exit_code != 0 and "no env among" in bad.output
+
+
 def test_start_state_cache_round_trip(tmp_path: Path, monkeypatch, stage1) -> None:
     from gbx_env_pyboy import start
     from gbx_gameboy.env import DEFAULT_ROM

@@ -53,6 +53,56 @@ def _ints(text: str, what: str) -> list[int]:
     return out
 
 
+def _has_key(cls: Any, path: list[str]) -> bool:
+    """Whether the attrs class ``cls`` has the dotted field path (into nested classes)."""
+    import attrs
+
+    for key in path:
+        if not (isinstance(cls, type) and attrs.has(cls)):
+            return False
+        fields = attrs.fields_dict(attrs.resolve_types(cls))
+        if key not in fields:
+            return False
+        cls = fields[key].type
+    return True
+
+
+def route_overrides(registry: Any, names: list[str],
+                    overrides: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Which ``--set`` texts go to which env: ``{env name: ("key=value", ...)}``.
+
+    ``KEY=VALUE`` goes to every env whose config has ``KEY`` (``workers`` only reaches
+    the PyBoy envs) and is an error only when none of them has it; ``ENV:KEY=VALUE``
+    goes to ``ENV`` alone, which must be one of ``names`` (an unknown key for it is the
+    usual config error).
+    """
+    from gbx.resolve import require_env
+
+    routed: dict[str, list[str]] = {name: [] for name in names}
+    for text in overrides:
+        key, sep, value = text.partition("=")
+        target, colon, key = key.strip().rpartition(":")
+        key = key.strip()
+        if not sep or not key:
+            raise click.BadParameter(f"--set {text!r}: expected KEY=VALUE or ENV:KEY=VALUE, "
+                                     "e.g. --set workers=2")
+        if colon:
+            if target not in routed:
+                raise click.BadParameter(f"--set {text!r}: {target!r} is not among the envs "
+                                         f"compared ({', '.join(names)}); use one of them")
+            routed[target].append(f"{key}={value}")
+            continue
+        path = key.split(".")
+        takers = [n for n in names
+                  if _has_key(require_env(registry, n).config_cls, path)]
+        if not takers:
+            raise click.BadParameter(f"--set {text!r}: no env among {', '.join(names)} has "
+                                     f"the key {key!r}; see gbx config --env NAME for keys")
+        for name in takers:
+            routed[name].append(f"{key}={value}")
+    return {name: tuple(texts) for name, texts in routed.items()}
+
+
 def host_facts() -> dict[str, Any]:
     from gbx.runner import versions
 
@@ -124,6 +174,7 @@ def measure_env(registry: Any, env_name: str, num_envs: int, device: str, steps:
         "workers": meta.get("workers"),
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
+        "overrides": list(overrides),
         "config": to_dict_env(config),
     }
     if fps:
@@ -166,8 +217,10 @@ def ratio_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
 @click.option("--steps", default=20, show_default=True, help="timed env steps per (env, N)")
 @click.option("--warmup", default=3, show_default=True, help="untimed env steps first")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="env config override for every env, e.g. --set workers=2")
+@click.option("--set", "overrides", multiple=True, metavar="[ENV:]KEY=VALUE",
+              help="env config override, for every env whose config has KEY (an error "
+                   "when none has it), e.g. --set workers=2 (PyBoy envs only); "
+                   "ENV:KEY=VALUE sets it for ENV alone")
 @click.pass_context
 def backends_bench(ctx: click.Context, envs: str | None, task: str | None, backends: str,
                    num_envs: str, device: str, steps: int, warmup: int,
@@ -181,11 +234,12 @@ def backends_bench(ctx: click.Context, envs: str | None, task: str | None, backe
     else:
         raise click.UsageError("pass --task TASK (with --backend) or --env NAME,NAME")
     sizes = _ints(num_envs, "--envs")
+    routed = route_overrides(registry, names, overrides)
     facts = host_facts()
     records = []
     for n in sizes:
         for name in names:
-            rec = {**measure_env(registry, name, n, device, steps, warmup, overrides),
+            rec = {**measure_env(registry, name, n, device, steps, warmup, routed[name]),
                    "task": task, **facts}
             records.append(rec)
             click.echo(json.dumps(rec))
