@@ -15,11 +15,13 @@ of the objects the run builds, without changing their code:
 
 On CUDA every region is bracketed by CUDA events on the current stream (no
 synchronisation inside the run; all events are read once at the end); on the
-CPU by ``time.perf_counter``. The first update is left out (allocation,
-compilation, kernel selection): phases are summed from the first metrics record
-on. ``render_estimate_s`` splits rendering off ``emulation`` by timing the
-emulator with and without rendering the last frame. ``--trace DIR`` also runs
-``torch.profiler`` and writes a Chrome trace plus the top operators.
+CPU by ``time.perf_counter``. Training up to the first metrics record is left
+out (allocation, compilation, kernel selection): phases are summed from that
+record on. Without ``--steps`` the run lasts four records
+(:func:`default_profile_steps`). ``render_estimate_s`` splits rendering off
+``emulation`` by timing the emulator with and without rendering the last frame.
+``--trace DIR`` also runs ``torch.profiler`` and writes a Chrome trace plus the
+top operators.
 """
 
 from __future__ import annotations
@@ -176,6 +178,37 @@ def _algo_overrides(config_cls: type, num_envs: int) -> list[str]:
     return out
 
 
+# Records the default profile trains for: the first is warm-up, the other three are measured.
+DEFAULT_RECORDS = 4
+# Env steps per env between records when the algorithm's config names no known interval.
+FALLBACK_STEPS_PER_RECORD = 64
+
+
+def env_steps_per_record(algo_cfg: Any, num_envs: int) -> int:
+    """Env steps between two metrics records, from the algorithm's config.
+
+    ``rollout_steps`` (PPO: one record per update), ``update_every`` x ``log_every``
+    (A2C: one record per ``log_every`` updates), ``record_every`` (Dreamer: env
+    iterations per record); otherwise ``FALLBACK_STEPS_PER_RECORD`` steps per env.
+    ``num_envs`` is the config's own when it has one.
+    """
+    n = int(getattr(algo_cfg, "num_envs", num_envs))
+    if hasattr(algo_cfg, "rollout_steps"):
+        per_env = int(algo_cfg.rollout_steps)
+    elif hasattr(algo_cfg, "update_every"):
+        per_env = int(algo_cfg.update_every) * int(getattr(algo_cfg, "log_every", 1))
+    elif hasattr(algo_cfg, "record_every"):
+        per_env = int(algo_cfg.record_every)
+    else:
+        per_env = FALLBACK_STEPS_PER_RECORD
+    return n * per_env
+
+
+def default_profile_steps(algo_cfg: Any, num_envs: int) -> int:
+    """``--steps`` left out: ``DEFAULT_RECORDS`` records' worth of env steps."""
+    return DEFAULT_RECORDS * env_steps_per_record(algo_cfg, num_envs)
+
+
 def profile_run(host: Any, algo: str, env: str, num_envs: int, device: str, steps: int | None,
                 overrides: tuple[str, ...], trace_dir: Path | None = None) -> dict[str, Any]:
     """Train briefly with timers in place; return the profile record."""
@@ -189,8 +222,7 @@ def profile_run(host: Any, algo: str, env: str, num_envs: int, device: str, step
     base = build_config(registry, flags={"algo": algo, "env": env, "device": device},
                         overrides=sets)
     if steps is None:
-        per_update = num_envs * int(getattr(base.algo, "rollout_steps", 64))
-        steps = 4 * per_update  # the first update is warm-up; three are measured
+        steps = default_profile_steps(base.algo, num_envs)
     with tempfile.TemporaryDirectory(prefix="gbx-profile-") as tmp:
         config = build_config(registry, flags={"algo": algo, "env": env, "device": device,
                                                "steps": steps, "run_dir": f"{tmp}/run"},
@@ -291,7 +323,10 @@ def _train_traced(trainer: Any, device: torch.device, trace_dir: Path) -> list[d
               help="envs stepped together (algo.num_envs)")
 @click.option("--device", default="auto", show_default=True)
 @click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="env steps to train (default: 4 updates; the first is not measured)")
+              help="env steps to train (default: 4 metrics records: 4 updates of PPO, "
+                   "4 x log_every updates of A2C, 4 x record_every iterations of Dreamer, "
+                   "64 steps per env per record otherwise); timing starts at the first "
+                   "record")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
               help="config override, e.g. --set algo.rollout_steps=64")
 @click.option("--trace", "trace_dir", type=click.Path(file_okay=False, path_type=Path),
