@@ -187,6 +187,11 @@ class Run:
         """Ask the trainer to stop at its next ``should_stop()`` check."""
         self._stop_reason = self._stop_reason or reason
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run stops (``"signal"``, ``"steps"``), or None while it goes on."""
+        return self._stop_reason
+
     def write_artifact(self, kind: str, payload: Mapping[str, Any]) -> list[Path]:
         """Hand ``payload`` to every writer of ``kind``; return the paths written.
 
@@ -313,8 +318,14 @@ class Run:
 
 
 @contextmanager
-def stop_on_signals(run: Run) -> Iterator[None]:
-    """SIGINT/SIGTERM ask the trainer to stop; a second SIGINT interrupts at once."""
+def stop_on_signals(run: Any) -> Iterator[None]:
+    """SIGINT/SIGTERM ask the trainer to stop; a second SIGINT interrupts at once.
+
+    ``run`` is a :class:`Run` or any run context with ``request_stop(reason)`` and a
+    ``stop_reason`` attribute (``gbx dreamer validate`` uses its own); the handler
+    calls ``run.request_stop("signal")`` and the trainer stops at its next
+    ``should_stop()`` check. Outside the main thread it does nothing.
+    """
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -322,7 +333,7 @@ def stop_on_signals(run: Run) -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: Any) -> None:
-        if signum == signal.SIGINT and run._stop_reason == "signal":
+        if signum == signal.SIGINT and run.stop_reason == "signal":
             raise KeyboardInterrupt
         run.request_stop("signal")
 

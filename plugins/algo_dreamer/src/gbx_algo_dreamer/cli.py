@@ -31,7 +31,8 @@ def _report(summary: dict[str, Any], as_json: bool) -> None:
                 click.echo(f"{key}: {value}")
         for name, ok in summary.get("checks", {}).items():
             click.echo(f"  [{'ok' if ok else 'FAIL'}] {name}")
-    click.echo(f"{summary['scenario']}: {'PASS' if summary['passed'] else 'FAIL'}")
+    stopped = f" (stopped by a {summary['stopped_by']})" if summary.get("stopped_by") else ""
+    click.echo(f"{summary['scenario']}: {'PASS' if summary['passed'] else 'FAIL'}{stopped}")
     sys.exit(0 if summary["passed"] else 1)
 
 

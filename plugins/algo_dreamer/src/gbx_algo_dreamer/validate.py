@@ -21,7 +21,9 @@ EnvFactory = Callable[[int, int], Any]  # (num_envs, seed) -> Env
 
 class LocalContext:
     """A RunContext for validation runs: records kept in memory, checkpoints discarded
-    (their atomic writing and resume belong to the core run loop)."""
+    (their atomic writing and resume belong to the core run loop). ``request_stop`` (called
+    by :func:`gbx.runner.stop_on_signals` on SIGINT/SIGTERM) stops the trainer at its next
+    ``should_stop()`` check, after the current env iteration."""
 
     def __init__(self, env_factory: EnvFactory, device: torch.device, seed: int = 0,
                  run_dir: Path | None = None) -> None:
@@ -30,6 +32,7 @@ class LocalContext:
         self.records: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.checkpoints = 0
+        self.stop_reason: str | None = None
 
     def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
         return self.env_factory(num_envs, self.seed + seed_offset)
@@ -44,8 +47,11 @@ class LocalContext:
         self.checkpoints += 1
         return self.run_dir / f"checkpoint_{step}.discarded"
 
+    def request_stop(self, reason: str = "signal") -> None:
+        self.stop_reason = self.stop_reason or reason
+
     def should_stop(self) -> bool:
-        return False
+        return self.stop_reason is not None
 
 
 def registry_env_factory(name: str, device: torch.device, **env_options: Any) -> EnvFactory:
@@ -67,25 +73,43 @@ def _finite(records: list[dict[str, Any]], keys: tuple[str, ...]) -> bool:
     return all(math.isfinite(float(r[k])) for r in records for k in keys if k in r)
 
 
-def _train(cfg: DreamerConfig, factory: EnvFactory, device: torch.device, seed: int
-           ) -> tuple[DreamerTrainer, LocalContext, float]:
-    ctx = LocalContext(factory, device, seed)
+def _train(cfg: DreamerConfig, factory: EnvFactory, device: torch.device, seed: int,
+           ctx: LocalContext | None = None) -> tuple[DreamerTrainer, LocalContext, float]:
+    """Train ``cfg``; SIGINT/SIGTERM end the training early (``ctx.stop_reason``)."""
+    from gbx.runner import stop_on_signals
+
+    ctx = ctx or LocalContext(factory, device, seed)
     start = time.perf_counter()
-    trainer = DreamerTrainer(cfg, ctx)
-    trainer.train()
+    with stop_on_signals(ctx):
+        trainer = DreamerTrainer(cfg, ctx)
+        if not ctx.should_stop():
+            trainer.train()
     return trainer, ctx, time.perf_counter() - start
 
 
+def _stopped(summary: dict[str, Any], ctx: LocalContext) -> dict[str, Any]:
+    """A scenario cut short by a signal fails and says so (``stopped_by``)."""
+    if ctx.stop_reason is not None:
+        summary["stopped_by"] = ctx.stop_reason
+        summary["passed"] = False
+        summary.setdefault("failures", []).append(
+            f"stopped by a {ctx.stop_reason} before the end of training; "
+            "rerun without a time limit, or with fewer --steps")
+    return summary
+
+
 def standing_still(device: torch.device, factory: EnvFactory, cfg: DreamerConfig,
-                   seed: int = 0) -> dict[str, Any]:
+                   seed: int = 0, ctx: LocalContext | None = None) -> dict[str, Any]:
     """World model on a fixed action stream: reconstruction NLL drops by >= 25%, all
     finite, and prior and posterior entropies agree after warm-up."""
     cfg = attrs.evolve(cfg, mode="standing_still")
-    _, ctx, secs = _train(cfg, factory, device, seed)
+    _, ctx, secs = _train(cfg, factory, device, seed, ctx)
     trained = [r for r in ctx.records if "obs_nll" in r]
     if len(trained) < 2:
-        return {"scenario": "standing-still", "passed": False, "seconds": secs,
-                "failures": ["fewer than 2 records with updates; raise --steps"]}
+        failures = [] if ctx.stop_reason else ["fewer than 2 records with updates; "
+                                               "raise --steps"]
+        return _stopped({"scenario": "standing-still", "passed": False, "seconds": secs,
+                         "failures": failures}, ctx)
     first, last = trained[0]["obs_nll"], trained[-1]["obs_nll"]
     improvement = 1.0 - last / first if first > 0 else 0.0
     prior, post = trained[-1]["prior_entropy"], trained[-1]["posterior_entropy"]
@@ -96,20 +120,21 @@ def standing_still(device: torch.device, factory: EnvFactory, cfg: DreamerConfig
         "entropy_gap<0.3": gap < 0.3,
         "no_nonfinite_updates": all(r.get("nonfinite", 0.0) == 0.0 for r in trained),
     }
-    return {"scenario": "standing-still", "passed": all(checks.values()), "checks": checks,
-            "obs_nll_first": first, "obs_nll_last": last, "recon_improvement": improvement,
-            "prior_entropy": prior, "posterior_entropy": post, "entropy_gap": gap,
-            "recon_accuracy_last": trained[-1].get("recon_accuracy"),
-            "opt_steps": ctx.records[-1]["opt_steps"],
-            "env_steps": ctx.records[-1]["env_steps"], "seconds": secs}
+    return _stopped({
+        "scenario": "standing-still", "passed": all(checks.values()), "checks": checks,
+        "obs_nll_first": first, "obs_nll_last": last, "recon_improvement": improvement,
+        "prior_entropy": prior, "posterior_entropy": post, "entropy_gap": gap,
+        "recon_accuracy_last": trained[-1].get("recon_accuracy"),
+        "opt_steps": ctx.records[-1]["opt_steps"],
+        "env_steps": ctx.records[-1]["env_steps"], "seconds": secs}, ctx)
 
 
 def stage1(device: torch.device, factory: EnvFactory, cfg: DreamerConfig,
-           seed: int = 0) -> dict[str, Any]:
+           seed: int = 0, ctx: LocalContext | None = None) -> dict[str, Any]:
     """Full DreamerV3 on a stage: reaches the goal at least once, finite losses,
     non-zero entropies, replay ratio within 10% of the target."""
     cfg = attrs.evolve(cfg, mode="full")
-    trainer, ctx, secs = _train(cfg, factory, device, seed)
+    trainer, ctx, secs = _train(cfg, factory, device, seed, ctx)
     trained = [r for r in ctx.records if "loss_actor" in r]
     best_success = max((r.get("success_rate", 0.0) for r in ctx.records), default=0.0)
     done_rate = max((r.get("done_rate", 0.0) for r in ctx.records), default=0.0)
@@ -131,7 +156,7 @@ def stage1(device: torch.device, factory: EnvFactory, cfg: DreamerConfig,
                "seconds": secs, "env_sps": trainer.env_steps / max(secs, 1e-9)}
     summary.update({k: last.get(k) for k in ("loss_model", "loss_actor", "loss_critic",
                                              "action_entropy", "return_scale")})
-    return summary
+    return _stopped(summary, ctx)
 
 
 def tiny_config(**overrides: Any) -> DreamerConfig:
@@ -157,12 +182,17 @@ def cpu_gate(factory: EnvFactory, small_factory: EnvFactory) -> dict[str, Any]:
         trainer, ctx, smoke_secs = _train(smoke_cfg, factory, device, 0)
         smoke_ok = trainer.opt_steps == 2 and _finite(ctx.records, ("loss_model",
                                                                     "loss_actor"))
+        # A signal during the smoke run also stops Standing Still before it trains.
+        still_ctx = LocalContext(small_factory, device, 0)
+        if ctx.stop_reason:
+            still_ctx.request_stop(ctx.stop_reason)
         still = standing_still(device, small_factory, tiny_config(
-            batch_size=8, batch_length=16, total_env_steps=320, train_ratio=128.0))
+            batch_size=8, batch_length=16, total_env_steps=320, train_ratio=128.0),
+            ctx=still_ctx)
     finally:
         torch.set_num_threads(threads)
     checks = {"fixtures": not problems, "smoke_updates": smoke_ok,
               "standing_still": still["passed"]}
-    return {"scenario": "cpu-gate", "passed": all(checks.values()), "checks": checks,
-            "fixture_mismatches": problems[:20], "smoke_opt_steps": trainer.opt_steps,
-            "smoke_seconds": smoke_secs, "standing_still": still}
+    return _stopped({"scenario": "cpu-gate", "passed": all(checks.values()), "checks": checks,
+                     "fixture_mismatches": problems[:20], "smoke_opt_steps": trainer.opt_steps,
+                     "smoke_seconds": smoke_secs, "standing_still": still}, still_ctx)
