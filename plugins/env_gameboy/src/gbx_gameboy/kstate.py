@@ -78,7 +78,7 @@ def load_gb(ref: wp.uint64) -> GB:
 # multiplies by strides read at run time and wraps negative indices; these compile to one
 # load or store with the offset folded in when it is a constant.
 @wp.func_native("return (int32_t)(((const uint8_t*)base)[off]);")
-def ld_u8(base: wp.uint64, off: int) -> int: ...
+def ld_u8(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
 
 
 @wp.func_native("((uint8_t*)base)[off] = (uint8_t)v;")
@@ -86,7 +86,7 @@ def st_u8(base: wp.uint64, off: int, v: int): ...
 
 
 @wp.func_native("return *(const int32_t*)(((const uint8_t*)base) + off);")
-def ld_i32(base: wp.uint64, off: int) -> int: ...
+def ld_i32(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
 
 
 @wp.func_native("*(int32_t*)(((uint8_t*)base) + off) = v;")
@@ -94,7 +94,7 @@ def st_i32(base: wp.uint64, off: int, v: int): ...
 
 
 @wp.func_native("return *(const int64_t*)(((const uint8_t*)base) + off);")
-def ld_i64(base: wp.uint64, off: int) -> wp.int64: ...
+def ld_i64(base: wp.uint64, off: int) -> wp.int64: ...  # type: ignore[empty-body]
 
 
 @wp.func_native("*(int64_t*)(((uint8_t*)base) + off) = v;")
