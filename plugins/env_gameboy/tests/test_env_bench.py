@@ -42,3 +42,42 @@ def test_registers_as_env() -> None:
     got = []
     register_benchmarks(lambda name, cmd: got.append((name, cmd)))
     assert ("env", env_bench) in got
+
+
+def test_backend_mode_refuses_what_the_task_decides_and_needs_the_backends_bench() -> None:
+    import click
+
+    alone = click.Group("bench", commands={"env": env_bench})  # no `backends` registered
+    res = CliRunner().invoke(alone, ["env", "--backend", "gameboy,pyboy", "--envs", "2"])
+    assert res.exit_code == 2 and "pip install -e plugins/env_pyboy" in res.output
+    res = CliRunner().invoke(alone, ["env", "--backend", "gameboy", "--rom", "x.gb",
+                                     "--stack-k", "4"])
+    assert res.exit_code == 2 and "--rom, --stack-k cannot be combined with --backend" in res.output
+    res = CliRunner().invoke(alone, ["env", "--task", "gbx-quest-1"])
+    assert res.exit_code == 2 and "--task needs --backend" in res.output
+
+
+def test_backend_mode_forwards_the_common_options() -> None:
+    import click
+
+    seen: dict[str, object] = {}
+
+    @click.command("backends")
+    @click.option("--env", "envs", default=None)
+    @click.option("--task", default=None)
+    @click.option("--backend", "backends", default="gameboy,pyboy")
+    @click.option("--envs", "num_envs", default="64")
+    @click.option("--device", default="auto")
+    @click.option("--steps", default=20)
+    @click.option("--warmup", default=3)
+    @click.option("--set", "overrides", multiple=True)
+    def fake_backends(**kwargs: object) -> None:
+        seen.update(kwargs)
+
+    group = click.Group("bench", commands={"env": env_bench, "backends": fake_backends})
+    res = CliRunner().invoke(group, ["env", "--backend", "gameboy,pyboy", "--envs", "8,16",
+                                     "--device", "cpu", "--steps", "5", "--warmup", "2"])
+    assert res.exit_code == 0, res.output
+    assert seen == {"envs": None, "task": "gbx-quest-1", "backends": "gameboy,pyboy",
+                    "num_envs": "8,16", "device": "cpu", "steps": 5, "warmup": 2,
+                    "overrides": ()}

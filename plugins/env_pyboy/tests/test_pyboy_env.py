@@ -156,6 +156,27 @@ def test_bench_backends_set_workers_reaches_only_pyboy(stage1) -> None:
     assert bad.exit_code != 0 and "no env among" in bad.output
 
 
+def test_bench_env_backend_runs_both_backends_on_the_task() -> None:
+    """``gbx bench env --backend gameboy,pyboy --task gbx-quest-1 --envs ...`` (tiny sizes):
+    one record per backend, then their ratio."""
+    from click.testing import CliRunner
+
+    from gbx.cli import build_cli
+    from gbx.plugins import get_host
+
+    args = ["bench", "env", "--backend", "gameboy,pyboy", "--task", "gbx-quest-1",
+            "--envs", "2", "--steps", "1", "--warmup", "1", "--device", "cpu"]
+    result = CliRunner().invoke(build_cli(get_host()), args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    recs = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    measured = [r for r in recs if r["bench"] == "backends"]
+    assert [(r["backend"], r["env"], r["num_envs"]) for r in measured] == [
+        ("gameboy", "gbx-quest-1", 2), ("pyboy", "pyboy-quest-1", 2)]
+    assert all(r["env_steps_per_s"] > 0 for r in measured)
+    ratio = [r for r in recs if r["bench"] == "backends-ratio"]
+    assert len(ratio) == 1 and ratio[0]["env"] == "pyboy-quest-1" and ratio[0]["ratio"] > 0
+
+
 def test_start_state_cache_round_trip(tmp_path: Path, monkeypatch, stage1) -> None:
     from gbx_env_pyboy import start
     from gbx_gameboy.env import DEFAULT_ROM

@@ -117,11 +117,19 @@ def measure(
     }
 
 
+# Options of the single-backend measurement that a task (``--backend`` mode) decides itself.
+_TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_mem_delta")
+
+
 @click.command("env")
 @click.option("--rom", default=str(DEFAULT_ROM), show_default=True, help="ROM to run")
 @click.option("--state", default="", help="start savestate (gbx or PyBoy)")
-@click.option("--num-envs", "num_envs", default="64", show_default=True,
+@click.option("--num-envs", "--envs", "num_envs", default="64", show_default=True,
               help="comma-separated batch sizes, e.g. 64,1024")
+@click.option("--backend", "backends", default=None,
+              help="compare backends on --task instead, e.g. gameboy,pyboy: the same as "
+                   "`gbx bench backends` (provided by gbx-env-pyboy)")
+@click.option("--task", default=None, help="task for --backend (default gbx-quest-1)")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | cuda:N | auto")
 @click.option("--steps", default=20, show_default=True, help="timed env steps per batch size")
 @click.option("--warmup", default=10, show_default=True,
@@ -131,11 +139,21 @@ def measure(
 @click.option("--stack-k", default=1, show_default=True)
 @click.option("--max-mem-delta", type=float, default=None,
               help="fail if memory grows by more than this many MiB after warm-up")
+@click.pass_context
 def env_bench(
-    rom: str, state: str, num_envs: str, device: str, steps: int, warmup: int,
-    frames_per_step: int, obs_size: str, stack_k: int, max_mem_delta: float | None,
+    ctx: click.Context, rom: str, state: str, num_envs: str, backends: str | None,
+    task: str | None, device: str, steps: int, warmup: int, frames_per_step: int,
+    obs_size: str, stack_k: int, max_mem_delta: float | None,
 ) -> None:
-    """Env steps/s and frames/s of the gameboy env (one JSON record per batch size)."""
+    """Env steps/s and frames/s of the gameboy env (one JSON record per batch size).
+
+    With --backend, the same task on several backends instead (one record per backend and
+    batch size, then the ratios), through `gbx bench backends`."""
+    if backends is not None:
+        _forward_to_backends(ctx, backends, task, num_envs, device, steps, warmup)
+        return
+    if task is not None:
+        raise click.UsageError("--task needs --backend (e.g. --backend gameboy,pyboy)")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -156,3 +174,30 @@ def env_bench(
     if failed:
         raise click.ClickException("memory grew after warm-up: " + "; ".join(failed))
 
+
+
+def _forward_to_backends(
+    ctx: click.Context, backends: str, task: str | None, num_envs: str, device: str,
+    steps: int, warmup: int,
+) -> None:
+    """Run `gbx bench backends` with this command's common options."""
+    changed = [
+        "--" + name.replace("_", "-") for name in _TASK_DECIDES
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if changed:
+        raise click.UsageError(
+            f"{', '.join(changed)} cannot be combined with --backend: the task sets them "
+            "(drop them, or leave out --backend to measure the gameboy env alone)"
+        )
+    group = ctx.parent.command if ctx.parent is not None else None
+    other = group.get_command(ctx.parent, "backends") if isinstance(group, click.Group) else None
+    if other is None:
+        raise click.UsageError(
+            "--backend compares backends through `gbx bench backends`, which the PyBoy "
+            "backend provides: pip install -e plugins/env_pyboy"
+        )
+    ctx.invoke(
+        other, envs=None, task=task or "gbx-quest-1", backends=backends, num_envs=num_envs,
+        device=device, steps=steps, warmup=warmup, overrides=(),
+    )
