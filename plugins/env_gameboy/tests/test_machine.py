@@ -512,6 +512,7 @@ def _object_dots_model(oam: list[int], lcdc: int, scx: int, wy: int, wx: int, ly
 
 @functools.cache
 def _object_dots_kernel():
+    from gbx_gameboy.kstate import env_base
     from gbx_gameboy.ppu_timing import object_dots
     from gbx_gameboy.warp_setup import import_warp
 
@@ -520,8 +521,7 @@ def _object_dots_kernel():
     @wp.kernel(enable_backward=False)
     def k(mem_ptr: wp.uint64, lines: wp.array(dtype=wp.int32), out: wp.array(dtype=wp.int32)):
         e = wp.tid()
-        base = mem_ptr + wp.uint64(e // L.TILE) * wp.uint64(L.MEM_TILE_BYTES)
-        out[e] = object_dots(base + wp.uint64(e % L.TILE), lines[e])
+        out[e] = object_dots(env_base(mem_ptr, L.MEM_TILE_BYTES, 1, e), lines[e])
 
     return k
 

@@ -103,13 +103,20 @@ def st_i64(base: wp.uint64, off: int, v: wp.int64): ...
 
 # ----------------------------------------------------------------------------- per env
 @wp.func
+def env_base(ptr: wp.uint64, tile_bytes: int, elem: int, env: int) -> wp.uint64:
+    """Address of env's row 0 in the tiled array at ``ptr`` (``tile_bytes`` per tile of
+    TILE envs, ``elem`` bytes per element); row ``k`` is ``k * TILE * elem`` further."""
+    return (
+        ptr
+        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(tile_bytes)
+        + wp.uint64(elem * (env & (TILE - 1)))
+    )
+
+
+@wp.func
 def mem_base(g: GB, env: int) -> wp.uint64:
     """Address of env's byte 0 in ``mem``; byte ``off`` is ``TILE * off`` further."""
-    return (
-        g.mem_ptr
-        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(MEM_TILE_BYTES)
-        + wp.uint64(env & (TILE - 1))
-    )
+    return env_base(g.mem_ptr, MEM_TILE_BYTES, 1, env)
 
 
 @wp.func
@@ -132,11 +139,7 @@ def mem_get(base: wp.uint64, off: int) -> int:
 
 @wp.func
 def st_base(g: GB, env: int) -> wp.uint64:
-    return (
-        g.st_ptr
-        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(ST_TILE_BYTES)
-        + wp.uint64(4 * (env & (TILE - 1)))
-    )
+    return env_base(g.st_ptr, ST_TILE_BYTES, 4, env)
 
 
 @wp.func
@@ -152,11 +155,7 @@ def sset(g: GB, env: int, k: int, v: int):
 
 @wp.func
 def tm_base(g: GB, env: int) -> wp.uint64:
-    return (
-        g.tm_ptr
-        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(TM_TILE_BYTES)
-        + wp.uint64(8 * (env & (TILE - 1)))
-    )
+    return env_base(g.tm_ptr, TM_TILE_BYTES, 8, env)
 
 
 @wp.func
@@ -172,11 +171,7 @@ def tset(g: GB, env: int, k: int, v: wp.int64):
 
 @wp.func
 def cram_base(g: GB, env: int) -> wp.uint64:
-    return (
-        g.cram_ptr
-        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(g.cram_tile)
-        + wp.uint64(env & (TILE - 1))
-    )
+    return env_base(g.cram_ptr, g.cram_tile, 1, env)
 
 
 @wp.func
@@ -193,9 +188,4 @@ def cset(g: GB, env: int, off: int, v: int):
 @wp.func
 def serset(g: GB, env: int, i: int, v: int):
     """Store byte v at position i of env's serial capture ring."""
-    base = (
-        g.ser_ptr
-        + wp.uint64(env >> TILE_SHIFT) * wp.uint64(g.ser_tile)
-        + wp.uint64(env & (TILE - 1))
-    )
-    st_u8(base, i * TILE, v)
+    st_u8(env_base(g.ser_ptr, g.ser_tile, 1, env), i * TILE, v)

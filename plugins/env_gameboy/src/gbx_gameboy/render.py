@@ -17,7 +17,7 @@ used by tests and tools to draw the current VRAM/OAM/IO state of every env.
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import mem_get
+from gbx_gameboy.kstate import env_base, mem_get
 from gbx_gameboy.layout import (
     BGP,
     IO_OFF,
@@ -32,7 +32,6 @@ from gbx_gameboy.layout import (
     SCX,
     SCY,
     TILE,
-    TILE_SHIFT,
     VRAM_OFF,
     WX,
     WY,
@@ -210,8 +209,7 @@ def render_line(
 def render_frames_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
     """Draw all 144 lines of one env from its current state (one thread per env)."""
     env = wp.tid()
-    mb = mem_ptr + wp.uint64(env >> TILE_SHIFT) * wp.uint64(MEM_TILE_BYTES)
-    mb = mb + wp.uint64(env & (TILE - 1))
+    mb = env_base(mem_ptr, MEM_TILE_BYTES, 1, env)
     win_line = wp.int32(0)
     for ly in range(_H):
         win_line = render_line(mb, env, ly, win_line, fb)
