@@ -190,8 +190,10 @@ def _forward_to_backends(
             f"{', '.join(changed)} cannot be combined with --backend: the task sets them "
             "(drop them, or leave out --backend to measure the gameboy env alone)"
         )
-    group = ctx.parent.command if ctx.parent is not None else None
-    other = group.get_command(ctx.parent, "backends") if isinstance(group, click.Group) else None
+    parent = ctx.parent
+    other = None
+    if parent is not None and isinstance(parent.command, click.Group):
+        other = parent.command.get_command(parent, "backends")
     if other is None:
         raise click.UsageError(
             "--backend compares backends through `gbx bench backends`, which the PyBoy "
