@@ -316,17 +316,31 @@ def parse_override(text: str) -> Override:
     return Override(path, parse_value(raw.strip()), raw.strip())
 
 
-def _field_type(cls: type | None, path: Iterable[str]) -> Any:
-    """The annotated type at a dotted path inside an attrs class (None if unknown)."""
+_NO_FIELD = object()
+
+
+def _lookup_field(cls: Any, path: Iterable[str]) -> Any:
+    """The annotated type at a dotted path inside an attrs class, or ``_NO_FIELD``."""
     tp: Any = cls
     for key in path:
         if not (isinstance(tp, type) and attrs.has(tp)):
-            return None
+            return _NO_FIELD
         fields = attrs.fields_dict(attrs.resolve_types(tp))
         if key not in fields:
-            return None
+            return _NO_FIELD
         tp = fields[key].type
     return tp
+
+
+def has_field(cls: Any, path: Iterable[str]) -> bool:
+    """Whether the attrs class ``cls`` has the field path (into nested attrs classes)."""
+    return _lookup_field(cls, path) is not _NO_FIELD
+
+
+def _field_type(cls: type | None, path: Iterable[str]) -> Any:
+    """The annotated type at a dotted path inside an attrs class (None if unknown)."""
+    tp = _lookup_field(cls, path)
+    return None if tp is _NO_FIELD else tp
 
 
 def _wants_text(tp: Any) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 import click
 import torch
 
-from gbx.config import build_config
+from gbx.config import build_config, has_field
 
 # How a task's env is named on each backend (the Warp env names are the reference).
 _PYBOY_NAMES = {"gameboy": "pyboy", "gameboy-goal": "pyboy-goal"}
@@ -53,20 +53,6 @@ def _ints(text: str, what: str) -> list[int]:
     return out
 
 
-def _has_key(cls: Any, path: list[str]) -> bool:
-    """Whether the attrs class ``cls`` has the dotted field path (into nested classes)."""
-    import attrs
-
-    for key in path:
-        if not (isinstance(cls, type) and attrs.has(cls)):
-            return False
-        fields = attrs.fields_dict(attrs.resolve_types(cls))
-        if key not in fields:
-            return False
-        cls = fields[key].type
-    return True
-
-
 def route_overrides(registry: Any, names: list[str],
                     overrides: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """Which ``--set`` texts go to which env: ``{env name: ("key=value", ...)}``.
@@ -94,7 +80,7 @@ def route_overrides(registry: Any, names: list[str],
             continue
         path = key.split(".")
         takers = [n for n in names
-                  if _has_key(require_env(registry, n).config_cls, path)]
+                  if has_field(require_env(registry, n).config_cls, path)]
         if not takers:
             raise click.BadParameter(f"--set {text!r}: no env among {', '.join(names)} has "
                                      f"the key {key!r}; see gbx config --env NAME for keys")
