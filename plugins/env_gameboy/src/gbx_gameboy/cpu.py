@@ -12,7 +12,89 @@ from __future__ import annotations
 
 import os
 
-from gbx_gameboy.kstate import GB, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.decode import (
+    A_BC,
+    A_DE,
+    A_HIGH_C,
+    A_HIGH_IMM,
+    A_IMM,
+    A_SP,
+    A_SP_DOWN,
+    CB_BASE,
+    CC_SHIFT,
+    DST8_SHIFT,
+    DST16_SHIFT,
+    EXTRA_SHIFT,
+    F16_SHIFT,
+    FCALC_SHIFT,
+    FKEEP_SHIFT,
+    FSET_SHIFT,
+    NRD_SHIFT,
+    NWR_SHIFT,
+    OP8_SHIFT,
+    OP16_ADD_HL,
+    OP16_ADD_SP,
+    OP16_DEC,
+    OP16_INC,
+    OP16_SHIFT,
+    OP_ADC,
+    OP_ADD,
+    OP_AND,
+    OP_BIT,
+    OP_CCF,
+    OP_CP,
+    OP_CPL,
+    OP_DAA,
+    OP_DEC,
+    OP_INC,
+    OP_OR,
+    OP_RES,
+    OP_RLC,
+    OP_SBC,
+    OP_SET,
+    OP_SRL,
+    OP_SUB,
+    OP_XOR,
+    PC_HL,
+    PC_IMM,
+    PC_KEEP,
+    PC_MEM,
+    PC_REL,
+    PC_RST,
+    PC_SHIFT,
+    R16_AF,
+    R16_BC,
+    R16_DE,
+    R16_HL,
+    R16_IMM,
+    R16_MEM,
+    R16_PC,
+    R16_SP,
+    RADDR_SHIFT,
+    RWAIT_SHIFT,
+    S8_IMM,
+    S8_MEM,
+    SP_DI,
+    SP_EI,
+    SP_HALT,
+    SP_NONE,
+    SP_RETI,
+    SP_STOP,
+    SPD_POP,
+    SPD_PUSH,
+    SPD_SHIFT,
+    SPECIAL_SHIFT,
+    SRC8_SHIFT,
+    SRC16_SHIFT,
+    W_PUSH,
+    W_RES16,
+    WADDR_SHIFT,
+    WDOWN_SHIFT,
+    WORDS,
+    WVAL_SHIFT,
+    WWAIT_SHIFT,
+)
+from gbx_gameboy.kstate import GB, ld_i32, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     HRAM_OFF,
     IE_HRAM_INDEX,
@@ -80,137 +162,91 @@ PAST_LIMIT = 1 << 29
 LAUNCH_TIME_LIMIT = 0x30000000  # below NEVER, above MAX_FRAMES_PER_LAUNCH frames
 RUN_FRAMES = 1
 STALE = -(1 << 30)  # a next-event time that is always due: reload the cached state
+DESC_BYTES = 4 * WORDS  # one opcode descriptor (decode.py)
 
 
 @wp.func
-def alu8(op: int, a: int, v: int, f: int) -> int:
-    """ADD ADC SUB SBC AND XOR OR CP of A and v; returns (result << 8) | flags."""
+def alu(op: int, a: int, v: int, f: int, bit: int) -> int:
+    """The 8-bit ALU: operation ``op`` (decode.OP_*) of A and v, or of v alone for the
+    unary ones; ``bit`` is BIT/RES/SET's bit. Returns (result << 8) | flags (F's bit
+    positions: Z N H C computed for whatever the instruction keeps of them).
+
+    Every operation's result is computed and the wanted one selected, without branches:
+    the threads of a warp run different operations at once, and a select costs them one
+    instruction where a branch would run each operation's code in turn."""
     c = (f >> 4) & 1
-    res = int(0)
-    nf = int(0)
-    if op < 2:
-        ci = int(0)
-        if op == 1:
-            ci = c
-        s = a + v + ci
-        res = s & 0xFF
-        if (a & 0xF) + (v & 0xF) + ci > 0xF:
-            nf = nf | FH
-        if s > 0xFF:
-            nf = nf | FC
-    elif op == 2 or op == 3 or op == 7:
-        ci = int(0)
-        if op == 3:
-            ci = c
-        s = a - v - ci
-        res = s & 0xFF
-        nf = int(FN)
-        if (a & 0xF) - (v & 0xF) - ci < 0:
-            nf = nf | FH
-        if s < 0:
-            nf = nf | FC
-    elif op == 4:
-        res = a & v
-        nf = int(FH)
-    elif op == 5:
-        res = a ^ v
-    else:
-        res = a | v
-    if res == 0:
-        nf = nf | FZ
-    if op == 7:
-        res = a
+    # ADD ADC SUB SBC CP INC DEC: one adder. H and C are bits 4 and 8 of the nibble and
+    # byte sums, for the subtractions too (a negative result has those bits set).
+    unary = op == OP_INC or op == OP_DEC
+    x = wp.where(unary, v, a)
+    y = wp.where(unary, 1, v)
+    cin = wp.where(op == OP_ADC or op == OP_SBC, c, 0)
+    sub = op == OP_SUB or op == OP_SBC or op == OP_CP or op == OP_DEC
+    s = wp.where(sub, x - y - cin, x + y + cin)
+    hs = wp.where(sub, (x & 0xF) - (y & 0xF) - cin, (x & 0xF) + (y & 0xF) + cin)
+    # Rotates and shifts RLC RRC RL RR SLA SRA SWAP SRL (k = 0..7).
+    k = op - OP_RLC
+    in_l = wp.where(k == 0, v >> 7, wp.where(k == 2, c, 0))
+    in_r = wp.where(k == 1, v & 1, wp.where(k == 3, c, 0))
+    rl = ((v << 1) | in_l) & 0xFF
+    rr = (v >> 1) | (in_r << 7) | wp.where(k == 5, v & 0x80, 0)
+    rot = wp.where(k == 6, ((v & 0xF) << 4) | (v >> 4), wp.where((k & 1) != 0, rr, rl))
+    rot_c = wp.where(k == 6, 0, wp.where((k & 1) != 0, v & 1, v >> 7))
+    # DAA (on A, after an addition or a subtraction).
+    fn = (f >> 6) & 1
+    fh = (f >> 5) & 1
+    hi_fix = c != 0 or (fn == 0 and a > 0x99)
+    lo_fix = fh != 0 or (fn == 0 and (a & 0xF) > 9)
+    corr = wp.where(hi_fix, 0x60, 0) + wp.where(lo_fix, 6, 0)
+    daa = wp.where(fn != 0, a - corr, a + corr) & 0xFF
+    mask = 1 << bit
+
+    res = v  # LD, SCF, CCF
+    res = wp.where(op >= OP_ADD and op <= OP_DEC, s & 0xFF, res)
+    res = wp.where(op == OP_AND, a & v, res)
+    res = wp.where(op == OP_XOR, a ^ v, res)
+    res = wp.where(op == OP_OR, a | v, res)
+    res = wp.where(op >= OP_RLC and op <= OP_SRL, rot, res)
+    res = wp.where(op == OP_BIT, v & mask, res)
+    res = wp.where(op == OP_RES, v & ~mask, res)
+    res = wp.where(op == OP_SET, v | mask, res)
+    res = wp.where(op == OP_DAA, daa, res)
+    res = wp.where(op == OP_CPL, a ^ 0xFF, res)
+    cy = (s >> 8) & 1
+    cy = wp.where(op >= OP_RLC and op <= OP_SRL, rot_c, cy)
+    cy = wp.where(op == OP_DAA, wp.where(hi_fix, 1, 0), cy)
+    cy = wp.where(op == OP_CCF, c ^ 1, cy)
+    nf = (cy << 4) | (((hs >> 4) & 1) << 5) | wp.where(sub, FN, 0) | wp.where(res == 0, FZ, 0)
     return (res << 8) | nf
 
 
 @wp.func
-def rot8(op: int, v: int, f: int) -> int:
-    """RLC RRC RL RR SLA SRA SWAP SRL of v; returns (result << 8) | flags."""
-    c = (f >> 4) & 1
-    res = int(0)
-    co = int(0)
-    if op == 0:
-        co = v >> 7
-        res = ((v << 1) | co) & 0xFF
-    elif op == 1:
-        co = v & 1
-        res = (v >> 1) | (co << 7)
-    elif op == 2:
-        co = v >> 7
-        res = ((v << 1) | c) & 0xFF
-    elif op == 3:
-        co = v & 1
-        res = (v >> 1) | (c << 7)
-    elif op == 4:
-        co = v >> 7
-        res = (v << 1) & 0xFF
-    elif op == 5:
-        co = v & 1
-        res = (v >> 1) | (v & 0x80)
-    elif op == 6:
-        res = ((v & 0xF) << 4) | (v >> 4)
-    else:
-        co = v & 1
-        res = v >> 1
-    nf = co << 4
-    if res == 0:
-        nf = nf | FZ
-    return (res << 8) | nf
+def add16(op: int, v: int, hl: int, e: int) -> int:
+    """The 16-bit adder (decode.OP16_*) on v: pass, +1, -1, HL + v (H and C from bits 11
+    and 15), v + signed e (H and C from the low byte, as ADD SP,e). Returns
+    (result << 8) | flags (H and C in F's bit positions)."""
+    d = wp.where(op == OP16_INC, 1, wp.where(op == OP16_DEC, -1, 0))
+    d = wp.where(op == OP16_ADD_HL, hl, d)
+    d = wp.where(op == OP16_ADD_SP, sext8(e), d)
+    h_hl = ((v & 0xFFF) + (hl & 0xFFF)) >> 12
+    c_hl = (v + hl) >> 16
+    h_sp = ((v & 0xF) + (e & 0xF)) >> 4
+    c_sp = ((v & 0xFF) + (e & 0xFF)) >> 8
+    h = wp.where(op == OP16_ADD_HL, h_hl, h_sp) & 1
+    cy = wp.where(op == OP16_ADD_HL, c_hl, c_sp) & 1
+    return (((v + d) & 0xFFFF) << 8) | (h << 5) | (cy << 4)
 
 
 @wp.func
-def cb_op(x: int, y: int, v: int, f: int) -> int:
-    """CB-prefixed operation x (rot/BIT/RES/SET) with field y on v."""
-    out = int(0)
-    if x == 0:
-        out = rot8(y, v, f)
-    elif x == 1:
-        nf = (f & FC) | FH
-        if ((v >> y) & 1) == 0:
-            nf = nf | FZ
-        out = (v << 8) | nf
-    elif x == 2:
-        out = ((v & ~(1 << y)) << 8) | f
-    else:
-        out = ((v | (1 << y)) << 8) | f
-    return out
+def cond(cc: int, f: int) -> bool:
+    """Condition cc of a descriptor: always, NZ, Z, NC, C."""
+    flag = wp.where(cc <= 2, (f >> 7) & 1, (f >> 4) & 1)
+    return cc == 0 or flag == ((cc + 1) & 1)
 
 
 @wp.func
-def daa(a: int, f: int) -> int:
-    c = f & FC
-    if (f & FN) == 0:
-        if c != 0 or a > 0x99:
-            a = a + 0x60
-            c = int(FC)
-        if (f & FH) != 0 or (a & 0x0F) > 0x09:
-            a = a + 0x06
-    else:
-        if c != 0:
-            a = a - 0x60
-        if (f & FH) != 0:
-            a = a - 0x06
-    a = a & 0xFF
-    nf = (f & FN) | c
-    if a == 0:
-        nf = nf | FZ
-    return (a << 8) | nf
-
-
-@wp.func
-def cond(y: int, f: int) -> bool:
-    """Condition cc of JR/JP/CALL/RET: NZ, Z, NC, C."""
-    k = y & 3
-    r = False
-    if k == 0:
-        r = (f & FZ) == 0
-    elif k == 1:
-        r = (f & FZ) != 0
-    elif k == 2:
-        r = (f & FC) == 0
-    else:
-        r = (f & FC) != 0
-    return r
+def field(w: int, shift: int, bits: int) -> int:
+    return (w >> shift) & ((1 << bits) - 1)
 
 
 @wp.func
@@ -256,59 +292,6 @@ def set_pair(r: vec8i, i: int, v: int) -> vec8i:
 @wp.func
 def sext8(v: int) -> int:
     return v - ((v & 0x80) << 1)
-
-
-@wp.func
-def add_sp_flags(sp: int, e: int) -> int:
-    """Flags of ADD SP,e / LD HL,SP+e: H and C from the low byte, Z=N=0."""
-    nf = int(0)
-    if (sp & 0xF) + (e & 0xF) > 0xF:
-        nf = nf | FH
-    if (sp & 0xFF) + (e & 0xFF) > 0xFF:
-        nf = nf | FC
-    return nf
-
-
-@wp.func
-def imm_len(x: int, y: int, z: int) -> int:
-    """Immediate operand bytes (n, e or nn) of the opcode with fields x, y, z.
-
-    Every SM83 instruction reads its immediates in the M-cycles right after the opcode
-    fetch, so the run loop reads them in one place (one inlined memory access instead of
-    one per instruction kind). STOP's padding byte is skipped, not read."""
-    n = int(0)
-    if x == 0:
-        if z == 0:
-            if y == 1:
-                n = int(2)  # LD (nn),SP
-            elif y >= 3:
-                n = int(1)  # JR
-        elif z == 1:
-            if (y & 1) == 0:
-                n = int(2)  # LD rp,nn
-        elif z == 6:
-            n = int(1)  # LD r,n
-    elif x == 3:
-        if z == 0:
-            if y >= 4:
-                n = int(1)  # LDH (n),A / ADD SP,e / LDH A,(n) / LD HL,SP+e
-        elif z == 2:
-            if y < 4 or y == 5 or y == 7:
-                n = int(2)  # JP cc,nn / LD (nn),A / LD A,(nn)
-        elif z == 3:
-            if y == 0:
-                n = int(2)  # JP nn
-            elif y == 1:
-                n = int(1)  # CB prefix
-        elif z == 4:
-            if y < 4:
-                n = int(2)  # CALL cc,nn
-        elif z == 5:
-            if y == 1:
-                n = int(2)  # CALL nn
-        elif z == 6:
-            n = int(1)  # ALU A,n
-    return n
 
 
 @wp.func
@@ -525,12 +508,7 @@ def run_kernel(
         else:
             pc = (pc + 1) & 0xFFFF
         icount += 1
-        x = op >> 6
-        y = (op >> 3) & 7
-        z = op & 7
-        p = y >> 1
-        q = y & 1
-        n_imm = imm_len(x, y, z)
+        n_imm = ld_i32(g.dec_ptr, op * DESC_BYTES) & 3
         imm = int(0)
         k = int(0)
         while k < n_imm:
@@ -538,59 +516,32 @@ def run_kernel(
             imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
             pc = (pc + 1) & 0xFFFF
             k += 1
+        # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
+        code = wp.where(op == 0xCB, imm & 0xFF, op)
+        desc = wp.where(op == 0xCB, CB_BASE + code, op) * DESC_BYTES
+        w0 = ld_i32(g.dec_ptr, desc)
+        w1 = ld_i32(g.dec_ptr, desc + 4)
+        w2 = ld_i32(g.dec_ptr, desc + 8)
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[2] += c1 - c0
         f = r[R_F]
         a = r[R_A]
         hl = pair(r, 4)
+        taken = cond(field(w0, CC_SHIFT, 3), f)
+        e = imm & 0xFF
+        high_imm = 0xFF00 + e
 
         # ---- reads: n_rd bytes from raddr (little-endian in rv), after r_wait cycles
-        raddr = hl
-        n_rd = int(0)
-        r_wait = int(0)
-        taken = False
-        if x == 1:
-            if z == 6 and y != 6:  # LD r,(HL)
-                n_rd = int(1)
-        elif x == 2:
-            if z == 6:  # ALU A,(HL)
-                n_rd = int(1)
-        elif x == 0:
-            if z == 2 and q == 1:  # LD A,(BC) / (DE) / (HL+) / (HL-)
-                n_rd = int(1)
-                if p == 0:
-                    raddr = pair(r, 0)
-                elif p == 1:
-                    raddr = pair(r, 2)
-            elif (z == 4 or z == 5) and y == 6:  # INC (HL) / DEC (HL)
-                n_rd = int(1)
-        else:
-            if z == 0:
-                if y < 4:  # RET cc: one internal M-cycle, then the pop if taken
-                    r_wait = int(4)
-                    taken = cond(y, f)
-                    if taken:
-                        n_rd = int(2)
-                        raddr = sp
-                elif y == 6:  # LDH A,(n)
-                    n_rd = int(1)
-                    raddr = 0xFF00 + imm
-            elif z == 1:
-                if q == 0 or p < 2:  # POP rp2 / RET / RETI
-                    n_rd = int(2)
-                    raddr = sp
-            elif z == 2:
-                if y == 7:  # LD A,(nn)
-                    n_rd = int(1)
-                    raddr = imm
-                elif y == 6:  # LD A,(C)
-                    n_rd = int(1)
-                    raddr = 0xFF00 + r[R_C]
-            elif z == 3 and y == 1:
-                if (imm & 7) == 6:  # CB op on (HL)
-                    n_rd = int(1)
-        t += r_wait
+        rsel = field(w0, RADDR_SHIFT, 3)
+        raddr = wp.where(rsel == A_SP, sp, hl)
+        raddr = wp.where(rsel == A_BC, pair(r, 0), raddr)
+        raddr = wp.where(rsel == A_DE, pair(r, 2), raddr)
+        raddr = wp.where(rsel == A_HIGH_IMM, high_imm, raddr)
+        raddr = wp.where(rsel == A_IMM, imm, raddr)
+        raddr = wp.where(rsel == A_HIGH_C, 0xFF00 + r[R_C], raddr)
+        t += 4 * field(w0, RWAIT_SHIFT, 1)
+        n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
         rv = int(0)
         k = int(0)
         while k < n_rd:
@@ -602,260 +553,91 @@ def run_kernel(
         if wp.static(PHASE_CLOCKS):
             c0 = cycle_clock()
             clk[3] += c0 - c1
-        # ---- register work; a write is planned as n_wr bytes of wval (low byte first) to
-        # waddr, waddr + wstep, after w_wait cycles
-        waddr = hl
-        n_wr = int(0)
-        w_wait = int(0)
-        wstep = int(1)
-        wval = int(0)
-        if x == 1:
-            if op == 0x76:  # HALT
+        # ---- register work: the same operations for every opcode, driven by its
+        # descriptor (decode.py); a write is planned as n_wr bytes of wval (low byte first)
+        # to waddr, waddr + wstep, after w_wait cycles
+        src8 = field(w1, SRC8_SHIFT, 4)
+        v8 = wp.where(src8 == S8_MEM, rv & 0xFF, wp.where(src8 == S8_IMM, e, rget(r, src8)))
+        out8 = alu(field(w1, OP8_SHIFT, 5), a, v8, f, (code >> 3) & 7)
+        res8 = out8 >> 8
+        src16 = field(w2, SRC16_SHIFT, 3)
+        v16 = wp.where(src16 == R16_SP, sp, hl)
+        v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
+        v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
+        v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
+        v16 = wp.where(src16 == R16_IMM, imm, v16)
+        v16 = wp.where(src16 == R16_MEM, rv, v16)
+        v16 = wp.where(src16 == R16_PC, pc, v16)
+        out16 = add16(field(w2, OP16_SHIFT, 3), v16, hl, e)
+        res16 = out16 >> 8
+        # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
+        calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
+        r[R_F] = (
+            (f & (field(w1, FKEEP_SHIFT, 4) << 4))
+            | (field(w1, FSET_SHIFT, 4) << 4)
+            | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
+        )
+        r = rset(r, field(w1, DST8_SHIFT, 4), res8)
+        dst16 = field(w2, DST16_SHIFT, 3)
+        hi = res16 >> 8
+        lo = res16 & 0xFF
+        r[0] = wp.where(dst16 == R16_BC, hi, r[0])
+        r[1] = wp.where(dst16 == R16_BC, lo, r[1])
+        r[2] = wp.where(dst16 == R16_DE, hi, r[2])
+        r[3] = wp.where(dst16 == R16_DE, lo, r[3])
+        r[4] = wp.where(dst16 == R16_HL, hi, r[4])
+        r[5] = wp.where(dst16 == R16_HL, lo, r[5])
+        r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
+        r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
+        # writes (addresses from the registers before this instruction)
+        wsel = field(w0, WADDR_SHIFT, 3)
+        waddr = wp.where(wsel == A_SP_DOWN, (sp - 1) & 0xFFFF, hl)
+        waddr = wp.where(wsel == A_BC, pair(r, 0), waddr)
+        waddr = wp.where(wsel == A_DE, pair(r, 2), waddr)
+        waddr = wp.where(wsel == A_HIGH_IMM, high_imm, waddr)
+        waddr = wp.where(wsel == A_IMM, imm, waddr)
+        waddr = wp.where(wsel == A_HIGH_C, 0xFF00 + r[R_C], waddr)
+        wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
+        vsel = field(w0, WVAL_SHIFT, 2)
+        wval = wp.where(vsel == W_RES16, res16, res8)
+        wval = wp.where(vsel == W_PUSH, ((res16 & 0xFF) << 8) | (res16 >> 8), wval)
+        n_wr = wp.where(taken, field(w0, NWR_SHIFT, 2), 0)
+        w_wait = wp.where(taken, 4 * field(w0, WWAIT_SHIFT, 1), 0)
+        # stack pointer, program counter, internal cycles (only when the condition holds)
+        spd = field(w0, SPD_SHIFT, 2)
+        sp = wp.where(dst16 == R16_SP, res16, sp)
+        sp = wp.where(taken and spd == SPD_POP, (sp + 2) & 0xFFFF, sp)
+        sp = wp.where(taken and spd == SPD_PUSH, (sp - 2) & 0xFFFF, sp)
+        psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)
+        new_pc = wp.where(psel == PC_IMM, imm, pc)
+        new_pc = wp.where(psel == PC_REL, (pc + sext8(e)) & 0xFFFF, new_pc)
+        new_pc = wp.where(psel == PC_HL, hl, new_pc)
+        new_pc = wp.where(psel == PC_MEM, rv, new_pc)
+        pc = wp.where(psel == PC_RST, code & 0x38, new_pc)
+        t += wp.where(taken, 4 * field(w0, EXTRA_SHIFT, 2), 0)
+        special = field(w0, SPECIAL_SHIFT, 3)
+        if special != SP_NONE:
+            if special == SP_HALT:
                 if ime == 0 and irq != 0:
                     halt_bug = int(1)
                 else:
                     halted = int(1)
-            else:  # LD r,r'
-                v = rv
-                if z != 6:
-                    v = rget(r, z)
-                if y == 6:
-                    n_wr = int(1)
-                    wval = v
-                else:
-                    r = rset(r, y, v)
-        elif x == 2:  # ALU A,r
-            v = rv
-            if z != 6:
-                v = rget(r, z)
-            res = alu8(y, a, v, f)
-            r[R_A] = res >> 8
-            r[R_F] = res & 0xF0
-        elif x == 0:
-            if z == 0:
-                if y == 0:
-                    pass  # NOP
-                elif y == 1:  # LD (nn),SP
-                    waddr = imm
-                    n_wr = int(2)
-                    wval = sp
-                elif y == 2:  # STOP: skips a byte, resets DIV, sleeps until a button press
-                    pc = (pc + 1) & 0xFFFF
-                    wr(g, env, 0xFF04, 0, t)
-                    halted = int(2)
-                    next_ev = int(STALE)
-                else:  # JR e / JR cc,e
-                    e = sext8(imm)
-                    if y == 3 or cond(y, f):
-                        t += 4
-                        pc = (pc + e) & 0xFFFF
-            elif z == 1:
-                if q == 0:  # LD rp,nn
-                    if p == 3:
-                        sp = imm
-                    else:
-                        r = set_pair(r, 2 * p, imm)
-                else:  # ADD HL,rp
-                    v = sp
-                    if p != 3:
-                        v = pair(r, 2 * p)
-                    s = hl + v
-                    nf = f & FZ
-                    if (hl & 0xFFF) + (v & 0xFFF) > 0xFFF:
-                        nf = nf | FH
-                    if s > 0xFFFF:
-                        nf = nf | FC
-                    t += 4
-                    r = set_pair(r, 4, s & 0xFFFF)
-                    r[R_F] = nf
-            elif z == 2:
-                if p == 0:
-                    waddr = pair(r, 0)
-                elif p == 1:
-                    waddr = pair(r, 2)
-                elif p == 2:
-                    r = set_pair(r, 4, (hl + 1) & 0xFFFF)
-                else:
-                    r = set_pair(r, 4, (hl - 1) & 0xFFFF)
-                if q == 0:  # LD (rr),A
-                    n_wr = int(1)
-                    wval = a
-                else:  # LD A,(rr): read above
-                    r[R_A] = rv
-            elif z == 3:  # INC rp / DEC rp
-                v = sp
-                if p != 3:
-                    v = pair(r, 2 * p)
-                if q == 0:
-                    v = (v + 1) & 0xFFFF
-                else:
-                    v = (v - 1) & 0xFFFF
-                t += 4
-                if p == 3:
-                    sp = v
-                else:
-                    r = set_pair(r, 2 * p, v)
-            elif z == 4 or z == 5:  # INC r / DEC r
-                v = rv
-                if y != 6:
-                    v = rget(r, y)
-                nf = f & FC
-                if z == 4:
-                    if (v & 0xF) == 0xF:
-                        nf = nf | FH
-                    v = (v + 1) & 0xFF
-                else:
-                    if (v & 0xF) == 0:
-                        nf = nf | FH
-                    v = (v - 1) & 0xFF
-                    nf = nf | FN
-                if v == 0:
-                    nf = nf | FZ
-                r[R_F] = nf
-                if y == 6:
-                    n_wr = int(1)
-                    wval = v
-                else:
-                    r = rset(r, y, v)
-            elif z == 6:  # LD r,n
-                if y == 6:
-                    n_wr = int(1)
-                    wval = imm
-                else:
-                    r = rset(r, y, imm)
+            elif special == SP_STOP:  # skips a byte, resets DIV, sleeps until a button press
+                pc = (pc + 1) & 0xFFFF
+                wr(g, env, 0xFF04, 0, t)
+                halted = int(2)
+                next_ev = int(STALE)
+            elif special == SP_DI:
+                ime = int(0)
+                ei_delay = int(0)
+            elif special == SP_EI:  # takes effect after the next instruction
+                if ime == 0 and ei_delay == 0:
+                    ei_delay = int(2)
+            elif special == SP_RETI:
+                ime = int(1)
+                ei_delay = int(0)
             else:
-                if y < 4:  # RLCA RRCA RLA RRA
-                    res = rot8(y, a, f)
-                    r[R_A] = res >> 8
-                    r[R_F] = res & FC
-                elif y == 4:
-                    res = daa(a, f)
-                    r[R_A] = res >> 8
-                    r[R_F] = res & 0xF0
-                elif y == 5:  # CPL
-                    r[R_A] = a ^ 0xFF
-                    r[R_F] = f | FN | FH
-                elif y == 6:  # SCF
-                    r[R_F] = (f & FZ) | FC
-                else:  # CCF
-                    r[R_F] = (f & FZ) | ((f & FC) ^ FC)
-        else:  # x == 3
-            push = int(-1)  # 16-bit value that PUSH, CALL or RST pushes
-            if z == 0:
-                if y < 4:  # RET cc (popped above when taken)
-                    if taken:
-                        sp = (sp + 2) & 0xFFFF
-                        t += 4
-                        pc = rv
-                elif y == 4:  # LDH (n),A
-                    waddr = 0xFF00 + imm
-                    n_wr = int(1)
-                    wval = a
-                elif y == 6:  # LDH A,(n)
-                    r[R_A] = rv
-                else:  # ADD SP,e / LD HL,SP+e
-                    e = imm
-                    r[R_F] = add_sp_flags(sp, e)
-                    v = (sp + sext8(e)) & 0xFFFF
-                    t += 4
-                    if y == 5:
-                        t += 4
-                        sp = v
-                    else:
-                        r = set_pair(r, 4, v)
-            elif z == 1:
-                if q == 0 or p < 2:  # POP rp2 / RET / RETI (popped above)
-                    sp = (sp + 2) & 0xFFFF
-                    lo = rv & 0xFF
-                    hi = rv >> 8
-                    if q == 0:
-                        if p == 3:
-                            r[R_A] = hi
-                            r[R_F] = lo & 0xF0
-                        else:
-                            r = set_pair(r, 2 * p, rv)
-                    else:
-                        t += 4
-                        pc = rv
-                        if p == 1:
-                            ime = int(1)
-                            ei_delay = int(0)
-                elif p == 2:  # JP HL
-                    pc = hl
-                else:  # LD SP,HL
-                    t += 4
-                    sp = hl
-            elif z == 2:
-                if y < 4:  # JP cc,nn
-                    if cond(y, f):
-                        t += 4
-                        pc = imm
-                elif y == 5:  # LD (nn),A
-                    waddr = imm
-                    n_wr = int(1)
-                    wval = a
-                elif y == 4:  # LD (C),A
-                    waddr = 0xFF00 + r[R_C]
-                    n_wr = int(1)
-                    wval = a
-                else:  # LD A,(nn) / LD A,(C): read above
-                    r[R_A] = rv
-            elif z == 3:
-                if y == 0:  # JP nn
-                    t += 4
-                    pc = imm
-                elif y == 1:  # CB prefix
-                    cx = imm >> 6
-                    cy = (imm >> 3) & 7
-                    cz = imm & 7
-                    v = rv
-                    if cz != 6:
-                        v = rget(r, cz)
-                    res = cb_op(cx, cy, v, f)
-                    r[R_F] = res & 0xF0
-                    if cx != 1:
-                        if cz == 6:
-                            n_wr = int(1)
-                            wval = res >> 8
-                        else:
-                            r = rset(r, cz, res >> 8)
-                elif y == 6:  # DI
-                    ime = int(0)
-                    ei_delay = int(0)
-                elif y == 7:  # EI (takes effect after the next instruction)
-                    if ime == 0 and ei_delay == 0:
-                        ei_delay = int(2)
-                else:
-                    locked = int(1)
-            elif z == 4 or (z == 5 and q == 1):  # CALL cc,nn / CALL nn
-                if z == 4 and y >= 4:
-                    locked = int(1)
-                elif z == 5 and p != 0:
-                    locked = int(1)
-                elif z == 5 or cond(y, f):
-                    push = pc
-                    pc = imm
-            elif z == 5:  # PUSH rp2
-                if p == 3:
-                    push = (a << 8) | f
-                else:
-                    push = pair(r, 2 * p)
-            elif z == 6:  # ALU A,n
-                res = alu8(y, a, imm, f)
-                r[R_A] = res >> 8
-                r[R_F] = res & 0xF0
-            else:  # RST
-                push = pc
-                pc = y * 8
-            if push >= 0:
-                # PUSH, CALL and RST: one internal M-cycle, then the high byte at SP-1 and
-                # the low byte at SP-2 (wval holds them in that order).
-                n_wr = int(2)
-                w_wait = int(4)
-                waddr = (sp - 1) & 0xFFFF
-                wstep = int(-1)
-                wval = ((push & 0xFF) << 8) | (push >> 8)
-                sp = (sp - 2) & 0xFFFF
+                locked = int(1)
 
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()

@@ -31,6 +31,7 @@ class GB:
     rom: wp.array(dtype=wp.uint8)  # shared by all envs, read-only
     boot: wp.array(dtype=wp.uint8)  # optional 256-byte boot ROM (1 byte when absent)
     io_mask: wp.array(dtype=wp.uint8)  # bits of FF00-FF7F that read as 1
+    dec: wp.array(dtype=wp.int32)  # opcode descriptors (decode.py), shared by all envs
     mem: wp.array3d(dtype=wp.uint8)  # (tiles, MEM_BYTES, TILE)
     cram: wp.array3d(dtype=wp.uint8)  # (tiles, max(cart RAM, 1), TILE)
     st: wp.array3d(dtype=wp.int32)  # (tiles, ST_COUNT, TILE)
@@ -45,6 +46,7 @@ class GB:
     tm_ptr: wp.uint64
     cram_ptr: wp.uint64
     ser_ptr: wp.uint64
+    dec_ptr: wp.uint64  # dec's address: descriptors are read at byte offsets (ld_i32)
     cram_tile: int  # max(cart RAM, 1) * TILE
     ser_tile: int  # serial capacity * TILE
     rom_mask: int

@@ -11,6 +11,7 @@ import torch
 from gbx_gameboy import layout as L
 from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
 from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel, store_gb
+from gbx_gameboy.decode import decode_table
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.tiles import env_rows, row_of_envs
@@ -97,6 +98,8 @@ class GameBoyBatch:
         boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
+        g.dec = wp.array(decode_table(), dtype=wp.int32, device=dev)
+        g.dec_ptr = g.dec.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
         g.mem = wp.zeros((nt, L.MEM_BYTES, L.TILE), dtype=wp.uint8, device=dev)
         g.cram = wp.zeros((nt, cram_rows, L.TILE), dtype=wp.uint8, device=dev)

@@ -1,0 +1,343 @@
+"""The SM83 instruction set as data: one descriptor per opcode, read by the run kernel.
+
+The run kernel executes every instruction with the same sequence of operations: fetch,
+immediates, reads, one 8-bit ALU, one 16-bit adder, register write-back, writes. What
+differs between opcodes (which register is the source, which ALU operation, where the
+write goes, how many cycles an internal step takes) is looked up here instead of being
+branched on. The 32 Game Boys of a GPU warp run different opcodes at the same time; with
+a tree of branches the warp ran every distinct path in turn, with a table all of them run
+one path together.
+
+``decode_table()`` builds the table once on the host: 512 descriptors (the 256 opcodes,
+then the 256 CB-prefixed ones at ``CB_BASE + byte``), each ``WORDS`` int32 words.
+Field positions are the ``*_SHIFT`` / width constants below; the kernel reads them with
+the same constants (``cpu.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+WORDS = 4  # int32 words per descriptor (the fourth is padding: 16-byte aligned entries)
+CB_BASE = 256
+
+# 8-bit operand selectors (src8 / dst8). Registers use their vector index (layout.R_*:
+# B C D E H L F A = 0..7); 6 is never F as an operand, it is the memory byte at (HL).
+S8_MEM = 6  # src8: the byte read in the read phase
+S8_IMM = 8  # src8: the immediate byte
+D8_MEM = 8  # dst8: written to memory (the write phase's value is the ALU result)
+D8_NONE = 9
+
+# 8-bit ALU operations.
+(OP_LD, OP_ADD, OP_ADC, OP_SUB, OP_SBC, OP_AND, OP_XOR, OP_OR, OP_CP, OP_INC, OP_DEC,
+ OP_RLC, OP_RRC, OP_RL, OP_RR, OP_SLA, OP_SRA, OP_SWAP, OP_SRL,
+ OP_BIT, OP_RES, OP_SET, OP_DAA, OP_CPL, OP_SCF, OP_CCF) = range(26)
+
+# 16-bit operand selectors and operations.
+R16_BC, R16_DE, R16_HL, R16_SP, R16_AF, R16_IMM, R16_MEM, R16_PC = range(8)
+D16_NONE = 7
+OP16_PASS, OP16_INC, OP16_DEC, OP16_ADD_HL, OP16_ADD_SP = range(5)
+
+# Address selectors of the read and write phases.
+A_HL, A_BC, A_DE, A_SP, A_HIGH_IMM, A_IMM, A_HIGH_C, A_SP_DOWN = range(8)
+# Value of the write phase: the ALU result, a 16-bit value low byte first, or a push
+# (high byte at SP-1, then low byte at SP-2).
+W_RES8, W_RES16, W_PUSH = range(3)
+# New PC.
+PC_KEEP, PC_IMM, PC_REL, PC_HL, PC_MEM, PC_RST = range(6)
+# Stack pointer change (when taken): none, pop (+2), push (-2).
+SPD_NONE, SPD_POP, SPD_PUSH = range(3)
+# Instructions with effects outside the register file.
+SP_NONE, SP_HALT, SP_STOP, SP_DI, SP_EI, SP_RETI, SP_ILLEGAL = range(7)
+# Condition codes: always, NZ, Z, NC, C.
+CC_ALWAYS = 0
+
+# Flags as a nibble Z N H C (bits 3..0, i.e. F >> 4).
+FL_Z, FL_N, FL_H, FL_C = 8, 4, 2, 1
+FL_ALL = 15
+
+# ---- word 0: sequencing
+NIMM_SHIFT = 0  # 2 bits: immediate bytes
+CC_SHIFT = 2  # 3 bits
+NRD_SHIFT = 5  # 2 bits: bytes read (when taken)
+RADDR_SHIFT = 7  # 3 bits
+RWAIT_SHIFT = 10  # 1 bit: one internal M-cycle before the reads
+NWR_SHIFT = 11  # 2 bits: bytes written (when taken)
+WADDR_SHIFT = 13  # 3 bits
+WDOWN_SHIFT = 16  # 1 bit: the second byte goes to the address below
+WWAIT_SHIFT = 17  # 1 bit: one internal M-cycle before the writes (when taken)
+WVAL_SHIFT = 18  # 2 bits
+PC_SHIFT = 20  # 3 bits (when taken)
+SPD_SHIFT = 23  # 2 bits (when taken)
+EXTRA_SHIFT = 25  # 2 bits: internal M-cycles at the end (when taken)
+SPECIAL_SHIFT = 27  # 3 bits
+# ---- word 1: data path
+SRC8_SHIFT = 0  # 4 bits
+DST8_SHIFT = 4  # 4 bits
+OP8_SHIFT = 8  # 5 bits
+FKEEP_SHIFT = 13  # 4 bits: flags kept
+FSET_SHIFT = 17  # 4 bits: flags forced to 1
+FCALC_SHIFT = 21  # 4 bits: flags computed (the rest are cleared)
+F16_SHIFT = 25  # 1 bit: computed flags come from the 16-bit adder
+# ---- word 2: 16-bit path
+SRC16_SHIFT = 0  # 3 bits
+OP16_SHIFT = 3  # 3 bits
+DST16_SHIFT = 6  # 3 bits
+
+_R_A = 7
+_ALU = (OP_ADD, OP_ADC, OP_SUB, OP_SBC, OP_AND, OP_XOR, OP_OR, OP_CP)
+_ROT = (OP_RLC, OP_RRC, OP_RL, OP_RR, OP_SLA, OP_SRA, OP_SWAP, OP_SRL)
+_RP = (R16_BC, R16_DE, R16_HL, R16_SP)  # table rp of the opcode maps
+_RP2 = (R16_BC, R16_DE, R16_HL, R16_AF)  # table rp2 (PUSH/POP)
+
+
+@dataclass
+class Op:
+    """One instruction's descriptor before packing (defaults: a 1-byte, 1-cycle NOP)."""
+
+    n_imm: int = 0
+    cc: int = CC_ALWAYS
+    n_rd: int = 0
+    raddr: int = A_HL
+    r_wait: int = 0
+    n_wr: int = 0
+    waddr: int = A_HL
+    w_down: int = 0
+    w_wait: int = 0
+    wval: int = W_RES8
+    pc: int = PC_KEEP
+    spd: int = SPD_NONE
+    extra: int = 0
+    special: int = SP_NONE
+    src8: int = _R_A
+    dst8: int = D8_NONE
+    op8: int = OP_LD
+    fkeep: int = FL_ALL
+    fset: int = 0
+    fcalc: int = 0
+    f16: int = 0
+    src16: int = R16_HL
+    op16: int = OP16_PASS
+    dst16: int = D16_NONE
+
+    def words(self) -> tuple[int, int, int, int]:
+        w0 = (
+            self.n_imm << NIMM_SHIFT | self.cc << CC_SHIFT | self.n_rd << NRD_SHIFT
+            | self.raddr << RADDR_SHIFT | self.r_wait << RWAIT_SHIFT | self.n_wr << NWR_SHIFT
+            | self.waddr << WADDR_SHIFT | self.w_down << WDOWN_SHIFT
+            | self.w_wait << WWAIT_SHIFT | self.wval << WVAL_SHIFT | self.pc << PC_SHIFT
+            | self.spd << SPD_SHIFT | self.extra << EXTRA_SHIFT
+            | self.special << SPECIAL_SHIFT
+        )
+        w1 = (
+            self.src8 << SRC8_SHIFT | self.dst8 << DST8_SHIFT | self.op8 << OP8_SHIFT
+            | self.fkeep << FKEEP_SHIFT | self.fset << FSET_SHIFT | self.fcalc << FCALC_SHIFT
+            | self.f16 << F16_SHIFT
+        )
+        w2 = self.src16 << SRC16_SHIFT | self.op16 << OP16_SHIFT | self.dst16 << DST16_SHIFT
+        return w0, w1, w2, 0
+
+
+def _operand8(d: Op, r: int, *, read: bool, write: bool) -> None:
+    """Register r (0-7) of the opcode as source and/or destination; 6 is the byte at (HL)."""
+    if read:
+        d.src8 = r
+        if r == 6:
+            d.src8, d.n_rd, d.raddr = S8_MEM, 1, A_HL
+    if write:
+        d.dst8 = r
+        if r == 6:
+            d.dst8, d.n_wr, d.waddr = D8_MEM, 1, A_HL
+
+
+def _alu_flags(d: Op, op: int) -> None:
+    if op == OP_AND:
+        d.fkeep, d.fset, d.fcalc = 0, FL_H, FL_Z
+    elif op in (OP_XOR, OP_OR):
+        d.fkeep, d.fcalc = 0, FL_Z
+    else:
+        d.fkeep, d.fcalc = 0, FL_ALL
+
+
+def _push(d: Op, src16: int) -> None:
+    """PUSH, CALL and RST: one internal M-cycle, then the high byte at SP-1, the low at SP-2."""
+    d.src16, d.n_wr, d.w_wait, d.waddr, d.w_down, d.wval = src16, 2, 1, A_SP_DOWN, 1, W_PUSH
+    d.spd = SPD_PUSH
+
+
+def _pop(d: Op) -> None:
+    d.n_rd, d.raddr, d.spd = 2, A_SP, SPD_POP
+
+
+def _base(op: int) -> Op:
+    x, y, z = op >> 6, (op >> 3) & 7, op & 7
+    p, q = y >> 1, y & 1
+    d = Op()
+    if x == 0:
+        if z == 0:
+            if y == 1:  # LD (nn),SP
+                d.n_imm, d.src16, d.n_wr, d.waddr, d.wval = 2, R16_SP, 2, A_IMM, W_RES16
+            elif y == 2:  # STOP
+                d.special = SP_STOP
+            elif y >= 3:  # JR e / JR cc,e
+                d.n_imm, d.pc, d.extra = 1, PC_REL, 1
+                d.cc = 0 if y == 3 else y - 3
+        elif z == 1:
+            if q == 0:  # LD rp,nn
+                d.n_imm, d.src16, d.dst16 = 2, R16_IMM, _RP[p]
+            else:  # ADD HL,rp
+                d.src16, d.op16, d.dst16, d.extra = _RP[p], OP16_ADD_HL, R16_HL, 1
+                d.fkeep, d.fcalc, d.f16 = FL_Z, FL_N | FL_H | FL_C, 1
+        elif z == 2:
+            addr = (A_BC, A_DE, A_HL, A_HL)[p]
+            if q == 0:  # LD (rr),A
+                d.n_wr, d.waddr = 1, addr
+                d.dst8 = D8_MEM
+            else:  # LD A,(rr)
+                d.n_rd, d.raddr, d.src8, d.dst8 = 1, addr, S8_MEM, _R_A
+            if p >= 2:  # (HL+) / (HL-)
+                d.src16, d.dst16 = R16_HL, R16_HL
+                d.op16 = OP16_INC if p == 2 else OP16_DEC
+        elif z == 3:  # INC rp / DEC rp
+            d.src16, d.dst16, d.extra = _RP[p], _RP[p], 1
+            d.op16 = OP16_INC if q == 0 else OP16_DEC
+        elif z in (4, 5):  # INC r / DEC r
+            _operand8(d, y, read=True, write=True)
+            d.op8 = OP_INC if z == 4 else OP_DEC
+            d.fkeep, d.fcalc = FL_C, FL_Z | FL_N | FL_H
+        elif z == 6:  # LD r,n
+            d.n_imm, d.src8 = 1, S8_IMM
+            _operand8(d, y, read=False, write=True)
+        elif y < 4:  # RLCA RRCA RLA RRA
+            d.op8, d.dst8, d.fkeep, d.fcalc = _ROT[y], _R_A, 0, FL_C
+        elif y == 4:  # DAA
+            d.op8, d.dst8, d.fkeep, d.fcalc = OP_DAA, _R_A, FL_N, FL_Z | FL_C
+        elif y == 5:  # CPL
+            d.op8, d.dst8, d.fkeep, d.fset = OP_CPL, _R_A, FL_Z | FL_C, FL_N | FL_H
+        elif y == 6:  # SCF
+            d.op8, d.fkeep, d.fset = OP_SCF, FL_Z, FL_C
+        else:  # CCF
+            d.op8, d.fkeep, d.fcalc = OP_CCF, FL_Z, FL_C
+    elif x == 1:
+        if op == 0x76:
+            d.special = SP_HALT
+        else:  # LD r,r'
+            _operand8(d, z, read=True, write=False)
+            _operand8(d, y, read=False, write=True)
+    elif x == 2:  # ALU A,r
+        _operand8(d, z, read=True, write=False)
+        d.op8 = _ALU[y]
+        d.dst8 = D8_NONE if d.op8 == OP_CP else _R_A
+        _alu_flags(d, d.op8)
+    elif z == 0:
+        if y < 4:  # RET cc: the condition takes an internal M-cycle, then a RET
+            d.cc, d.r_wait, d.pc, d.extra = y + 1, 1, PC_MEM, 1
+            _pop(d)
+        elif y == 4:  # LDH (n),A
+            d.n_imm, d.n_wr, d.waddr, d.dst8 = 1, 1, A_HIGH_IMM, D8_MEM
+        elif y == 6:  # LDH A,(n)
+            d.n_imm, d.n_rd, d.raddr, d.src8, d.dst8 = 1, 1, A_HIGH_IMM, S8_MEM, _R_A
+        else:  # ADD SP,e (two internal M-cycles) / LD HL,SP+e (one)
+            d.n_imm, d.src16, d.op16 = 1, R16_SP, OP16_ADD_SP
+            d.dst16, d.extra = (R16_SP, 2) if y == 5 else (R16_HL, 1)
+            d.fkeep, d.fcalc, d.f16 = 0, FL_H | FL_C, 1
+    elif z == 1:
+        if q == 0:  # POP rp2
+            _pop(d)
+            d.src16, d.dst16 = R16_MEM, _RP2[p]
+        elif p < 2:  # RET / RETI
+            _pop(d)
+            d.pc, d.extra = PC_MEM, 1
+            if p == 1:
+                d.special = SP_RETI
+        elif p == 2:  # JP HL
+            d.pc = PC_HL
+        else:  # LD SP,HL
+            d.src16, d.dst16, d.extra = R16_HL, R16_SP, 1
+    elif z == 2:
+        if y < 4:  # JP cc,nn
+            d.n_imm, d.cc, d.pc, d.extra = 2, y + 1, PC_IMM, 1
+        elif y == 4:  # LD (C),A
+            d.n_wr, d.waddr, d.dst8 = 1, A_HIGH_C, D8_MEM
+        elif y == 5:  # LD (nn),A
+            d.n_imm, d.n_wr, d.waddr, d.dst8 = 2, 1, A_IMM, D8_MEM
+        elif y == 6:  # LD A,(C)
+            d.n_rd, d.raddr, d.src8, d.dst8 = 1, A_HIGH_C, S8_MEM, _R_A
+        else:  # LD A,(nn)
+            d.n_imm, d.n_rd, d.raddr, d.src8, d.dst8 = 2, 1, A_IMM, S8_MEM, _R_A
+    elif z == 3:
+        if y == 0:  # JP nn
+            d.n_imm, d.pc, d.extra = 2, PC_IMM, 1
+        elif y == 1:  # CB prefix: the CB byte is the immediate; its own entry follows
+            d.n_imm = 1
+        elif y == 6:
+            d.special = SP_DI
+        elif y == 7:
+            d.special = SP_EI
+        else:
+            d.special = SP_ILLEGAL
+    elif z == 4:
+        if y < 4:  # CALL cc,nn
+            d.n_imm, d.cc, d.pc = 2, y + 1, PC_IMM
+            _push(d, R16_PC)
+        else:
+            d.special = SP_ILLEGAL
+    elif z == 5:
+        if q == 0:  # PUSH rp2
+            _push(d, _RP2[p])
+        elif p == 0:  # CALL nn
+            d.n_imm, d.pc = 2, PC_IMM
+            _push(d, R16_PC)
+        else:
+            d.special = SP_ILLEGAL
+    elif z == 6:  # ALU A,n
+        d.n_imm, d.src8, d.op8 = 1, S8_IMM, _ALU[y]
+        d.dst8 = D8_NONE if d.op8 == OP_CP else _R_A
+        _alu_flags(d, d.op8)
+    else:  # RST
+        d.pc = PC_RST
+        _push(d, R16_PC)
+    return d
+
+
+def _cb(op: int) -> Op:
+    x, y, z = op >> 6, (op >> 3) & 7, op & 7
+    d = Op()
+    if x == 0:  # rotates and shifts
+        _operand8(d, z, read=True, write=True)
+        d.op8, d.fkeep, d.fcalc = _ROT[y], 0, FL_Z | FL_C
+    elif x == 1:  # BIT y,r
+        _operand8(d, z, read=True, write=False)
+        d.op8, d.fkeep, d.fset, d.fcalc = OP_BIT, FL_C, FL_H, FL_Z
+    else:  # RES / SET y,r
+        _operand8(d, z, read=True, write=True)
+        d.op8 = OP_RES if x == 2 else OP_SET
+    return d
+
+
+def describe(index: int) -> Op:
+    """The descriptor of opcode ``index`` (``CB_BASE + byte`` for CB-prefixed ones)."""
+    if not 0 <= index < 2 * CB_BASE:
+        raise ValueError(f"descriptor index must be in 0..511, got {index}")
+    return _base(index) if index < CB_BASE else _cb(index - CB_BASE)
+
+
+def decode_table() -> np.ndarray:
+    """All 512 descriptors as an int32 array of shape (512 * WORDS,)."""
+    return np.array([describe(i).words() for i in range(2 * CB_BASE)], dtype=np.int32).ravel()
+
+
+def m_cycles(index: int, taken: bool = True) -> int:
+    """M-cycles of an instruction according to its descriptor (the CB prefix's own byte
+    counted in the CB entries): what the kernel spends, for tests against the opcode
+    tables."""
+    d = describe(index)
+    go = d.cc == CC_ALWAYS or taken
+    n = 1 + d.n_imm + d.r_wait
+    if index >= CB_BASE:
+        n += 1  # the 0xCB fetch
+    if go:
+        n += d.n_rd + d.w_wait + d.n_wr + d.extra
+    return n

@@ -1,0 +1,100 @@
+"""The opcode descriptor table (decode.py) against the SM83 opcode tables.
+
+The kernel spends exactly the M-cycles a descriptor says (fetch, immediates, waits,
+reads, writes, internal cycles), so the cycle counts here are the kernel's; the
+conformance ROMs (instr_timing, mem_timing) check the same on the machine itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gbx_gameboy import decode as D
+
+# M-cycles of the unprefixed opcodes, branches not taken; 0 for the illegal ones.
+# (Rows are the high nibble; the gbdev opcode table's figures divided by 4.)
+BASE_CYCLES = [
+    [1, 3, 2, 2, 1, 1, 2, 1, 5, 2, 2, 2, 1, 1, 2, 1],
+    [1, 3, 2, 2, 1, 1, 2, 1, 3, 2, 2, 2, 1, 1, 2, 1],
+    [2, 3, 2, 2, 1, 1, 2, 1, 2, 2, 2, 2, 1, 1, 2, 1],
+    [2, 3, 2, 2, 3, 3, 3, 1, 2, 2, 2, 2, 1, 1, 2, 1],
+    *[[2 if (row * 16 + col) & 7 == 6 else 1 for col in range(16)] for row in range(4, 7)],
+    [2, 2, 2, 2, 2, 2, 1, 2, 1, 1, 1, 1, 1, 1, 2, 1],
+    *[[2 if (row * 16 + col) & 7 == 6 else 1 for col in range(16)] for row in range(8, 12)],
+    [2, 3, 3, 4, 3, 4, 2, 4, 2, 4, 3, 0, 3, 6, 2, 4],
+    [2, 3, 3, 0, 3, 4, 2, 4, 2, 4, 3, 0, 3, 0, 2, 4],
+    [3, 3, 2, 0, 0, 4, 2, 4, 4, 1, 4, 0, 0, 0, 2, 4],
+    [3, 3, 2, 1, 0, 4, 2, 4, 3, 2, 4, 1, 0, 0, 2, 4],
+]
+# Taken conditional branches: JR cc 3, RET cc 5, JP cc 4, CALL cc 6.
+TAKEN = {0x20: 3, 0x28: 3, 0x30: 3, 0x38: 3, 0xC0: 5, 0xC8: 5, 0xD0: 5, 0xD8: 5,
+         0xC2: 4, 0xCA: 4, 0xD2: 4, 0xDA: 4, 0xC4: 6, 0xCC: 6, 0xD4: 6, 0xDC: 6}
+# Instruction lengths in bytes (the CB prefix counts its second byte).
+LENGTH_2 = {0x06, 0x0E, 0x16, 0x1E, 0x26, 0x2E, 0x36, 0x3E, 0x10, 0x18, 0x20, 0x28, 0x30,
+            0x38, 0xC6, 0xCE, 0xD6, 0xDE, 0xE6, 0xEE, 0xF6, 0xFE, 0xE0, 0xF0, 0xE8, 0xF8,
+            0xCB}
+LENGTH_3 = {0x01, 0x11, 0x21, 0x31, 0x08, 0xC2, 0xC3, 0xCA, 0xD2, 0xDA, 0xC4, 0xCC, 0xCD,
+            0xD4, 0xDC, 0xEA, 0xFA}
+ILLEGAL = {0xD3, 0xDB, 0xDD, 0xE3, 0xE4, 0xEB, 0xEC, 0xED, 0xF4, 0xFC, 0xFD}
+
+
+@pytest.mark.parametrize("op", range(256))
+def test_base_opcode_cycles(op: int) -> None:
+    expected = BASE_CYCLES[op >> 4][op & 15]
+    if op in ILLEGAL:
+        assert D.describe(op).special == D.SP_ILLEGAL
+        return
+    if op == 0xCB:
+        return  # the CB entries below carry the prefixed instructions' cycles
+    assert D.m_cycles(op, taken=False) == expected, hex(op)
+    assert D.m_cycles(op, taken=True) == TAKEN.get(op, expected), hex(op)
+
+
+@pytest.mark.parametrize("op", range(256))
+def test_instruction_length(op: int) -> None:
+    # STOP is 2 bytes on the bus but its padding byte is skipped, not read (special).
+    n_imm = D.describe(op).n_imm
+    expected = 1 if op == 0x10 else 2 if op in LENGTH_2 else 3 if op in LENGTH_3 else 0
+    assert n_imm == max(expected - 1, 0) or (op in ILLEGAL and n_imm == 0), hex(op)
+
+
+def test_cb_cycles() -> None:
+    for cb in range(256):
+        on_hl = (cb & 7) == 6
+        bit = (cb >> 6) == 1
+        expected = (3 if bit else 4) if on_hl else 2
+        assert D.m_cycles(D.CB_BASE + cb) == expected, hex(cb)
+
+
+def test_memory_access_order_of_push_call_rst() -> None:
+    # One internal M-cycle, then the high byte at SP-1 and the low byte at SP-2.
+    for op in (0xC5, 0xCD, 0xC4, 0xFF):
+        d = D.describe(op)
+        assert (d.w_wait, d.n_wr, d.waddr, d.w_down, d.wval) == (
+            1, 2, D.A_SP_DOWN, 1, D.W_PUSH), hex(op)
+
+
+def test_table_packs_every_field_within_its_width() -> None:
+    table = D.decode_table().reshape(2 * D.CB_BASE, D.WORDS)
+    assert table.dtype == np.int32
+    for i in range(2 * D.CB_BASE):
+        d = D.describe(i)
+        w0, w1, w2, pad = (int(x) for x in table[i])
+        assert pad == 0
+        assert (w0 >> D.NIMM_SHIFT) & 3 == d.n_imm
+        assert (w0 >> D.CC_SHIFT) & 7 == d.cc
+        assert (w0 >> D.SPECIAL_SHIFT) & 7 == d.special
+        assert (w0 >> D.EXTRA_SHIFT) & 3 == d.extra
+        assert (w1 >> D.SRC8_SHIFT) & 15 == d.src8
+        assert (w1 >> D.DST8_SHIFT) & 15 == d.dst8
+        assert (w1 >> D.OP8_SHIFT) & 31 == d.op8
+        assert (w1 >> D.FCALC_SHIFT) & 15 == d.fcalc
+        assert (w1 >> D.F16_SHIFT) & 1 == d.f16
+        assert (w2 >> D.DST16_SHIFT) & 7 == d.dst16
+        assert w0 >= 0 and w1 >= 0 and w2 >= 0  # every field fits below the sign bit
+
+
+def test_describe_rejects_out_of_range() -> None:
+    with pytest.raises(ValueError, match="0..511"):
+        D.describe(512)
