@@ -22,6 +22,7 @@ from gbx_gameboy.decode import (
     A_SP_DOWN,
     CB_BASE,
     CC_SHIFT,
+    D16_NONE,
     DST8_SHIFT,
     DST16_SHIFT,
     EXTRA_SHIFT,
@@ -36,6 +37,7 @@ from gbx_gameboy.decode import (
     OP16_ADD_SP,
     OP16_DEC,
     OP16_INC,
+    OP16_PASS,
     OP16_SHIFT,
     OP_ADC,
     OP_ADD,
@@ -47,6 +49,7 @@ from gbx_gameboy.decode import (
     OP_DAA,
     OP_DEC,
     OP_INC,
+    OP_LD,
     OP_OR,
     OP_RES,
     OP_RLC,
@@ -127,7 +130,7 @@ from gbx_gameboy.layout import (
     TM_CLOCK,
     TM_INSTRS,
 )
-from gbx_gameboy.memory import rd_cpu, serial_sync, set_buttons, wr, wr_cpu
+from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
 from gbx_gameboy.phase_clock import (
     CLOCK_ROWS,
     PHASE_CLOCKS,
@@ -502,26 +505,55 @@ def run_kernel(
             clk[ROW_FETCHES] += wp.int64(1)
         # ---- fetch: opcode, then its immediate bytes (little-endian in imm)
         t += 4
-        op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
-        if halt_bug != 0:
-            halt_bug = int(0)
+        # Code in cartridge ROM (nearly all of it) is read three bytes at once, the opcode
+        # and the two that may be its immediates: ROM reads have no side effects and their
+        # cycle does not matter outside OAM DMA, so the loads need not wait for each other
+        # or for the descriptor. Elsewhere (RAM, boot ROM, during DMA) every byte is read
+        # at its own M-cycle.
+        fast = pc <= 0x7FFD and (pc >= 0x100 or g.has_boot == 0) and (
+            t + 8 < dma_s or t >= dma_e
+        )
+        op = int(0)
+        b1 = int(0)
+        b2 = int(0)
+        if fast:
+            op = rom_code_byte(g, pc, bank0, bankx)
+            b1 = rom_code_byte(g, pc + 1, bank0, bankx)
+            b2 = rom_code_byte(g, pc + 2, bank0, bankx)
         else:
-            pc = (pc + 1) & 0xFFFF
-        icount += 1
-        n_imm = ld_i32(g.dec_ptr, op * DESC_BYTES) & 3
-        imm = int(0)
-        k = int(0)
-        while k < n_imm:
-            t += 4
-            imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
-            pc = (pc + 1) & 0xFFFF
-            k += 1
-        # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
-        code = wp.where(op == 0xCB, imm & 0xFF, op)
-        desc = wp.where(op == 0xCB, CB_BASE + code, op) * DESC_BYTES
+            op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
+        desc = op * DESC_BYTES
         w0 = ld_i32(g.dec_ptr, desc)
         w1 = ld_i32(g.dec_ptr, desc + 4)
         w2 = ld_i32(g.dec_ptr, desc + 8)
+        if halt_bug != 0:
+            # PC was not advanced past the opcode: its byte is read again as the next one.
+            halt_bug = int(0)
+            b2 = b1
+            b1 = op
+        else:
+            pc = (pc + 1) & 0xFFFF
+        icount += 1
+        n_imm = w0 & 3
+        imm = int(0)
+        if fast:
+            imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
+            t += 4 * n_imm
+            pc = (pc + n_imm) & 0xFFFF
+        else:
+            k = int(0)
+            while k < n_imm:
+                t += 4
+                imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
+                pc = (pc + 1) & 0xFFFF
+                k += 1
+        # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
+        code = wp.where(op == 0xCB, imm & 0xFF, op)
+        if op == 0xCB:
+            desc = (CB_BASE + code) * DESC_BYTES
+            w0 = ld_i32(g.dec_ptr, desc)
+            w1 = ld_i32(g.dec_ptr, desc + 4)
+            w2 = ld_i32(g.dec_ptr, desc + 8)
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[2] += c1 - c0
@@ -558,7 +590,13 @@ def run_kernel(
         # to waddr, waddr + wstep, after w_wait cycles
         src8 = field(w1, SRC8_SHIFT, 4)
         v8 = wp.where(src8 == S8_MEM, rv & 0xFF, wp.where(src8 == S8_IMM, e, rget(r, src8)))
-        out8 = alu(field(w1, OP8_SHIFT, 5), a, v8, f, (code >> 3) & 7)
+        # The two guards below skip the ALU and the adder for the instructions that only
+        # move data: on the CPU device that halves the time of an instruction; on a GPU a
+        # warp still runs each once if any of its threads needs it.
+        op8 = field(w1, OP8_SHIFT, 5)
+        out8 = v8 << 8
+        if op8 != OP_LD:
+            out8 = alu(op8, a, v8, f, (code >> 3) & 7)
         res8 = out8 >> 8
         src16 = field(w2, SRC16_SHIFT, 3)
         v16 = wp.where(src16 == R16_SP, sp, hl)
@@ -568,7 +606,10 @@ def run_kernel(
         v16 = wp.where(src16 == R16_IMM, imm, v16)
         v16 = wp.where(src16 == R16_MEM, rv, v16)
         v16 = wp.where(src16 == R16_PC, pc, v16)
-        out16 = add16(field(w2, OP16_SHIFT, 3), v16, hl, e)
+        op16 = field(w2, OP16_SHIFT, 3)
+        out16 = v16 << 8
+        if op16 != OP16_PASS:
+            out16 = add16(op16, v16, hl, e)
         res16 = out16 >> 8
         # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
         calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
@@ -579,16 +620,18 @@ def run_kernel(
         )
         r = rset(r, field(w1, DST8_SHIFT, 4), res8)
         dst16 = field(w2, DST16_SHIFT, 3)
-        hi = res16 >> 8
-        lo = res16 & 0xFF
-        r[0] = wp.where(dst16 == R16_BC, hi, r[0])
-        r[1] = wp.where(dst16 == R16_BC, lo, r[1])
-        r[2] = wp.where(dst16 == R16_DE, hi, r[2])
-        r[3] = wp.where(dst16 == R16_DE, lo, r[3])
-        r[4] = wp.where(dst16 == R16_HL, hi, r[4])
-        r[5] = wp.where(dst16 == R16_HL, lo, r[5])
-        r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
-        r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
+        if dst16 != D16_NONE:
+            hi = res16 >> 8
+            lo = res16 & 0xFF
+            r[0] = wp.where(dst16 == R16_BC, hi, r[0])
+            r[1] = wp.where(dst16 == R16_BC, lo, r[1])
+            r[2] = wp.where(dst16 == R16_DE, hi, r[2])
+            r[3] = wp.where(dst16 == R16_DE, lo, r[3])
+            r[4] = wp.where(dst16 == R16_HL, hi, r[4])
+            r[5] = wp.where(dst16 == R16_HL, lo, r[5])
+            r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
+            r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
+            sp = wp.where(dst16 == R16_SP, res16, sp)
         # writes (addresses from the registers before this instruction)
         wsel = field(w0, WADDR_SHIFT, 3)
         waddr = wp.where(wsel == A_SP_DOWN, (sp - 1) & 0xFFFF, hl)
@@ -605,15 +648,15 @@ def run_kernel(
         w_wait = wp.where(taken, 4 * field(w0, WWAIT_SHIFT, 1), 0)
         # stack pointer, program counter, internal cycles (only when the condition holds)
         spd = field(w0, SPD_SHIFT, 2)
-        sp = wp.where(dst16 == R16_SP, res16, sp)
         sp = wp.where(taken and spd == SPD_POP, (sp + 2) & 0xFFFF, sp)
         sp = wp.where(taken and spd == SPD_PUSH, (sp - 2) & 0xFFFF, sp)
         psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)
-        new_pc = wp.where(psel == PC_IMM, imm, pc)
-        new_pc = wp.where(psel == PC_REL, (pc + sext8(e)) & 0xFFFF, new_pc)
-        new_pc = wp.where(psel == PC_HL, hl, new_pc)
-        new_pc = wp.where(psel == PC_MEM, rv, new_pc)
-        pc = wp.where(psel == PC_RST, code & 0x38, new_pc)
+        if psel != PC_KEEP:
+            new_pc = wp.where(psel == PC_IMM, imm, pc)
+            new_pc = wp.where(psel == PC_REL, (pc + sext8(e)) & 0xFFFF, new_pc)
+            new_pc = wp.where(psel == PC_HL, hl, new_pc)
+            new_pc = wp.where(psel == PC_MEM, rv, new_pc)
+            pc = wp.where(psel == PC_RST, code & 0x38, new_pc)
         t += wp.where(taken, 4 * field(w0, EXTRA_SHIFT, 2), 0)
         special = field(w0, SPECIAL_SHIFT, 3)
         if special != SP_NONE:

@@ -453,6 +453,13 @@ def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
 
 
 @wp.func
+def rom_code_byte(g: GB, a: int, bank0: int, bankx: int) -> int:
+    """Byte of cartridge ROM at CPU address a (0000-7FFF) with the given banks mapped."""
+    bank = wp.where(a < 0x4000, bank0, bankx)
+    return int(g.rom[(bank * 0x4000 + (a & 0x3FFF)) & g.rom_mask])
+
+
+@wp.func
 def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, dma_e: int) -> int:
     """CPU read of address a at cycle t, inlined into the run loop's three read sites.
 
@@ -480,7 +487,7 @@ def wr_cpu(g: GB, env: int, a: int, v: int, t: int) -> int:
     """CPU write of byte v to a at cycle t, inlined into the run loop's one write site:
     WRAM and HRAM directly, the rest through ``wr_call``. Returns 1 when the write may have
     changed what the loop keeps in registers (MBC banks, IO registers incl. the OAM DMA
-    start and event times, IE), 0 otherwise."""
+    start and event times, IE; not the sound registers), 0 otherwise."""
     dirty = int(0)
     if a >= 0xC000 and a < 0xFE00:
         mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
@@ -488,7 +495,9 @@ def wr_cpu(g: GB, env: int, a: int, v: int, t: int) -> int:
         mset(g, env, HRAM_OFF + (a - 0xFF80), v)
     else:
         wr_call(g.ref, env, a, v, t)
-        if a < 0x8000 or a >= 0xFF00:
+        # Sound registers and wave RAM (FF10-FF3F) are only stored: a music driver's many
+        # writes per frame need not make the loop reload its cached state.
+        if a < 0x8000 or (a >= 0xFF00 and (a < 0xFF10 or a >= 0xFF40)):
             dirty = int(1)
     return dirty
 
