@@ -1,9 +1,9 @@
 """The SM83 CPU and the run kernel: one thread steps one Game Boy for a whole window.
 
-Opcodes are decoded by their bit fields (x = op>>6, y = op>>3 & 7, z = op & 7) so that the
-eight register operands, the eight ALU operations and the eight rotate/shift operations
-share one code path each instead of one body per opcode; that keeps the kernel small and
-its compile time short. Registers live in a local vector for the whole launch. ``t`` is
+Opcodes are decoded by table: each has a descriptor (decode.py) that says which operands,
+ALU operation, addresses and cycles it uses, and every instruction runs the same sequence
+of selects, one ALU and one 16-bit adder. The Game Boys of a GPU warp run different opcodes
+at once; with one code path for all of them the warp runs it once. Registers live in a local vector for the whole launch. ``t`` is
 the cycle counter of the launch (T-cycles, relative to the launch start); every memory
 access happens at the cycle of its M-cycle, so timer and PPU reads are M-cycle exact.
 """
