@@ -3,9 +3,10 @@
 Opcodes are decoded by table: each has a descriptor (decode.py) that says which operands,
 ALU operation, addresses and cycles it uses, and every instruction runs the same sequence
 of selects, one ALU and one 16-bit adder. The Game Boys of a GPU warp run different opcodes
-at once; with one code path for all of them the warp runs it once. Registers live in a local vector for the whole launch. ``t`` is
-the cycle counter of the launch (T-cycles, relative to the launch start); every memory
-access happens at the cycle of its M-cycle, so timer and PPU reads are M-cycle exact.
+at once; with one code path for all of them the warp runs it once. Registers live in a
+local vector for the whole launch. ``t`` is the cycle counter of the launch (T-cycles,
+relative to the launch start); every memory access happens at the cycle of its M-cycle, so
+timer and PPU reads are M-cycle exact.
 """
 
 from __future__ import annotations
