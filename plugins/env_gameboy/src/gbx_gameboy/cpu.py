@@ -294,6 +294,19 @@ def set_pair(r: vec8i, i: int, v: int) -> vec8i:
 
 
 @wp.func
+def bus_address(sel: int, r: vec8i, sp: int, imm: int) -> int:
+    """The address a descriptor's read or write selector (decode.A_*) names."""
+    a = pair(r, 4)  # A_HL
+    a = wp.where(sel == A_BC, pair(r, 0), a)
+    a = wp.where(sel == A_DE, pair(r, 2), a)
+    a = wp.where(sel == A_SP, sp, a)
+    a = wp.where(sel == A_SP_DOWN, (sp - 1) & 0xFFFF, a)
+    a = wp.where(sel == A_HIGH_IMM, 0xFF00 + (imm & 0xFF), a)
+    a = wp.where(sel == A_IMM, imm, a)
+    return wp.where(sel == A_HIGH_C, 0xFF00 + r[R_C], a)
+
+
+@wp.func
 def sext8(v: int) -> int:
     return v - ((v & 0x80) << 1)
 
@@ -563,16 +576,11 @@ def run_kernel(
         hl = pair(r, 4)
         taken = cond(field(w0, CC_SHIFT, 3), f)
         e = imm & 0xFF
-        high_imm = 0xFF00 + e
 
         # ---- reads: n_rd bytes from raddr (little-endian in rv), after r_wait cycles
-        rsel = field(w0, RADDR_SHIFT, 3)
-        raddr = wp.where(rsel == A_SP, sp, hl)
-        raddr = wp.where(rsel == A_BC, pair(r, 0), raddr)
-        raddr = wp.where(rsel == A_DE, pair(r, 2), raddr)
-        raddr = wp.where(rsel == A_HIGH_IMM, high_imm, raddr)
-        raddr = wp.where(rsel == A_IMM, imm, raddr)
-        raddr = wp.where(rsel == A_HIGH_C, 0xFF00 + r[R_C], raddr)
+        # Both addresses come from the registers before this instruction.
+        raddr = bus_address(field(w0, RADDR_SHIFT, 3), r, sp, imm)
+        waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
         t += 4 * field(w0, RWAIT_SHIFT, 1)
         n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
         rv = int(0)
@@ -633,14 +641,7 @@ def run_kernel(
             r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
             r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
             sp = wp.where(dst16 == R16_SP, res16, sp)
-        # writes (addresses from the registers before this instruction)
-        wsel = field(w0, WADDR_SHIFT, 3)
-        waddr = wp.where(wsel == A_SP_DOWN, (sp - 1) & 0xFFFF, hl)
-        waddr = wp.where(wsel == A_BC, pair(r, 0), waddr)
-        waddr = wp.where(wsel == A_DE, pair(r, 2), waddr)
-        waddr = wp.where(wsel == A_HIGH_IMM, high_imm, waddr)
-        waddr = wp.where(wsel == A_IMM, imm, waddr)
-        waddr = wp.where(wsel == A_HIGH_C, 0xFF00 + r[R_C], waddr)
+        # writes (to waddr, chosen with the read address above)
         wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
         vsel = field(w0, WVAL_SHIFT, 2)
         wval = wp.where(vsel == W_RES16, res16, res8)
