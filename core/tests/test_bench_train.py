@@ -7,7 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from gbx.bench_train import throughput, train_bench
+from gbx import bench_train
+from gbx.bench_train import memory_drift, throughput, train_bench
 from gbx.plugins import PluginHost, set_host
 
 
@@ -63,3 +64,35 @@ def test_throughput_separates_steady_state() -> None:
     assert out["steady_env_steps_per_s"] == pytest.approx(100.0)
     assert out["steady_updates_per_s"] == pytest.approx(2 / 3)
     assert "steady_env_steps_per_s" not in throughput(records[:1], seconds=1.0)
+
+
+def test_memory_drift_measures_growth_after_warmup() -> None:
+    records = [(float(i), {"env_steps": 100 * (i + 1)}) for i in range(10)]
+    memory = [500, 900, 1000, 1000, 1004, 1000, 1001, 1000, 1000, 1002]
+    out = memory_drift(records, memory, warmup_frac=0.2)
+    # Two warm-up samples (500, 900) are left out; the baseline is the third sample.
+    assert out["samples"] == 10 and out["warmup_samples"] == 2
+    assert out["baseline_bytes"] == 1000 and out["max_bytes"] == 1004
+    assert out["max_delta_bytes"] == 4
+    assert out["series"][0] == [100, 0.0, 500] and len(out["series"]) == 10
+    assert len(memory_drift(records, memory, 0.2, points=3)["series"]) == 3
+
+
+def test_bench_train_minutes_stops_on_the_clock_and_reports_memory(bench_host) -> None:
+    # No --steps: the wall-clock budget alone ends the run (after its first record).
+    code, output = _invoke("--algo", "counter", "--env", "toy", "--device", "cpu",
+                           "--envs", "2", "--minutes", "0.0001", "--set", "algo.chunk=4",
+                           "--max-mem-delta", "4096")
+    assert code == 0, output
+    rec = json.loads([ln for ln in output.splitlines() if ln.startswith("{")][0])
+    assert rec["updates"] >= 1 and rec["env_steps"] == 8 * rec["updates"]
+    assert rec["memory"]["samples"] == rec["updates"] and rec["memory"]["max_bytes"] > 0
+
+
+def test_bench_train_max_mem_delta_fails_when_memory_grows(bench_host, monkeypatch) -> None:
+    grown = iter(range(0, 10**12, 64 * 2**20))  # 64 MB more at every record
+    monkeypatch.setattr(bench_train, "process_memory", lambda device: next(grown))
+    code, output = _invoke("--algo", "counter", "--env", "toy", "--device", "cpu",
+                           "--envs", "2", "--steps", "64", "--set", "algo.chunk=4",
+                           "--warmup-frac", "0.25", "--max-mem-delta", "1")
+    assert code != 0 and "over --max-mem-delta 1 MB" in output
