@@ -15,14 +15,15 @@ dotted path, the bad value and what is allowed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import tomllib
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 import cattrs
@@ -38,6 +39,7 @@ SECTIONS = ("run", "env", "algo")
 _NAME_RE = r"^[a-z0-9][a-z0-9_.\-]*$"
 _DEVICE_RE = r"^(auto|cpu|cuda(:[0-9]+)?)$"
 _TAG_RE = r"^[A-Za-z0-9_.\-]*$"
+TMP_SUFFIX = ".tmp"  # temporary files of atomic writes: .<name>.<random>.tmp
 
 
 def option(default: Any, help: str, validator: Any = None) -> Any:
@@ -89,6 +91,9 @@ class RunConfig:
     )
     tag: str = option("", "free label appended to the run directory name", _matches(_TAG_RE))
     resume: str | None = option(None, "run directory this run was resumed from")
+    keep_checkpoints: int = option(
+        3, "checkpoint files kept in the run directory (the newest ones)", attrs.validators.ge(1)
+    )
     debug: bool = option(False, "check every env step output at the boundary (slow)")
 
 
@@ -262,18 +267,49 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def write_json_atomic(path: Path, text: str) -> Path:
-    """Write text to ``path`` through a temporary file in the same directory."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that appears as ``path`` only once the ``with`` block ends cleanly.
+
+    The data goes to a temporary ``.<name>.<random>.tmp`` file in the same directory,
+    then ``os.replace`` puts it in place, so a killed process never leaves a
+    half-written file under the final name. The file gets the permissions the
+    user's umask gives a new file (``mkstemp`` alone would make it 0600).
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, text: str) -> Path:
+    """Write text to ``path`` through a temporary file in the same directory."""
+    with atomic_file(path) as fh:
+        fh.write(text.encode("utf-8"))
     return path
+
+
+def remove_temporary_files(folder: Path) -> list[Path]:
+    """Delete the temporary files :func:`atomic_file` left in ``folder`` (a killed write)."""
+    removed = []
+    for tmp in sorted(Path(folder).glob(f".*{TMP_SUFFIX}")):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 # ---------------------------------------------------------------------------

@@ -170,7 +170,9 @@ def capture_rng_state(generator: torch.Generator) -> dict[str, Any]:
 def restore_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None:
     """Inverse of :func:`capture_rng_state`."""
     torch.set_rng_state(state["torch_cpu"])
-    np.random.set_state(state["numpy"])
+    # A checkpoint stores numpy's key array as a tensor (gbx.checkpoint_file).
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), *rest))
     random.setstate(state["python"])
     generator.set_state(state["sampler"])
     if "torch_cuda" in state and torch.cuda.is_available():
