@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import tomllib
@@ -63,6 +64,55 @@ def module_class(cls: type, module: str) -> type:
 
 
 _matches = attrs.validators.matches_re
+
+
+@attrs.frozen
+class Range:
+    """attrs validator: a number within bounds (the one range check of config fields).
+
+    ``lo``/``hi`` of None mean unbounded; ``lo_open``/``hi_open`` exclude the bound;
+    ``optional`` also accepts None. NaN and infinities are always refused (files and
+    ``--set`` cannot give them: :func:`make_converter` refuses them first). The bounds
+    are plain attributes, so tests can check every field against what it declares.
+    """
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    optional: bool = False
+
+    def describe(self) -> str:
+        if self.lo is None and self.hi is None:
+            return "must be a finite number"
+        if self.hi is None:
+            return f"must be {'>' if self.lo_open else '>='} {self.lo}"
+        if self.lo is None:
+            return f"must be {'<' if self.hi_open else '<='} {self.hi}"
+        return (f"must be in {'(' if self.lo_open else '['}{self.lo}, "
+                f"{self.hi}{')' if self.hi_open else ']'}")
+
+    def admits(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        return not (self.hi is not None
+                    and (value >= self.hi if self.hi_open else value > self.hi))
+
+    def __call__(self, _inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None and self.optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not self.admits(value):
+            rule = self.describe() + (" (or none)" if self.optional else "")
+            raise ValueError(f"'{attribute.name}' {rule}: {value!r}")
+
+
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+             hi_open: bool = False, optional: bool = False) -> Range:
+    """A :class:`Range` validator: ``in_range(0, lo_open=True)`` is ``> 0``, finite."""
+    return Range(lo, hi, lo_open, hi_open, optional)
 
 
 def _names_tuple(value: Any) -> tuple[str, ...]:
@@ -122,7 +172,11 @@ def _strict_int(value: Any, _: type) -> int:
 
 
 def _strict_float(value: Any, _: type) -> float:
+    # NaN passes every comparison-based range check as False and inf passes '> 0':
+    # no config field means either, so they are refused for every float field here.
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ConfigTypeError(value, "a finite float")
         return float(value)
     raise ConfigTypeError(value, "float")
 
