@@ -83,14 +83,17 @@ class Range:
     optional: bool = False
 
     def describe(self) -> str:
+        def num(x: float) -> str:
+            return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
         if self.lo is None and self.hi is None:
             return "must be a finite number"
         if self.hi is None:
-            return f"must be {'>' if self.lo_open else '>='} {self.lo}"
+            return f"must be {'>' if self.lo_open else '>='} {num(self.lo)}"  # type: ignore[arg-type]
         if self.lo is None:
-            return f"must be {'<' if self.hi_open else '<='} {self.hi}"
-        return (f"must be in {'(' if self.lo_open else '['}{self.lo}, "
-                f"{self.hi}{')' if self.hi_open else ']'}")
+            return f"must be {'<' if self.hi_open else '<='} {num(self.hi)}"
+        return (f"must be in {'(' if self.lo_open else '['}{num(self.lo)}, "
+                f"{num(self.hi)}{')' if self.hi_open else ']'}")
 
     def admits(self, value: float) -> bool:
         if not math.isfinite(value):
