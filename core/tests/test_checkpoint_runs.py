@@ -110,3 +110,19 @@ def test_run_dir_that_is_a_file_or_uncreatable_is_one_line_exit_2(invoke, tmp_pa
     under_file = afile / "sub"
     result = invoke(*run_args(under_file))
     assert result.exit_code == 2 and "cannot create run directory" in result.output
+
+
+@pytest.mark.parametrize(("name", "data", "message"), [
+    ("latin1.toml", b'[run]\ntag = "caf\xe9"\n', "is not UTF-8 text"),
+    ("deep.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ("deep.toml", b"a = " + b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ("deeper.json", b'{"run": {"tag": ' + b"[" * 40 + b"]" * 40 + b"}}", "deeper than 16"),
+])
+def test_unreadable_config_files_are_one_line_exit_2(invoke, tmp_path, name, data,
+                                                      message) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    for command in ("config", "run"):
+        result = invoke(command, "--config", str(path))
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert result.output.count("\n") == 1

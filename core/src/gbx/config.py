@@ -307,6 +307,20 @@ def dumps_toml(config: Config) -> str:
     return tomli_w.dumps(_drop_none(to_dict(config)))
 
 
+MAX_CONFIG_DEPTH = 16  # sections, nested attrs classes, lists and dicts stay far below
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """Nesting depth of plain data, stopping just past :data:`MAX_CONFIG_DEPTH`."""
+    if level > MAX_CONFIG_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load a ``.toml`` or ``.json`` config file into a plain dict."""
     p = Path(path)
@@ -314,11 +328,20 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {p} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from exc
+    kind = p.suffix.lstrip(".") or "toml"
     try:
         data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = p.suffix.lstrip(".") or "toml"
         raise ConfigError(f"config file {p} is not valid {kind}: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"config file {p} is nested too deeply to be a config") from exc
+    if _depth(data) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"config file {p} is nested deeper than {MAX_CONFIG_DEPTH} levels; "
+                          "a config has sections of fields")
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p}: expected a table with sections {SECTIONS}")
     return data
