@@ -513,9 +513,12 @@ def build_config(
     defaults = attrs.fields(RunConfig)
     algo_name = data["run"].get("algo", defaults.algo.default)
     env_name = data["run"].get("env", defaults.env.default)
+    # A name of the wrong type (a table, say) is reported by from_dict below.
     classes = {
-        "env": getattr(registry.envs.get(env_name), "config_cls", None),
-        "algo": getattr(registry.algorithms.get(algo_name), "config_cls", None),
+        "env": getattr(registry.envs.get(env_name) if isinstance(env_name, str) else None,
+                       "config_cls", None),
+        "algo": getattr(registry.algorithms.get(algo_name) if isinstance(algo_name, str)
+                        else None, "config_cls", None),
     }
     data = apply_overrides(data, [o for o in parsed if o.path[0] != "run"], classes)
     if not data["run"].get("observers"):
