@@ -87,9 +87,8 @@ def test_the_third_party_example_state_round_trips_through_the_safe_format() -> 
     """The example plugin's trainer (examples/third_party_algo) checkpoints and restores."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "third_party_algo"
                            / "src"))
-    from gbx_example_random import RandomConfig, RandomTrainer
-
     from gbx.testing import InMemoryRunContext
+    from gbx_example_random import RandomConfig, RandomTrainer
 
     ctx = InMemoryRunContext(RandomConfig(), stop_after_records=2)
     RandomTrainer(RandomConfig(), ctx).train()

@@ -132,3 +132,18 @@ def test_artifacts_follow_the_umask(tmp_path: Path, mask: int) -> None:
         os.umask(previous)
     for written in (path, path.parent / "latest"):
         assert stat.S_IMODE(written.stat().st_mode) == 0o666 & ~mask, written
+
+
+def test_a_run_directory_follows_the_umask(invoke, tmp_path: Path) -> None:
+    """Every file of a run (meta, config, checkpoints, logs of the observers) is 0666 & ~umask."""
+    previous = os.umask(0o002)
+    try:
+        result = invoke("run", "--algo", "counter", "--env", "toy", "--device", "cpu", "--steps",
+                        "64", "--run-dir", str(tmp_path / "r"), "--observer", "recorder")
+    finally:
+        os.umask(previous)
+    assert result.exit_code == 0, result.output
+    files = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
+    assert len(files) >= 4
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o664
+                                                                        for p in files}

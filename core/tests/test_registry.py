@@ -11,8 +11,8 @@ from gbx_testplugins import (
 )
 
 from gbx.errors import DuplicateRegistrationError, PluginError
-from gbx.resolve import require_algorithm, require_env
 from gbx.registry import EnvRegistrar, Provider, Registry, WriterRegistrar
+from gbx.resolve import require_algorithm, require_env
 from gbx.toy import ToyConfig, make_toy_env
 
 

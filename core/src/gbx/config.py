@@ -369,6 +369,8 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             yield fh
+            fh.flush()
+            os.fsync(fh.fileno())  # on disk before the rename makes it the file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -199,7 +199,7 @@ def fuzz_plugin_registration(rng: random.Random, workdir: Path) -> None:
     from gbx.plugins import load_plugins
     from gbx.resolve import require_algorithm, require_env
 
-    entry_points = []
+    entry_points: list[Any] = []
     for i in range(rng.randrange(1, 5)):
         error = ImportError("no module named fuzz_dep") if rng.random() < 0.15 else None
         name = rng.choice([f"fuzz{i}", "fuzz0"])  # the same entry-point name twice, at times

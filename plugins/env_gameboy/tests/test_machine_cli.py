@@ -141,7 +141,6 @@ def test_bad_counts_and_a_batch_too_big_are_one_line_exit_2_before_allocating(
         tmp_path, monkeypatch, args, message) -> None:
     from gbx.cli import build_cli
     from gbx.plugins import load_plugins
-
     from gbx_gameboy import machine
 
     def no_alloc(*_a, **_k):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+
 from gbx.config import in_range
 
 MODES = ("full", "standing_still", "recon_check")

@@ -50,7 +50,6 @@ def run(
             _fail(f"{flag} must be >= 1, got {value}")
     from gbx.resolve import resolve_device
     from gbx.rl_common import check_memory
-
     from gbx_gameboy.machine import GameBoyBatch, batch_bytes
 
     # Device and memory are checked before Warp allocates: one line, exit 2.

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from gbx.errors import GbxError
 
+from gbx.errors import GbxError
 from gbx_observers.logfile import validate_log
 from gbx_observers.plot import plot_log
 

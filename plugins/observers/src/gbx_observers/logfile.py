@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from gbx.errors import GbxError
 
+from gbx.errors import GbxError
 from gbx_observers.schema import (
     TAGS,
     ErrorLine,
