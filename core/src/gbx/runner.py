@@ -35,6 +35,7 @@ from gbx.artifacts import (
     load_latest_good,
     remove_partial_checkpoints,
 )
+from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
 from gbx.checkpoint_file import CheckpointError
 from gbx.config import Config, RunConfig, to_dict
 from gbx.envcheck import CheckedEnv
@@ -165,7 +166,7 @@ class Run:
                 self.last_checkpoint_step = int(step)
                 return self.run_dir / "checkpoints"
         payload = {
-            "format": 1,
+            "format": CHECKPOINT_FORMAT,
             "step": int(step),
             "run_id": self.run_id,
             "config": to_dict(self.config),
