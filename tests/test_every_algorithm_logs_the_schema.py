@@ -48,3 +48,24 @@ def test_log_of_a_real_run_validates(algo: str, tmp_path: Path) -> None:
     assert summary["records"] >= 1 and summary["errors"] == 0
     meta = json.loads(log.read_text().splitlines()[0])["meta"]
     assert meta["config"]["run"]["algo"] == algo and meta["env"]["env"] == "toy"
+    _check_state_round_trips(run_dir)
+
+
+def _check_state_round_trips(run_dir: Path) -> None:
+    """The final checkpoint (safe format) restores into a fresh trainer, which saves it back."""
+    import torch
+
+    from gbx import checkpoint_file
+    from gbx.artifacts import load_checkpoint
+    from gbx.config import from_dict
+    from gbx.plugins import load_plugins
+    from gbx.runner import Run, restore_trainer
+
+    host = load_plugins()
+    payload = load_checkpoint(run_dir)
+    config = from_dict(payload["config"], host.registry)
+    run = Run(config, host, run_dir=run_dir, run_id="check", device=torch.device("cpu"))
+    trainer = host.registry.algorithms[config.run.algo].trainer_cls(config.algo, run)
+    restore_trainer(trainer, payload["state"], str(run_dir))
+    again = checkpoint_file.loads(checkpoint_file.dumps({**payload, "state": trainer.state_dict()}))
+    assert again["state"].keys() == payload["state"].keys()

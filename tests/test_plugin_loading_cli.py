@@ -57,7 +57,8 @@ def test_gbx_plugins_filter_skips_the_broken_one(broken_site: Path) -> None:
     assert out.returncode == 0 and "broken" not in out.stdout
 
 
-def test_two_distributions_registering_one_env_name_exit_2(tmp_path: Path) -> None:
+def test_a_name_two_distributions_register_fails_only_where_it_is_needed(
+        tmp_path: Path) -> None:
     code = (
         "from gbx import hookimpl\n"
         "from gbx.toy import ToyConfig, make_toy_env\n"
@@ -67,7 +68,39 @@ def test_two_distributions_registering_one_env_name_exit_2(tmp_path: Path) -> No
     )
     fake_dist(tmp_path, "gbx-grid-one", "grid_one", "gbx_grid_one", code)
     fake_dist(tmp_path, "gbx-grid-two", "grid_two", "gbx_grid_two", code)
-    out = gbx(tmp_path, "plugins", GBX_PLUGINS="grid_one,grid_two")
-    assert out.returncode == 2
-    assert "env 'grid' is registered twice" in out.stderr
-    assert "gbx-grid-one" in out.stderr and "gbx-grid-two" in out.stderr
+    listing = gbx(tmp_path, "plugins", GBX_PLUGINS="grid_one,grid_two")
+    assert listing.returncode == 0, listing.stderr
+    assert "env 'grid' is registered twice" in listing.stdout
+    assert "gbx-grid-one" in listing.stdout and "gbx-grid-two" in listing.stdout
+    run = gbx(tmp_path, "run", "--algo", "counter", "--env", "grid",
+              GBX_PLUGINS="grid_one,grid_two")
+    errors = [ln for ln in run.stderr.splitlines() if ln.startswith("gbx: error:")]
+    assert run.returncode == 2 and len(errors) == 1 and "Traceback" not in run.stderr
+    assert "'grid' is registered twice" in errors[0] and "gbx-grid-two" in errors[0]
+    other = gbx(tmp_path, "config", "--env", "toy", "--algo", "ppo",
+                GBX_PLUGINS="grid_one,grid_two,ppo")
+    assert other.returncode == 0 and "[run]" in other.stdout, other.stderr
+
+
+def test_a_second_ppo_and_a_raising_hook_leave_the_rest_working(tmp_path: Path) -> None:
+    fake_dist(tmp_path, "gbx-ppo-fork", "ppo_fork", "gbx_ppo_fork", (
+        "from gbx import hookimpl\n"
+        "from gbx.toy import ToyConfig\n"
+        "@hookimpl\n"
+        "def register_algorithms(register):\n"
+        "    register('ppo', object, ToyConfig)\n"))
+    fake_dist(tmp_path, "gbx-raiser", "raiser", "gbx_raiser", (
+        "from gbx import hookimpl\n"
+        "@hookimpl\n"
+        "def register_observers(register):\n"
+        "    raise RuntimeError('observer setup exploded')\n"))
+    listing = gbx(tmp_path, "plugins", "--json")
+    assert listing.returncode == 0, listing.stderr
+    assert "observer setup exploded" in listing.stdout and "gbx-ppo-fork" in listing.stdout
+    warnings = [ln for ln in listing.stderr.splitlines() if "raiser" in ln]
+    assert len(warnings) == 1 and "gbx-raiser" in warnings[0]
+    run = gbx(tmp_path, "run", "--algo", "ppo", "--env", "toy", "--device", "cpu")
+    errors = [ln for ln in run.stderr.splitlines() if ln.startswith("gbx: error:")]
+    assert run.returncode == 2 and len(errors) == 1
+    assert "algorithm 'ppo' is registered twice" in errors[0] and "gbx-algo-ppo" in errors[0]
+    assert "gbx-ppo-fork" in errors[0]

@@ -4,12 +4,18 @@ import os
 import subprocess
 import sys
 
+import attrs
 import pytest
 from click.testing import CliRunner
 from gbx_testplugins import FakeEntryPoint, counter_plugin, make_host
 
 from gbx.cli import build_cli
 from gbx.errors import PluginError
+
+
+@attrs.frozen
+class _Cfg:
+    x: int = 1
 
 
 def broken() -> FakeEntryPoint:
@@ -57,14 +63,30 @@ def test_optional_builtin_module_is_skipped_when_absent() -> None:
     assert [p.name for p in host.plugins] == ["gbx.toy"]
 
 
-def test_plugin_raising_in_its_hook_is_named() -> None:
-    from gbx_testplugins import single_hook_plugin
+def test_plugin_raising_in_its_hook_is_named_and_skipped() -> None:
+    from gbx_testplugins import PluginObject, hookimpl
 
     def bad(register):
         raise RuntimeError("kaput")
 
-    with pytest.raises(PluginError, match="'bad'.*gbx-bad.*register_envs.*kaput"):
-        make_host(FakeEntryPoint("bad", single_hook_plugin("register_envs", bad), "gbx-bad"))
+    def half(register):  # registered before the other hook raised: dropped with the plugin
+        register("half-env", lambda *a: None, _Cfg)
+
+    warnings: list[str] = []
+    plugin = PluginObject(register_envs=hookimpl(half), register_algorithms=hookimpl(bad))
+    host = make_host(FakeEntryPoint("bad", plugin, "gbx-bad"),
+                     FakeEntryPoint("counter", counter_plugin, "gbx-test-counter"),
+                     warnings=warnings)
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert "'bad'" in warnings[0] and "gbx-bad" in warnings[0] and "kaput" in warnings[0]
+    assert [(f.name, f.distribution) for f in host.failures] == [("bad", "gbx-bad")]
+    assert "half-env" not in host.registry.envs and "bad" not in [p.name for p in host.plugins]
+    assert "counter" in host.registry.algorithms
+    result = CliRunner().invoke(build_cli(host), ["plugins"])
+    assert result.exit_code == 0 and "kaput" in result.output
+    with pytest.raises(PluginError, match="'bad'.*gbx-bad.*register_algorithms.*kaput"):
+        make_host(FakeEntryPoint("bad", plugin, "gbx-bad"),
+                  environ={"GBX_STRICT_PLUGINS": "1"})
 
 
 def test_plugin_commands_are_added_and_attributed() -> None:
@@ -83,18 +105,46 @@ def test_plugin_commands_are_added_and_attributed() -> None:
     assert host.registry.commands["hello"].provider.distribution == "gbx-hello"
 
 
-def test_plugin_command_clashing_with_a_core_command_is_an_error() -> None:
+def test_plugin_command_clashing_with_a_core_command_keeps_the_core_one() -> None:
     import click
     from gbx_testplugins import single_hook_plugin
 
     def add(cli):
-        @cli.command(name="run")
+        @cli.command(name="plugins")
         def other() -> None:
             click.echo("mine")
 
     host = make_host(FakeEntryPoint("x", single_hook_plugin("register_commands", add), "gbx-x"))
-    with pytest.raises(PluginError, match="'run'.*gbx-core.*gbx-x"):
-        build_cli(host)
+    cli = build_cli(host)
+    assert "'plugins'" in host.registry.clashes[("command", "plugins")]
+    result = CliRunner().invoke(cli, ["plugins", "--json"])
+    assert result.exit_code == 0 and "mine" not in result.output
+    assert "gbx-x" in result.output  # the listing shows the clash
+
+
+def test_two_plugins_adding_one_command_make_only_that_command_fail() -> None:
+    import click
+    from gbx_testplugins import single_hook_plugin
+
+    def add(cli):
+        @cli.command(name="hello")
+        def hello() -> None:
+            click.echo("hi")
+
+    def raising(cli):
+        raise ValueError("no commands today")
+
+    host = make_host(FakeEntryPoint("h1", single_hook_plugin("register_commands", add), "gbx-h1"),
+                     FakeEntryPoint("h2", single_hook_plugin("register_commands", add), "gbx-h2"),
+                     FakeEntryPoint("h3", single_hook_plugin("register_commands", raising),
+                                    "gbx-h3"))
+    cli = build_cli(host)
+    clash = CliRunner().invoke(cli, ["hello", "--anything"])
+    assert clash.exit_code == 2
+    assert clash.output.count("\n") == 1 and "gbx-h1" in clash.output and "gbx-h2" in clash.output
+    listing = CliRunner().invoke(cli, ["plugins", "--json"])
+    assert listing.exit_code == 0 and "no commands today" in listing.output
+    assert "'hello'" in listing.output
 
 
 def test_python_dash_m_gbx_help_works_without_entry_points() -> None:

@@ -12,6 +12,7 @@ from gbx_testplugins import (
 
 from gbx.errors import DuplicateRegistrationError, PluginError
 from gbx.registry import EnvRegistrar, Provider, Registry, WriterRegistrar
+from gbx.resolve import require_algorithm, require_env
 from gbx.toy import ToyConfig, make_toy_env
 
 
@@ -30,17 +31,28 @@ def test_same_env_name_from_two_plugins_names_both_distributions() -> None:
     def toy_again(register):
         register("toy", make_toy_env, ToyConfig)
 
-    with pytest.raises(DuplicateRegistrationError) as info:
+    warnings: list[str] = []
+    host = make_host(FakeEntryPoint("clash", single_hook_plugin("register_envs", toy_again),
+                                    "gbx-clashing-env"), warnings=warnings)
+    assert len(warnings) == 1
+    for message in (warnings[0], host.registry.clashes[("env", "toy")]):
+        assert "'toy'" in message and "gbx-core" in message and "gbx-clashing-env" in message
+    assert "toy" not in host.registry.envs  # withdrawn: neither plugin's is used
+    with pytest.raises(DuplicateRegistrationError, match="gbx-core.*gbx-clashing-env"):
+        require_env(host.registry, "toy")
+    with pytest.raises(DuplicateRegistrationError, match="registered twice"):
         make_host(FakeEntryPoint("clash", single_hook_plugin("register_envs", toy_again),
-                                 "gbx-clashing-env"))
-    message = str(info.value)
-    assert "'toy'" in message and "gbx-core" in message and "gbx-clashing-env" in message
+                                 "gbx-clashing-env"), environ={"GBX_STRICT_PLUGINS": "1"})
 
 
-def test_same_algorithm_name_from_two_plugins_is_an_error() -> None:
+def test_same_algorithm_name_from_two_plugins_is_a_clash_only_for_that_name() -> None:
+    host = make_host(FakeEntryPoint("a", counter_plugin, "gbx-a"),
+                     FakeEntryPoint("b", make_counter_plugin(), "gbx-b"))
     with pytest.raises(DuplicateRegistrationError, match="gbx-a.*gbx-b"):
-        make_host(FakeEntryPoint("a", counter_plugin, "gbx-a"),
-                  FakeEntryPoint("b", make_counter_plugin(), "gbx-b"))
+        require_algorithm(host.registry, "counter")
+    # the other names of both plugins (their observer clashes too) and the core's stay
+    assert "toy" in host.registry.envs and "ppo" not in host.registry.clashes
+    assert {p.name for p in host.plugins} >= {"a", "b"}
 
 
 @pytest.mark.parametrize("name", ["", "Bad Name", "UPPER", 3])

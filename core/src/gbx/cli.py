@@ -160,6 +160,34 @@ def build_cli(host: Any) -> click.Group:
         click.echo(json.dumps(summary, default=str))
 
     @cli.group(cls=GbxGroup)
+    def checkpoint() -> None:
+        """Checkpoint files: convert the earlier format."""
+
+    @checkpoint.command(name="migrate")
+    @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+    @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help="write the converted checkpoint here (default: replace FILE)")
+    @click.option("--yes", is_flag=True, help="do not ask for confirmation (scripts)")
+    def migrate(file: Path, out: Path | None, yes: bool) -> None:
+        """Convert a checkpoint of the earlier format (a pickle) to the safe format.
+
+        Reading the earlier format unpickles FILE, which runs any code it holds:
+        migrate only files from a source you trust.
+        """
+        from gbx.checkpoint_file import migrate_file
+
+        click.echo(f"gbx: migrating unpickles {file}, which runs any code it holds; "
+                   "do it only for a file from a source you trust", err=True)
+        try:
+            confirmed = yes or click.confirm("unpickle it?", default=False, err=True)
+        except click.Abort:  # no terminal to ask on
+            confirmed = False
+        if not confirmed:
+            raise GbxError(f"{file} not migrated (pass --yes to confirm without a prompt)")
+        dest = migrate_file(file, out or file)
+        click.echo(str(dest))
+
+    @cli.group(cls=GbxGroup)
     def bench() -> None:
         """Benchmarks registered by plugins (each prints JSON records)."""
 

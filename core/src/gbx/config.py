@@ -15,14 +15,16 @@ dotted path, the bad value and what is allowed.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import tempfile
 import tomllib
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 import cattrs
@@ -38,6 +40,7 @@ SECTIONS = ("run", "env", "algo")
 _NAME_RE = r"^[a-z0-9][a-z0-9_.\-]*$"
 _DEVICE_RE = r"^(auto|cpu|cuda(:[0-9]+)?)$"
 _TAG_RE = r"^[A-Za-z0-9_.\-]*$"
+TMP_SUFFIX = ".tmp"  # temporary files of atomic writes: .<name>.<random>.tmp
 
 
 def option(default: Any, help: str, validator: Any = None) -> Any:
@@ -61,6 +64,58 @@ def module_class(cls: type, module: str) -> type:
 
 
 _matches = attrs.validators.matches_re
+
+
+@attrs.frozen
+class Range:
+    """attrs validator: a number within bounds (the one range check of config fields).
+
+    ``lo``/``hi`` of None mean unbounded; ``lo_open``/``hi_open`` exclude the bound;
+    ``optional`` also accepts None. NaN and infinities are always refused (files and
+    ``--set`` cannot give them: :func:`make_converter` refuses them first). The bounds
+    are plain attributes, so tests can check every field against what it declares.
+    """
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    optional: bool = False
+
+    def describe(self) -> str:
+        def num(x: float) -> str:
+            return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+        if self.lo is None and self.hi is None:
+            return "must be a finite number"
+        if self.hi is None:
+            return f"must be {'>' if self.lo_open else '>='} {num(self.lo)}"  # type: ignore[arg-type]
+        if self.lo is None:
+            return f"must be {'<' if self.hi_open else '<='} {num(self.hi)}"
+        return (f"must be in {'(' if self.lo_open else '['}{num(self.lo)}, "
+                f"{num(self.hi)}{')' if self.hi_open else ']'}")
+
+    def admits(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        return not (self.hi is not None
+                    and (value >= self.hi if self.hi_open else value > self.hi))
+
+    def __call__(self, _inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None and self.optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not self.admits(value):
+            rule = self.describe() + (" (or none)" if self.optional else "")
+            raise ValueError(f"'{attribute.name}' {rule}: {value!r}")
+
+
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+             hi_open: bool = False, optional: bool = False) -> Range:
+    """A :class:`Range` validator: ``in_range(0, lo_open=True)`` is ``> 0``, finite."""
+    return Range(lo, hi, lo_open, hi_open, optional)
 
 
 def _names_tuple(value: Any) -> tuple[str, ...]:
@@ -89,6 +144,9 @@ class RunConfig:
     )
     tag: str = option("", "free label appended to the run directory name", _matches(_TAG_RE))
     resume: str | None = option(None, "run directory this run was resumed from")
+    keep_checkpoints: int = option(
+        3, "checkpoint files kept in the run directory (the newest ones)", attrs.validators.ge(1)
+    )
     debug: bool = option(False, "check every env step output at the boundary (slow)")
 
 
@@ -117,7 +175,11 @@ def _strict_int(value: Any, _: type) -> int:
 
 
 def _strict_float(value: Any, _: type) -> float:
+    # NaN passes every comparison-based range check as False and inf passes '> 0':
+    # no config field means either, so they are refused for every float field here.
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ConfigTypeError(value, "a finite float")
         return float(value)
     raise ConfigTypeError(value, "float")
 
@@ -245,6 +307,20 @@ def dumps_toml(config: Config) -> str:
     return tomli_w.dumps(_drop_none(to_dict(config)))
 
 
+MAX_CONFIG_DEPTH = 16  # sections, nested attrs classes, lists and dicts stay far below
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """Nesting depth of plain data, stopping just past :data:`MAX_CONFIG_DEPTH`."""
+    if level > MAX_CONFIG_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load a ``.toml`` or ``.json`` config file into a plain dict."""
     p = Path(path)
@@ -252,28 +328,70 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {p} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from exc
+    kind = p.suffix.lstrip(".") or "toml"
     try:
         data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = p.suffix.lstrip(".") or "toml"
         raise ConfigError(f"config file {p} is not valid {kind}: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"config file {p} is nested too deeply to be a config") from exc
+    if _depth(data) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"config file {p} is nested deeper than {MAX_CONFIG_DEPTH} levels; "
+                          "a config has sections of fields")
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p}: expected a table with sections {SECTIONS}")
     return data
 
 
-def write_json_atomic(path: Path, text: str) -> Path:
-    """Write text to ``path`` through a temporary file in the same directory."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that appears as ``path`` only once the ``with`` block ends cleanly.
+
+    The data goes to a temporary ``.<name>.<random>.tmp`` file in the same directory,
+    then ``os.replace`` puts it in place, so a killed process never leaves a
+    half-written file under the final name. The file gets the permissions the
+    user's umask gives a new file (``mkstemp`` alone would make it 0600).
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())  # on disk before the rename makes it the file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, text: str) -> Path:
+    """Write text to ``path`` through a temporary file in the same directory."""
+    with atomic_file(path) as fh:
+        fh.write(text.encode("utf-8"))
     return path
+
+
+def remove_temporary_files(folder: Path) -> list[Path]:
+    """Delete the temporary files :func:`atomic_file` left in ``folder`` (a killed write)."""
+    removed = []
+    for tmp in sorted(Path(folder).glob(f".*{TMP_SUFFIX}")):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 # ---------------------------------------------------------------------------
@@ -397,9 +515,12 @@ def build_config(
     defaults = attrs.fields(RunConfig)
     algo_name = data["run"].get("algo", defaults.algo.default)
     env_name = data["run"].get("env", defaults.env.default)
+    # A name of the wrong type (a table, say) is reported by from_dict below.
     classes = {
-        "env": getattr(registry.envs.get(env_name), "config_cls", None),
-        "algo": getattr(registry.algorithms.get(algo_name), "config_cls", None),
+        "env": getattr(registry.envs.get(env_name) if isinstance(env_name, str) else None,
+                       "config_cls", None),
+        "algo": getattr(registry.algorithms.get(algo_name) if isinstance(algo_name, str)
+                        else None, "config_cls", None),
     }
     data = apply_overrides(data, [o for o in parsed if o.path[0] != "run"], classes)
     if not data["run"].get("observers"):

@@ -172,8 +172,12 @@ def require_model(name: str) -> Callable[..., nn.Module]:
     from gbx.errors import ConfigError
     from gbx.plugins import get_host
 
-    models = get_host().registry.models
+    registry = get_host().registry
+    models = registry.models
     spec = models.get(name)
+    clash = registry.clash("model", name)
+    if clash is not None:
+        raise clash
     if spec is None:
         known = ", ".join(sorted(models)) or "none"
         raise ConfigError(f"unknown model {name!r}: registered models are {known}")

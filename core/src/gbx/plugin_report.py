@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gbx.plugins import PluginHost
@@ -13,7 +14,8 @@ KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "be
 
 
 def report(host: PluginHost) -> dict[str, Any]:
-    """Plain data: one entry per loaded plugin, plus the ones that failed to load."""
+    """Plain data: one entry per loaded plugin, the ones that failed to load or register,
+    and the names two plugins registered (withdrawn until one is uninstalled)."""
     plugins = [
         {
             "name": p.name,
@@ -27,7 +29,11 @@ def report(host: PluginHost) -> dict[str, Any]:
     failures = [
         {"name": f.name, "distribution": f.distribution, "error": f.error} for f in host.failures
     ]
-    return {"plugins": plugins, "failures": failures}
+    clashes = [
+        {"kind": kind, "name": name, "error": message}
+        for (kind, name), message in sorted(host.registry.clashes.items())
+    ]
+    return {"plugins": plugins, "failures": failures, "clashes": clashes}
 
 
 def print_table(data: dict[str, Any], console: Console | None = None) -> None:
@@ -41,5 +47,8 @@ def print_table(data: dict[str, Any], console: Console | None = None) -> None:
         )
         table.add_row(p["name"], p["distribution"], p["version"], provides or "-")
     for f in data["failures"]:
-        table.add_row(f["name"], f["distribution"], "?", f"[red]failed to load: {f['error']}[/red]")
+        table.add_row(f["name"], f["distribution"], "?",
+                      f"[red]failed to load: {escape(f['error'])}[/red]")
     console.print(table)
+    for c in data.get("clashes", []):
+        console.print(f"[red]clash: {escape(c['error'])}[/red]")

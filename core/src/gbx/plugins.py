@@ -9,8 +9,8 @@ Environment variables:
 
 * ``GBX_PLUGINS=a,b`` loads only the entry points named ``a`` and ``b``;
   ``GBX_PLUGINS=`` (set but empty) loads none. Built-ins always load.
-* ``GBX_STRICT_PLUGINS=1`` makes a plugin that fails to import an error
-  instead of a one-line warning.
+* ``GBX_STRICT_PLUGINS=1`` makes a plugin that fails to import or to register,
+  and a name two plugins register, an error instead of a one-line warning.
 """
 
 from __future__ import annotations
@@ -103,22 +103,49 @@ class PluginHost:
         raise KeyError(name)
 
     def add_commands(self, cli: Any) -> None:
-        """Let every plugin add top-level subcommands; record who added what."""
-        owners = {name: "gbx-core" for name in cli.commands}
+        """Let every plugin add top-level subcommands; record who added what.
+
+        A plugin whose hook raises adds nothing and is reported in :attr:`failures`;
+        a command name taken twice is a clash: the core's command stays, a name two
+        plugins add answers with the clash error.
+        """
+        owners = {name: CORE_DISTRIBUTION for name in cli.commands}
         for impl in self.pm.hook.register_commands.get_hookimpls():
             before = dict(cli.commands)
-            _call_impl(impl, {"cli": cli})
             provider = self.plugin(impl.plugin_name).provider
-            for name, command in cli.commands.items():
+            try:
+                _call_impl(impl, {"cli": cli})
+            except Exception as exc:
+                cli.commands.clear()
+                cli.commands.update(before)
+                self.failures.append(PluginFailure(
+                    provider.plugin, provider.distribution,
+                    f"failed in register_commands: {_format_exc(exc)}"))
+                continue
+            for name, command in list(cli.commands.items()):
                 if name in before and before[name] is command:
                     continue
                 if name in before:
-                    raise DuplicateRegistrationError(
-                        f"command {name!r} is defined by {owners[name]} and again by {provider}; "
-                        f"uninstall one of them"
-                    )
+                    message = (f"command {name!r} is defined by {owners[name]} and again by "
+                               f"{provider}; uninstall one of them")
+                    self.registry.clashes[("command", name)] = message
+                    core = owners[name] == CORE_DISTRIBUTION
+                    cli.commands[name] = before[name] if core else _clash_command(name, message)
+                    continue
                 owners[name] = str(provider)
                 self.registry.commands[name] = CommandSpec(name, provider)
+
+
+def _clash_command(name: str, message: str) -> Any:
+    """A command that only reports that two plugins define ``name``."""
+    import click
+
+    def refuse(**_: Any) -> None:
+        raise DuplicateRegistrationError(message)
+
+    return click.Command(name, callback=refuse, help=f"(unavailable: {message})",
+                         context_settings={"ignore_unknown_options": True,
+                                           "allow_extra_args": True})
 
 
 def _call_impl(impl: Any, args: Mapping[str, Any]) -> None:
@@ -158,7 +185,10 @@ def load_plugins(
     """Import the plugins, run their registration hooks and return the host.
 
     ``entry_points`` defaults to the installed ``gbx`` group (tests pass fakes).
-    Raises :class:`PluginError` on clashes, and on import failures in strict mode.
+    A plugin that fails to import or whose registration hook raises is named in one
+    warning and skipped; a name two plugins register is withdrawn and recorded in
+    ``registry.clashes`` (what needs it fails with the clash, the rest works). With
+    ``GBX_STRICT_PLUGINS=1`` each of these is a :class:`PluginError` instead.
     """
     environ = os.environ if environ is None else environ
     warn = warn or (lambda line: print(line, file=sys.stderr))
@@ -208,20 +238,30 @@ def load_plugins(
         plugins.append(LoadedPlugin(ep.name, dist, version, where, False))
 
     registry = Registry()
-    by_name = {p.name: p for p in plugins}
-    for hook_name, registrar_cls in _REGISTRARS.items():
-        for impl in getattr(pm.hook, hook_name).get_hookimpls():
-            plugin = by_name[impl.plugin_name]
-            registrar = registrar_cls(registry, plugin.provider)
-            try:
-                _call_impl(impl, {"register": registrar})
-            except (DuplicateRegistrationError, PluginError):
-                raise
-            except Exception as exc:
-                raise PluginError(
-                    f"plugin {plugin.name!r} from {plugin.distribution} failed in "
-                    f"{hook_name}: {_format_exc(exc)}"
-                ) from exc
+    for plugin in list(plugins):
+        # Each plugin registers into a registry of its own first, so one whose hook
+        # raises is skipped whole, and a name two plugins share is a clash, not a crash.
+        own = Registry()
+        try:
+            for hook_name, registrar_cls in _REGISTRARS.items():
+                for impl in getattr(pm.hook, hook_name).get_hookimpls():
+                    if impl.plugin_name == plugin.name:
+                        _call_impl(impl, {"register": registrar_cls(own, plugin.provider)})
+        except Exception as exc:
+            message = (f"plugin {plugin.name!r} from {plugin.distribution} failed in "
+                       f"{hook_name}: {_format_exc(exc)}")
+            if _strict(environ) or plugin.builtin:
+                raise PluginError(message) from exc
+            warn(f"gbx: warning: {message}; it is skipped")
+            failures.append(PluginFailure(plugin.name, plugin.distribution,
+                                          f"failed in {hook_name}: {_format_exc(exc)}"))
+            plugins.remove(plugin)
+            pm.unregister(name=plugin.name)
+            continue
+        for message in registry.merge(own):
+            if _strict(environ):
+                raise DuplicateRegistrationError(message)
+            warn(f"gbx: warning: {message}; commands that need it refuse to run")
     return PluginHost(pm=pm, plugins=plugins, failures=failures, registry=registry)
 
 

@@ -101,6 +101,34 @@ class Registry:
     writers: list[WriterSpec] = attrs.field(factory=list)
     benchmarks: dict[str, BenchmarkSpec] = attrs.field(factory=dict)
     commands: dict[str, CommandSpec] = attrs.field(factory=dict)
+    # (kind, name) -> one-line message, for names two plugins registered: such a name
+    # is withdrawn, and only what asks for it fails (see gbx.resolve).
+    clashes: dict[tuple[str, str], str] = attrs.field(factory=dict)
+
+    def clash(self, kind: str, name: str) -> DuplicateRegistrationError | None:
+        """The error to raise for a withdrawn ``name`` of ``kind``, or None."""
+        message = self.clashes.get((kind, name))
+        return None if message is None else DuplicateRegistrationError(message)
+
+    def merge(self, other: Registry) -> list[str]:
+        """Add what one plugin registered (``other``); return the clash messages.
+
+        A name already taken by another plugin is withdrawn from both.
+        """
+        found: list[str] = []
+        for kind, attr in _TABLES.items():
+            mine, theirs = getattr(self, attr), getattr(other, attr)
+            for name, spec in theirs.items():
+                if (kind, name) in self.clashes:
+                    continue
+                if name in mine:
+                    message = clash_message(kind, name, mine.pop(name).provider, spec.provider)
+                    self.clashes[(kind, name)] = message
+                    found.append(message)
+                    continue
+                mine[name] = spec
+        self.writers.extend(other.writers)
+        return found
 
     def writers_for(self, kind: str) -> list[WriterSpec]:
         """Writers serving one artifact kind, in registration order."""
@@ -119,6 +147,15 @@ class Registry:
         }
 
 
+_TABLES = {"env": "envs", "algorithm": "algorithms", "model": "models",
+           "observer": "observers", "benchmark": "benchmarks"}
+
+
+def clash_message(kind: str, name: str, first: Provider, second: Provider) -> str:
+    return (f"{kind} {name!r} is registered twice: by {first} and by {second}; "
+            f"uninstall one of {first.distribution!r} and {second.distribution!r}")
+
+
 def _names_of(table: dict[str, Any], plugin: str) -> list[str]:
     return sorted(name for name, spec in table.items() if spec.provider.plugin == plugin)
 
@@ -134,11 +171,7 @@ def _check_name(kind: str, name: object, provider: Provider) -> str:
 
 def _check_unique(kind: str, table: dict[str, Any], name: str, provider: Provider) -> None:
     if name in table:
-        first: Provider = table[name].provider
-        raise DuplicateRegistrationError(
-            f"{kind} {name!r} is registered twice: by {first} and by {provider}; "
-            f"uninstall one of {first.distribution!r} and {provider.distribution!r}"
-        )
+        raise DuplicateRegistrationError(clash_message(kind, name, table[name].provider, provider))
 
 
 def _check_config_cls(kind: str, name: str, config_cls: object, provider: Provider) -> type:

@@ -66,19 +66,22 @@ def not_installed(kind: str, name: str, installed: list[str]) -> PluginNotInstal
 
 def require_env(registry: Registry, name: str) -> EnvSpec:
     if name not in registry.envs:
-        raise not_installed("env", name, list(registry.envs))
+        known = list(registry.envs)
+        raise registry.clash("env", name) or not_installed("env", name, known)
     return registry.envs[name]
 
 
 def require_algorithm(registry: Registry, name: str) -> AlgorithmSpec:
     if name not in registry.algorithms:
-        raise not_installed("algorithm", name, list(registry.algorithms))
+        known = list(registry.algorithms)
+        raise registry.clash("algorithm", name) or not_installed("algorithm", name, known)
     return registry.algorithms[name]
 
 
 def require_observer(registry: Registry, name: str) -> ObserverSpec:
     if name not in registry.observers:
-        raise not_installed("observer", name, list(registry.observers))
+        known = list(registry.observers)
+        raise registry.clash("observer", name) or not_installed("observer", name, known)
     return registry.observers[name]
 
 

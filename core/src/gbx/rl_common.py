@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gbx.config import in_range
 from gbx.errors import GbxError
 from gbx.metrics import MetricsAccumulator
 
@@ -68,22 +69,10 @@ EVAL_SEED_OFFSET = 1_000_003
 # ---------------------------------------------------------------------------
 
 
-def unit_interval(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    """attrs validator: ``0 <= value <= 1``."""
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"'{attribute.name}' must be in [0, 1]: {value}")
-
-
-def unit_interval_or_none(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    """attrs validator: None or ``0 <= value <= 1``."""
-    if value is not None:
-        unit_interval(instance, attribute, value)
-
-
-def positive_or_none(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    """attrs validator: None or ``value > 0``."""
-    if value is not None and not value > 0:
-        raise ValueError(f"'{attribute.name}' must be > 0 or None: {value}")
+# attrs validators of the common fields (gbx.config.Range: finite and within bounds)
+unit_interval = in_range(0.0, 1.0)
+unit_interval_or_none = in_range(0.0, 1.0, optional=True)
+positive_or_none = in_range(0.0, lo_open=True, optional=True)
 
 
 def field_help(text: str) -> dict[str, str]:
@@ -170,7 +159,9 @@ def capture_rng_state(generator: torch.Generator) -> dict[str, Any]:
 def restore_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None:
     """Inverse of :func:`capture_rng_state`."""
     torch.set_rng_state(state["torch_cpu"])
-    np.random.set_state(state["numpy"])
+    # A checkpoint stores numpy's key array as a tensor (gbx.checkpoint_file).
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), *rest))
     random.setstate(state["python"])
     generator.set_state(state["sampler"])
     if "torch_cuda" in state and torch.cuda.is_available():

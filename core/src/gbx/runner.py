@@ -15,6 +15,7 @@ import platform
 import shlex
 import signal
 import subprocess
+import sys
 import time
 import traceback
 import uuid
@@ -28,7 +29,14 @@ import torch
 
 from gbx import __version__
 from gbx import distributed as gdist
-from gbx.artifacts import latest_checkpoint, load_checkpoint
+from gbx.artifacts import (
+    latest_checkpoint,
+    load_checkpoint,
+    load_latest_good,
+    remove_partial_checkpoints,
+)
+from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
+from gbx.checkpoint_file import CheckpointError
 from gbx.config import Config, RunConfig, to_dict
 from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
@@ -158,7 +166,7 @@ class Run:
                 self.last_checkpoint_step = int(step)
                 return self.run_dir / "checkpoints"
         payload = {
-            "format": 1,
+            "format": CHECKPOINT_FORMAT,
             "step": int(step),
             "run_id": self.run_id,
             "config": to_dict(self.config),
@@ -345,19 +353,58 @@ def stop_on_signals(run: Any) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def restore_trainer(trainer: Any, state: Any, source: str) -> None:
+    """``trainer.load_state_dict(state)``, with a state that does not fit as a one-line error.
+
+    A checkpoint's file format is checked on load; whether its state fits the
+    trainer (keys, shapes, versions) only the trainer knows.
+    """
+    try:
+        trainer.load_state_dict(state)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise CheckpointError(
+            f"{source}: its state does not fit this {type(trainer).__name__} "
+            f"({type(exc).__name__}: {first})"
+        ) from exc
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _make_run_dirs(run_dir: Path) -> None:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise GbxError(f"run directory {run_dir} is an existing file; choose another --run-dir")
+    try:
+        for sub in ("checkpoints", "media", "failures"):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GbxError(
+            f"cannot create run directory {run_dir}: {exc.strerror or exc}; "
+            "choose a writable --run-dir"
+        ) from exc
+
+
 def _plan_run(
-    config: Config, resume_dir: Path | None
+    config: Config, resume_dir: Path | None, warn: Callable[[str], None] = _warn
 ) -> tuple[Config, Path, str, Mapping[str, Any] | None, dict[str, Any] | None]:
-    """Run directory, id and (when resuming) the checkpoint; creates the directories."""
+    """Run directory, id and (when resuming) the checkpoint; creates the directories.
+
+    A resumed run continues from its newest intact checkpoint (a damaged newer one is
+    reported through ``warn`` and skipped); temporary files of a killed checkpoint
+    write are deleted first.
+    """
     checkpoint: Mapping[str, Any] | None = None
     resume_info: dict[str, Any] | None = None
     if resume_dir is not None:
         run_dir = Path(resume_dir)
+        for tmp in remove_partial_checkpoints(run_dir):
+            warn(f"gbx: removed {tmp}, a partial file of an interrupted write")
         try:
-            ckpt_path = latest_checkpoint(run_dir)
+            ckpt_path, checkpoint = load_latest_good(run_dir, warn)
         except FileNotFoundError as exc:
             raise GbxError(f"cannot resume {run_dir}: {exc}; start a new run instead") from exc
-        checkpoint = load_checkpoint(ckpt_path)
         run_id = str(checkpoint.get("run_id") or run_dir.name)
         resume_info = {"from": str(ckpt_path), "step": int(checkpoint["step"])}
         config = attrs.evolve(
@@ -376,8 +423,10 @@ def _plan_run(
         config = attrs.evolve(
             config, run=attrs.evolve(config.run, run_dir=str(run_dir), resume=None)
         )
-    for sub in ("checkpoints", "media", "failures"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    _make_run_dirs(run_dir)
+    if resume_dir is None:
+        for tmp in remove_partial_checkpoints(run_dir):
+            warn(f"gbx: removed {tmp}, a partial file of an interrupted write")
     return config, run_dir, run_id, checkpoint, resume_info
 
 
@@ -485,7 +534,8 @@ def _execute(
             torch.manual_seed(run.seed)
             trainer = algo.trainer_cls(run.config.algo, run)
             if checkpoint is not None:
-                trainer.load_state_dict(checkpoint["state"])
+                restore_trainer(trainer, checkpoint["state"],
+                                str((run.resume_info or {}).get("from", run.run_dir)))
             # Observers that roll out the policy (gif) find it here.
             run.trainer = trainer
             # Run metadata goes out with the first record, checkpoint or failure, once
@@ -556,7 +606,7 @@ def evaluate_checkpoint(
     run._started = True  # evaluation writes no run metadata and has no observers
     algo = require_algorithm(host.registry, config.run.algo)
     trainer = algo.trainer_cls(config.algo, run)
-    trainer.load_state_dict(payload["state"])
+    restore_trainer(trainer, payload["state"], str(ckpt_path))
     if not baseline and "baseline" in inspect.signature(trainer.evaluate).parameters:
         summary = dict(trainer.evaluate(episodes, greedy=greedy, baseline=False))
     else:

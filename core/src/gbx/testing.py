@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -92,10 +91,10 @@ def roundtrip(state: Mapping[str, Any]) -> dict[str, Any]:
     A trainer's state holds live tensors; a test that keeps the dict itself
     would see later in-place updates, which a real checkpoint never does.
     """
-    raw = io.BytesIO()
-    torch.save(dict(state), raw)
-    raw.seek(0)
-    loaded: dict[str, Any] = torch.load(raw, weights_only=False)
+    from gbx import checkpoint_file
+
+    raw = checkpoint_file.dumps({"state": dict(state), "config": {}})
+    loaded: dict[str, Any] = checkpoint_file.loads(raw)["state"]
     return loaded
 
 

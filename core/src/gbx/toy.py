@@ -25,7 +25,7 @@ import attrs
 import torch
 
 from gbx import hookimpl
-from gbx.config import option
+from gbx.config import in_range, option
 from gbx.goal_math import count_under, goal_reward, reached
 
 ACTION_NAMES = ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
@@ -50,9 +50,9 @@ class ToyConfig:
         attrs.validators.gt(0.0), attrs.validators.le(1.0)))
     consec: int = option(1, "consecutive steps under tau that end the episode",
                          attrs.validators.ge(1))
-    goal_bonus: float = option(1.0, "reward added when an episode reaches the goal")
+    goal_bonus: float = option(1.0, "reward added when an episode reaches the goal", in_range(0))
     progress_scale: float = option(
-        4.0, "reward per unit of distance gained towards the goal template")
+        4.0, "reward per unit of distance gained towards the goal template", in_range(0))
     random_start: bool = option(True, "random start cell per episode (else the top-left cell)")
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from gbx import checkpoint_file
 
 
 class DotEnv:
@@ -83,7 +84,7 @@ class DotEnv:
 
 
 class FakeContext:
-    """RunContext stand-in: keeps records in lists, checkpoints with torch.save."""
+    """RunContext stand-in: keeps records in lists, checkpoints in the gbx file format."""
 
     def __init__(self, run_dir: Path, *, seed: int = 0, env_shape=(1, 16, 16),
                  max_records: int | None = None) -> None:
@@ -107,12 +108,16 @@ class FakeContext:
 
     def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        path = self.run_dir / f"ckpt_{step}.pt"
-        tmp = path.with_suffix(".tmp")
-        torch.save(dict(state), tmp)
-        os.replace(tmp, path)
+        path = checkpoint_file.write_file(self.run_dir / f"ckpt_{step}.pt",
+                                          {"step": step, "config": {}, "state": dict(state)})
         self.checkpoints.append(path)
         return path
 
     def should_stop(self) -> bool:
         return self.max_records is not None and len(self.records) >= self.max_records
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    """The trainer state of a checkpoint written by :class:`FakeContext`."""
+    state: dict[str, Any] = checkpoint_file.read_file(path)["state"]
+    return state

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fakes import FakeContext
+from fakes import FakeContext, load_state
 
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import OverlappedEngine, PlayerWeights, SyncEngine
@@ -92,7 +92,7 @@ def test_overlapped_checkpoint_round_trip_resumes_exactly(tmp_path):
     cfg = _cfg(total_env_steps=40)
     a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
     a.train()
-    state = torch.load(a.ctx.checkpoints[-1], weights_only=False)
+    state = load_state(a.ctx.checkpoints[-1])
     b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
     b.load_state_dict(state)
     assert (b.env_steps, b.opt_steps) == (a.env_steps, a.opt_steps)
@@ -169,7 +169,7 @@ def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
     steps = [r["env_steps"] for r in ctx.records]
     assert steps == [16, 32, 48]  # one record per chunk boundary, none repeated
     assert ctx.records[-1]["replay_ratio"] == pytest.approx(16.0)
-    state = torch.load(ctx.checkpoints[-1], weights_only=False)
+    state = load_state(ctx.checkpoints[-1])
     counters = state["counters"]
     assert counters["pending_env_steps"] == 16 and counters["opt_steps"] == a.opt_steps
     b = DreamerTrainer(cfg, FakeContext(tmp_path / "b"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import attrs
 import pytest
 import torch
-from fakes import FakeContext
+from fakes import FakeContext, load_state
 
 from gbx.guard import NonFiniteError
 from gbx_algo_dreamer.config import DreamerConfig
@@ -50,7 +50,7 @@ def test_checkpoint_round_trip_resumes_exactly(tmp_path):
     cfg = _cfg(total_env_steps=40)
     a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
     a.train()
-    state = torch.load(a.ctx.checkpoints[-1], weights_only=False)
+    state = load_state(a.ctx.checkpoints[-1])
     b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
     b.load_state_dict(state)
     assert torch.equal(state["bins"], b.bins) and b.bins.numel() == 255
@@ -124,3 +124,16 @@ def test_act_and_evaluate(tmp_path):
     assert a.shape == (3,) and a.dtype == torch.int64
     summary = tr.evaluate(4)
     assert summary["episodes"] == 4 and "random_success_rate" in summary
+
+
+def test_checkpoint_holds_the_running_episode_sums(tmp_path):
+    cfg = _cfg(total_env_steps=40)
+    a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
+    a.train()
+    sums = a.metrics.state_dict()
+    assert bool((sums["ep_length"] > 0).any())  # episodes are running at the checkpoint
+    state = load_state(a.ctx.checkpoints[-1])
+    b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
+    b.load_state_dict(state)
+    for key, value in b.metrics.state_dict().items():
+        assert torch.equal(value, sums[key]), key

@@ -248,10 +248,13 @@ def test_illegal_opcode_locks_only_that_env() -> None:
     batch = GameBoyBatch(micro_rom(body), 2, "cpu")
     batch.step_frames(torch.tensor([1, 0], dtype=torch.int32), 5, 5, render_last=False)
     assert batch.locked.tolist() == [1, 0]
-    assert batch.regs(0)["pc"] == batch.regs(0)["pc"]  # frozen at the opcode
+    locked_pc, running_cycles = batch.regs(0)["pc"], int(batch.cycle_count[1])
     frames_before = batch.frame_count.tolist()
     batch.run_frames(3)
+    assert batch.regs(0)["pc"] == locked_pc  # frozen at the opcode
     assert batch.frame_count.tolist() == [frames_before[0], frames_before[1] + 3]
+    assert batch.locked.tolist() == [1, 0]  # env 1 still runs, never locked by env 0
+    assert int(batch.cycle_count[1]) > running_cycles
     code = micro_rom(body)
     assert code[batch.regs(0)["pc"]] == 0xD3
 

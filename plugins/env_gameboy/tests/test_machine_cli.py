@@ -130,3 +130,38 @@ def test_phase_clocks_build_counts_every_instruction_and_splits_the_time() -> No
                            "writes"}
     assert abs(sum(shares.values()) - 1.0) < 1e-3 and shares["fetch"] > 0
     assert clocks["live_lanes_per_fetch"] == 1.0  # one env per CPU task
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--frames", "-5"], "--frames must be >= 1, got -5"),
+    (["--cycles", "-1"], "--cycles must be >= 1, got -1"),
+    (["--envs", "10000000"], "lower --envs"),
+])
+def test_bad_counts_and_a_batch_too_big_are_one_line_exit_2_before_allocating(
+        tmp_path, monkeypatch, args, message) -> None:
+    from gbx.cli import build_cli
+    from gbx.plugins import load_plugins
+    from gbx_gameboy import machine
+
+    def no_alloc(*_a, **_k):
+        raise AssertionError("the batch must not be built")
+
+    monkeypatch.setattr(machine.GameBoyBatch, "__init__", no_alloc)
+    path = tmp_path / "m.gb"
+    path.write_bytes(micro_rom("    DONE"))
+    res = CliRunner().invoke(build_cli(load_plugins()), ["gameboy", "run", str(path), *args])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert res.output.count("\n") == 1
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without GPU")
+def test_cuda_without_a_gpu_is_one_line_exit_2(tmp_path) -> None:
+    from gbx.cli import build_cli
+    from gbx.plugins import load_plugins
+
+    path = tmp_path / "m.gb"
+    path.write_bytes(micro_rom("    DONE"))
+    res = CliRunner().invoke(build_cli(load_plugins()),
+                             ["gameboy", "run", str(path), "--device", "cuda"])
+    assert res.exit_code == 2 and "CUDA is not available" in res.output, res.output
+    assert res.output.count("\n") == 1

@@ -10,6 +10,8 @@ from typing import Any
 
 import attrs
 
+from gbx.config import in_range
+
 MODES = ("full", "standing_still", "recon_check")
 ENGINES = ("sync", "overlapped")
 
@@ -37,6 +39,9 @@ SIZES: dict[str, SizePreset] = {
 }
 
 
+_POS = in_range(0, lo_open=True)  # > 0 and finite
+
+
 def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
@@ -53,61 +58,86 @@ class DreamerConfig:
         "model size preset: tiny, XS, S, M, L, XL"))
     mode: str = attrs.field(default="full", validator=_in(*MODES), metadata=_help(
         "full | standing_still (fixed actions, world model only) | recon_check"))
-    num_envs: int = attrs.field(default=16, metadata=_help("parallel env streams"))
-    total_env_steps: int = attrs.field(default=0, metadata=_help(
+    num_envs: int = attrs.field(default=16, validator=in_range(1),
+        metadata=_help("parallel env streams"))
+    total_env_steps: int = attrs.field(default=0, validator=in_range(0), metadata=_help(
         "stop after this many env steps (0: run until the run's own budget/stop)"))
-    batch_size: int = attrs.field(default=16, metadata=_help("sequences per update (B)"))
-    batch_length: int = attrs.field(default=64, metadata=_help("steps per sequence (L)"))
-    train_ratio: float = attrs.field(default=32.0, metadata=_help(
+    batch_size: int = attrs.field(default=16, validator=in_range(1),
+        metadata=_help("sequences per update (B)"))
+    batch_length: int = attrs.field(default=64, validator=in_range(2),
+        metadata=_help("steps per sequence (L)"))
+    train_ratio: float = attrs.field(default=32.0, validator=_POS, metadata=_help(
         "replayed steps per env step; updates per env step = train_ratio / (B * L)"))
-    replay_capacity: int = attrs.field(default=1_000_000, metadata=_help(
+    replay_capacity: int = attrs.field(default=1_000_000, validator=in_range(1), metadata=_help(
         "replay size in steps, over all env streams"))
-    learning_starts: int = attrs.field(default=1024, metadata=_help(
+    learning_starts: int = attrs.field(default=1024, validator=in_range(0), metadata=_help(
         "env steps collected before the first update"))
-    fixed_action: int = attrs.field(default=0, metadata=_help(
+    fixed_action: int = attrs.field(default=0, validator=in_range(0), metadata=_help(
         "action repeated in standing_still mode"))
-    heldout_fraction: float = attrs.field(default=0.125, metadata=_help(
+    heldout_fraction: float = attrs.field(default=0.125, validator=in_range(0, 1, hi_open=True),
+        metadata=_help(
         "share of env streams kept out of training in recon_check mode"))
     engine: str = attrs.field(default="sync", validator=_in(*ENGINES), metadata=_help(
         "sync (collect one env step, then its updates) | overlapped (on CUDA: collect the "
         "next chunk on a side stream while the committed replay trains on the main stream; "
         "on the CPU the same schedule runs sequentially)"))
-    overlap_chunk: int = attrs.field(default=16, metadata=_help(
+    overlap_chunk: int = attrs.field(default=16, validator=in_range(1), metadata=_help(
         "env iterations collected per chunk with algo.engine=overlapped; the player acts "
         "with a copy of the weights taken at the start of each chunk"))
     # world model
-    model_lr: float = attrs.field(default=1e-4, metadata=_help("world model learning rate"))
-    model_eps: float = attrs.field(default=1e-8, metadata=_help("world model Adam epsilon"))
-    model_clip: float = attrs.field(default=1000.0, metadata=_help("world model grad-norm clip"))
-    kl_dyn: float = attrs.field(default=0.5, metadata=_help("dynamics KL scale"))
-    kl_rep: float = attrs.field(default=0.1, metadata=_help("representation KL scale"))
-    free_bits: float = attrs.field(default=1.0, metadata=_help("free nats per step (KL floor)"))
-    unimix: float = attrs.field(default=0.01, metadata=_help("uniform mix of categoricals"))
-    bins: int = attrs.field(default=255, metadata=_help("two-hot bins of reward/critic"))
+    model_lr: float = attrs.field(default=1e-4, validator=_POS,
+        metadata=_help("world model learning rate"))
+    model_eps: float = attrs.field(default=1e-8, validator=_POS,
+        metadata=_help("world model Adam epsilon"))
+    model_clip: float = attrs.field(default=1000.0, validator=_POS,
+        metadata=_help("world model grad-norm clip"))
+    kl_dyn: float = attrs.field(default=0.5, validator=in_range(0),
+        metadata=_help("dynamics KL scale"))
+    kl_rep: float = attrs.field(default=0.1, validator=in_range(0),
+        metadata=_help("representation KL scale"))
+    free_bits: float = attrs.field(default=1.0, validator=in_range(0),
+        metadata=_help("free nats per step (KL floor)"))
+    unimix: float = attrs.field(default=0.01, validator=in_range(0, 1, hi_open=True),
+        metadata=_help("uniform mix of categoricals"))
+    bins: int = attrs.field(default=255, validator=in_range(2),
+        metadata=_help("two-hot bins of reward/critic"))
     # actor-critic
-    actor_lr: float = attrs.field(default=3e-5, metadata=_help("actor learning rate"))
-    critic_lr: float = attrs.field(default=3e-5, metadata=_help("critic learning rate"))
-    ac_eps: float = attrs.field(default=1e-5, metadata=_help("actor/critic Adam epsilon"))
-    ac_clip: float = attrs.field(default=100.0, metadata=_help("actor/critic grad-norm clip"))
-    horizon: int = attrs.field(default=15, metadata=_help("imagination horizon"))
-    gamma: float = attrs.field(default=0.997, metadata=_help("discount (1 - 1/333)"))
-    lam: float = attrs.field(default=0.95, metadata=_help("lambda of lambda-returns"))
-    entropy_scale: float = attrs.field(default=3e-4, metadata=_help("actor entropy scale"))
-    slow_critic_decay: float = attrs.field(default=0.98, metadata=_help(
+    actor_lr: float = attrs.field(default=3e-5, validator=_POS,
+        metadata=_help("actor learning rate"))
+    critic_lr: float = attrs.field(default=3e-5, validator=_POS,
+        metadata=_help("critic learning rate"))
+    ac_eps: float = attrs.field(default=1e-5, validator=_POS,
+        metadata=_help("actor/critic Adam epsilon"))
+    ac_clip: float = attrs.field(default=100.0, validator=_POS,
+        metadata=_help("actor/critic grad-norm clip"))
+    horizon: int = attrs.field(default=15, validator=in_range(1),
+        metadata=_help("imagination horizon"))
+    gamma: float = attrs.field(default=0.997, validator=in_range(0, 1, lo_open=True),
+        metadata=_help("discount (1 - 1/333)"))
+    lam: float = attrs.field(default=0.95, validator=in_range(0, 1),
+        metadata=_help("lambda of lambda-returns"))
+    entropy_scale: float = attrs.field(default=3e-4, validator=in_range(0),
+        metadata=_help("actor entropy scale"))
+    slow_critic_decay: float = attrs.field(default=0.98, validator=in_range(0, 1), metadata=_help(
         "EMA decay of the slow critic target"))
-    slow_critic_reg: float = attrs.field(default=1.0, metadata=_help(
+    slow_critic_reg: float = attrs.field(default=1.0, validator=in_range(0), metadata=_help(
         "scale of the critic's regulariser towards the slow critic"))
-    retnorm_decay: float = attrs.field(default=0.99, metadata=_help("return-scale EMA decay"))
-    retnorm_limit: float = attrs.field(default=1.0, metadata=_help("minimum return scale"))
+    retnorm_decay: float = attrs.field(default=0.99, validator=in_range(0, 1),
+        metadata=_help("return-scale EMA decay"))
+    retnorm_limit: float = attrs.field(default=1.0, validator=_POS,
+        metadata=_help("minimum return scale"))
     # size overrides (0 = use the preset)
-    deter: int = attrs.field(default=0, metadata=_help("GRU width override"))
-    units: int = attrs.field(default=0, metadata=_help("MLP width override"))
-    depth: int = attrs.field(default=0, metadata=_help("CNN base depth override"))
+    deter: int = attrs.field(default=0, validator=in_range(0), metadata=_help("GRU width override"))
+    units: int = attrs.field(default=0, validator=in_range(0), metadata=_help("MLP width override"))
+    depth: int = attrs.field(default=0, validator=in_range(0),
+        metadata=_help("CNN base depth override"))
     # bookkeeping
-    record_every: int = attrs.field(default=64, metadata=_help("env iterations per record"))
-    checkpoint_every: int = attrs.field(default=100_000, metadata=_help(
+    record_every: int = attrs.field(default=64, validator=in_range(1),
+        metadata=_help("env iterations per record"))
+    checkpoint_every: int = attrs.field(default=100_000, validator=in_range(0), metadata=_help(
         "env steps between checkpoints (0: only at the end)"))
-    memory_fraction: float = attrs.field(default=0.9, metadata=_help(
+    memory_fraction: float = attrs.field(default=0.9, validator=in_range(0, 1, lo_open=True),
+        metadata=_help(
         "refuse to start if the estimate exceeds this share of free device memory"))
 
     def preset(self) -> SizePreset:

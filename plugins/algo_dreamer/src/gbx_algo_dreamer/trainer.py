@@ -388,7 +388,10 @@ class DreamerTrainer:
                          "pending_env_steps": self.pending_env_steps},
             "live": {"obs": None if self._obs is None else self._obs.clone(),
                      "is_first": None if self._is_first is None else self._is_first.clone(),
-                     "env": self.env.state_dict() if hasattr(self.env, "state_dict") else None},
+                     "env": self.env.state_dict() if hasattr(self.env, "state_dict") else None,
+                     # per-env running episode sums: an episode spanning the checkpoint
+                     # is recorded with its whole return and length after a resume
+                     "metrics": self.metrics.state_dict()},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -424,6 +427,9 @@ class DreamerTrainer:
             self.env.load_state_dict(live["env"])
             self._obs = live["obs"].to(self.device).clone()
             self._is_first = live["is_first"].to(self.device).clone()
+            if live.get("metrics") is not None:
+                self.metrics.load_state_dict(
+                    {k: v.to(self.device) for k, v in live["metrics"].items()})
         elif live["obs"] is not None:
             # an env without state_dict cannot be restored: restart its episodes
             self._obs = self.env.reset()

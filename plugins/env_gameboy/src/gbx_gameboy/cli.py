@@ -45,8 +45,16 @@ def run(
         _fail(str(exc))
     if envs < 1:
         _fail(f"--envs must be >= 1, got {envs}")
-    from gbx_gameboy.machine import GameBoyBatch
+    for flag, value in (("--frames", frames), ("--cycles", cycles)):
+        if value is not None and value < 1:
+            _fail(f"{flag} must be >= 1, got {value}")
+    from gbx.resolve import resolve_device
+    from gbx.rl_common import check_memory
+    from gbx_gameboy.machine import GameBoyBatch, batch_bytes
 
+    # Device and memory are checked before Warp allocates: one line, exit 2.
+    check_memory(batch_bytes(cart, envs), resolve_device(device), algo="gbx gameboy run",
+                 fix="lower --envs")
     batch = GameBoyBatch(cart, envs, device)
     presses = _prepare(batch, state, press)
     if cycles is not None:

@@ -24,7 +24,7 @@ import attrs
 import torch
 
 from gbx import hookimpl
-from gbx.config import option
+from gbx.config import in_range, option
 from gbx_gameboy.actions import CODECS, make_codec
 from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
 
@@ -62,7 +62,7 @@ class GameBoyConfig:
     )
     release_after_frames: int = option(
         8, "frames the chosen buttons are held before release, within a step",
-        _release_within_step,
+        _v.and_(in_range(0, MAX_FRAMES_PER_STEP), _release_within_step),
     )
     action_codec: str = option(
         "default", f"action set: {', '.join(CODECS)}", _v.in_(tuple(CODECS))

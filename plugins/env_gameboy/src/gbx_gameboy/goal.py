@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 import torch
 
-from gbx.config import option
+from gbx.config import in_range, option
 from gbx.goal_math import count_under, goal_distance, goal_reward, reached
 from gbx.metrics import percentiles
 from gbx_gameboy.capture import npy_bytes
@@ -62,9 +62,10 @@ class GoalConfig(GameBoyConfig):
         None, "consecutive steps under tau that end an episode (None: the goal's meta.json)",
         check_consec_k,
     )
-    goal_bonus: float = option(1.0, "reward on the step that reaches the goal")
+    goal_bonus: float = option(1.0, "reward on the step that reaches the goal", in_range(0))
     shaping: float = option(
-        0.0, "dense reward scale: shaping * (previous distance - distance); 0 = off"
+        0.0, "dense reward scale: shaping * (previous distance - distance); 0 = off",
+        in_range(0),
     )
     info_mode: str = option(
         "stats", "info carries: full (per-env dist) | stats (dist p10/p50/p90) | none",

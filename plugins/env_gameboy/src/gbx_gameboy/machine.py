@@ -62,6 +62,17 @@ def _torch_device(device: str) -> str:
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
 
+def batch_bytes(cart: Cartridge, num_envs: int,
+                serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -> int:
+    """Device bytes the per-env arrays of a :class:`GameBoyBatch` take (as allocated there),
+    so a command can refuse a batch that cannot fit before Warp allocates anything."""
+    nt = L.tiles_for(num_envs)
+    per_tile = (L.MEM_BYTES + max(cart.ram_bytes, 1) + 4 * L.ST_COUNT + 8 * L.TM_COUNT
+                + serial_capacity) * L.TILE
+    clocks = 8 * CLOCK_ROWS * num_envs if PHASE_CLOCKS else 8
+    return nt * per_tile + num_envs * L.SCREEN_H * L.SCREEN_W + clocks + len(cart.data)
+
+
 class GameBoyBatch:
     """``num_envs`` DMG machines sharing one ROM, stepped by one kernel launch per call.
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from gbx.errors import GbxError
 from gbx_observers.logfile import validate_log
 from gbx_observers.plot import plot_log
 
@@ -90,7 +91,7 @@ def load_policy(checkpoint: Path, *, device: str, seed: int) -> LoadedPolicy:
     from gbx.config import from_dict
     from gbx.plugins import get_host
     from gbx.resolve import require_algorithm, resolve_device
-    from gbx.runner import Run
+    from gbx.runner import Run, restore_trainer
 
     root = click.get_current_context(silent=True)
     host = root.find_root().obj if root is not None else None
@@ -99,15 +100,15 @@ def load_policy(checkpoint: Path, *, device: str, seed: int) -> LoadedPolicy:
     try:
         path = latest_checkpoint(checkpoint)
         payload = load_checkpoint(path)
-    except (FileNotFoundError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except FileNotFoundError as exc:
+        raise GbxError(str(exc)) from exc
     config = from_dict(payload["config"], host.registry)
     config = attrs.evolve(config, run=attrs.evolve(config.run, device=device, seed=seed))
     run_dir = path.parent.parent
     run = Run(config, host, run_dir=run_dir, run_id=str(payload.get("run_id", run_dir.name)),
               device=resolve_device(device))
     trainer = require_algorithm(host.registry, config.run.algo).trainer_cls(config.algo, run)
-    trainer.load_state_dict(payload["state"])
+    restore_trainer(trainer, payload["state"], str(path))
     meta = {"run_id": run.run_id, "algo": config.run.algo, "env": config.run.env,
             "env_steps": int(payload.get("step", 0)), "checkpoint_file": str(path)}
     return LoadedPolicy(trainer.act, run.make_env, meta)

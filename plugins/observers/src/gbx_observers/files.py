@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from gbx.config import atomic_file
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
@@ -17,17 +18,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     Readers (and a run killed mid-write) see either the old file or the new
     one, never a partial file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as handle:  # the core's helper: umask permissions, fsync
+        handle.write(data)
     return path
 
 

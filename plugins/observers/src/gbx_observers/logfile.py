@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from gbx.errors import GbxError
 from gbx_observers.schema import (
     TAGS,
     ErrorLine,
@@ -34,9 +35,19 @@ def classify(obj: dict[str, Any]) -> str:
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
-    """Yield ``(line_number, text, has_newline)`` for each line, numbered from 1."""
-    with open(path, encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
+    """Yield ``(line_number, text, has_newline)`` for each line, numbered from 1.
+
+    Raises :class:`GbxError` at the first line that is not UTF-8 text (not a gbx log).
+    """
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise GbxError(
+                    f"{path} line {number} is not UTF-8 text (byte {exc.start}: "
+                    f"{raw[exc.start:exc.start + 1]!r}); a gbx log is UTF-8 JSON lines"
+                ) from exc
             yield number, text.rstrip("\n"), text.endswith("\n")
 
 
