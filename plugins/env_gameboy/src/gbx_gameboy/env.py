@@ -26,6 +26,7 @@ import torch
 from gbx import hookimpl
 from gbx.config import option
 from gbx_gameboy.actions import CODECS, make_codec
+from gbx_gameboy.cartridge import RomError
 from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
 
 # Warp and the emulator modules are imported where an env is built, so that
@@ -86,10 +87,10 @@ def resolve_rom(path: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_file():
         if p == DEFAULT_ROM:
-            raise FileNotFoundError(
+            raise RomError(
                 f"the bundled game ROM is missing ({p}); build it or pass env.rom=PATH.gb"
             )
-        raise FileNotFoundError(f"ROM not found: {p} (set env.rom to a .gb file)")
+        raise RomError(f"ROM not found: {p} (set env.rom to a .gb file)")
     return p
 
 
