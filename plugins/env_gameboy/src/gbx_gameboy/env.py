@@ -226,8 +226,11 @@ class GameBoyEnv:
         torch.ge(self._steps, cfg.max_steps, out=self._trunc)
         torch.logical_or(done, self._trunc, out=self._reset_mask)
         self._final_obs.copy_(self.stack.buffer)
+        # Envs the emulator locked in this step (illegal opcode, cycle budget), before a
+        # reset restores them from the start state.
+        faulted = self.batch.faulted()
         self._reset_envs(self._reset_mask)
-        info = {"reset_mask": self._reset_mask, "final_obs": self._final_obs}
+        info = {"reset_mask": self._reset_mask, "final_obs": self._final_obs, "faulted": faulted}
         return self.stack.buffer, reward, done, self._trunc, info
 
     def close(self) -> None:

@@ -133,6 +133,7 @@ class GameBoyBatch:
         g.ref = self._g_dev.ptr
         self._g = g
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._faulted = torch.zeros((nt, L.TILE), dtype=torch.bool, device=wp.device_to_torch(dev))
         self.last_compile_s = 0.0
         self.reset(boot_rom_present=boot is not None)
 
@@ -215,10 +216,11 @@ class GameBoyBatch:
         stopped: 1 illegal opcode, 2 cycle budget of a frames launch used up."""
         return row_of_envs(wp.to_torch(self._g.st), L.S_LOCKED, self.num_envs).to(torch.uint8)
 
-    def faulted_into(self, out: torch.Tensor) -> torch.Tensor:
-        """bool [N] into ``out``: the envs that are locked by a fault (device op, no sync)."""
-        st = wp.to_torch(self._g.st)
-        return torch.ne(st[:, L.S_LOCKED, :].reshape(-1)[: self.num_envs], 0, out=out)
+    def faulted(self) -> torch.Tensor:
+        """bool [N]: the envs locked by a fault (one device op into a buffer the batch
+        owns, no sync, no allocation; the tensor is overwritten by the next call)."""
+        torch.ne(wp.to_torch(self._g.st)[:, L.S_LOCKED, :], 0, out=self._faulted)
+        return self._faulted.view(-1)[: self.num_envs]
 
     @property
     def frame_count(self) -> torch.Tensor:

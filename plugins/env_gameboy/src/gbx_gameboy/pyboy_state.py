@@ -72,7 +72,8 @@ _TAIL: list[Field] = [
     ("ser_last_cycles", "Q"), ("ser_cycles_to_interrupt", "Q"), ("ser_clock", "Q"),
     ("ser_clock_target", "Q"), ("sgb", _SGB_BYTES),
 ]
-_INT = {"B": 1, "H": 2, "Q": 8}
+INT_BYTES = {"B": 1, "H": 2, "Q": 8}
+_INT = INT_BYTES
 
 
 def _cart_fields(cart_type: int, ram_code: int) -> list[Field]:
@@ -90,6 +91,22 @@ def _cart_fields(cart_type: int, ram_code: int) -> list[Field]:
 
 def _size(fields: Iterable[Field]) -> int:
     return sum(_INT[k] if isinstance(k, str) else k for _, k in fields)
+
+
+def field_layout(cart: Cartridge, total: int) -> list[Field]:
+    """Every field (name, "B" | "H" | "Q" | byte count) of a ``total``-byte state of ``cart``."""
+    return _layout(cart, total)
+
+
+def blank_fields(cart: Cartridge, sound_bytes: int = 64) -> dict[str, Any]:
+    """A parsed state of ``cart`` with every field zero (a template for :func:`from_gbx`
+    where PyBoy's own is not at hand; PyBoy itself may not run such a file)."""
+    fields: list[Field] = [*_HEAD, ("sound", sound_bytes), *_RENDERER, *_RAM_TIMER,
+                           *_cart_fields(cart.data[0x147], cart.data[0x149]), *_TAIL]
+    out: dict[str, Any] = {n: 0 if isinstance(k, str) else bytes(k) for n, k in fields}
+    out["version"] = PYBOY_STATE_VERSION
+    out["io_ports"] = bytes(0x4C)
+    return out
 
 
 def _layout(cart: Cartridge, total: int) -> list[Field]:

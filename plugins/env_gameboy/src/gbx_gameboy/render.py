@@ -17,7 +17,7 @@ used by tests and tools to draw the current VRAM/OAM/IO state of every env.
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import env_base, mem_get
+from gbx_gameboy.kstate import CHECK_BOUNDS, check_index, env_base, mem_get
 from gbx_gameboy.layout import (
     BGP,
     IO_OFF,
@@ -114,6 +114,8 @@ def render_line(
     """
     if ly < 0 or ly >= _H:
         return win_line
+    if wp.static(CHECK_BOUNDS):
+        check_index(ly, _H)  # the framebuffer row (a Warp array, not a kstate accessor)
     lcdc = _rd(mb, _LCDC)
     if (lcdc & 0x80) == 0:
         # LCD off: the DMG shows a blank (white) screen.
