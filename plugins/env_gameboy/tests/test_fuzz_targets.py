@@ -16,7 +16,7 @@ from gbx_gameboy import savestate
 from gbx_gameboy.cartridge import Cartridge, parse_cartridge
 from gbx_gameboy.fuzz_targets import TARGETS, _cart
 
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+FAST = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def _accepts_or_refuses(fn, *args) -> None:  # type: ignore[no-untyped-def]

@@ -39,6 +39,7 @@ def _buttons(env: int, step: int) -> int:
 
 def _drive(batch: GameBoyBatch, envs: list[int]) -> None:
     dev = batch.fb.device
+    batch.run_frames(1, render_last=True)  # the first frame drawn: a bad LY meets the renderer
     for step in range(STEPS):
         b = torch.tensor([_buttons(e, step) for e in envs], dtype=torch.int32, device=dev)
         batch.step_frames(b, FRAMES, 2)
@@ -154,6 +155,25 @@ def test_bad_env_zero_leaves_the_others_bit_exact(device: str, tmp_path: Path) -
     assert faults["halt-forever"] == 0  # a halted CPU still completes frames
 
 
+@pytest.mark.parametrize("device", _devices())
+def test_a_bad_line_never_reaches_a_frozen_neighbour(device: str) -> None:
+    """Env 1 is locked, so nothing of its own redraws its frame: any write from env 0's
+    out-of-range lines (LY 144-255, drawing phase) would stay visible in it."""
+    batch = GameBoyBatch(DEFAULT_ROM, 2, device)
+    batch.run_frames(2, render_last=True)
+    env_rows(batch.state_tensors()["st"], 1)[L.S_LOCKED] = L.FAULT_ILLEGAL_OPCODE
+    batch.fb[1].fill_(3)  # a frame env 0's bad lines (LCDC 0x80: shade 0) cannot repaint
+    frozen = batch.fb[1].clone()
+    for ly in (144, 153, 200, 255):
+        _mem(batch)[L.IO_OFF + L.LCDC] |= 0x80
+        _mem(batch)[L.IO_OFF + L.LY] = ly
+        _st(batch)[L.S_PPU_PHASE] = 2
+        _st(batch)[L.T_PPU_NEXT] = 0
+        batch.run_frames(1, render_last=True)
+        batch.synchronize()
+        assert torch.equal(batch.fb[1], frozen), f"LY {ly} drew into env 1"
+
+
 def test_fault_mask_is_reported_by_the_env() -> None:
     from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
 
@@ -210,7 +230,8 @@ st[L.S_RAMOFF] = 2**20
 st[L.S_SER_LEN] = -(2**31)
 mem[L.WRAM_OFF:L.WRAM_OFF + 4] = torch.tensor([0x3E, 0x81, 0xE0, 0x02], dtype=torch.uint8)
 st[L.R_PC] = 0xC000  # ld a, $81; ldh [SC], a: a serial transfer into the ring
-b.run_frames(3, render_last=True)
+b.run_frames(1, render_last=True)  # drawn from the first line on
+b.run_frames(2, render_last=True)
 b.synchronize()
 print("clean", flush=True)
 # The control: one read past the env's slice must stop the process.
