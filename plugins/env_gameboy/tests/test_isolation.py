@@ -228,8 +228,11 @@ st[L.T_PPU_NEXT] = -5
 st[L.S_WIN_LINE] = 2**30
 st[L.S_RAMOFF] = 2**20
 st[L.S_SER_LEN] = -(2**31)
-mem[L.WRAM_OFF:L.WRAM_OFF + 4] = torch.tensor([0x3E, 0x81, 0xE0, 0x02], dtype=torch.uint8)
-st[L.R_PC] = 0xC000  # ld a, $81; ldh [SC], a: a serial transfer into the ring
+code = [0x3E, 0x81, 0xE0, 0x02, 0xFA, 0x00, 0xA0, 0xEA, 0x00, 0xA0]
+mem[L.WRAM_OFF:L.WRAM_OFF + len(code)] = torch.tensor(code, dtype=torch.uint8)
+# ld a, $81; ldh [SC], a (a serial transfer into the ring); ld a, [$A000]; ld [$A000], a
+# (cart RAM that this cartridge does not have, through the state's RAM window)
+st[L.R_PC] = 0xC000
 b.run_frames(1, render_last=True)  # drawn from the first line on
 b.run_frames(2, render_last=True)
 b.synchronize()
