@@ -11,6 +11,7 @@ import torch
 from env_test_rom import write_env_test_rom
 
 from gbx.api import Env
+from gbx_gameboy.cartridge import RomError
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv, register_envs
 from gbx_gameboy.savestate import save_state
 from gbx_gameboy.tiles import env_rows
@@ -124,7 +125,7 @@ def test_config_validation_and_warning(
         GameBoyConfig(action_codec="buttons10")
     with pytest.raises(ValueError):
         GameBoyConfig(obs_size="84x84")
-    with pytest.raises(FileNotFoundError, match="ROM not found"):
+    with pytest.raises(RomError, match="ROM not found"):
         GameBoyEnv(GameBoyConfig(rom=str(rom) + ".missing"), 1, "cpu")
     for f in attrs.fields(GameBoyConfig):
         assert f.metadata.get("help"), f.name

@@ -165,3 +165,32 @@ def test_cuda_without_a_gpu_is_one_line_exit_2(tmp_path) -> None:
                              ["gameboy", "run", str(path), "--device", "cuda"])
     assert res.exit_code == 2 and "CUDA is not available" in res.output, res.output
     assert res.output.count("\n") == 1
+
+
+def test_header_flag_combinations_run_or_fail_in_one_line(tmp_path) -> None:
+    """Every cartridge type the header may name, with RAM sizes and a PyBoy state in
+    VBlank: `gbx gameboy run` runs it (exit 0) or refuses it in one line (exit 2)."""
+    from gbx_gameboy import pyboy_state as ps
+    from gbx_gameboy.cartridge import CART_TYPES, parse_cartridge
+    from gbx_gameboy.fuzz_targets import _base_rom, _with_header
+
+    runner = CliRunner()
+    codes = set()
+    for cart_type in [*sorted(CART_TYPES), 0x04, 0xFF]:
+        for ram_code in (0, 2, 5, 7):
+            rom = tmp_path / "x.gb"
+            rom.write_bytes(_with_header(_base_rom(), cart_type, ram_code))
+            args = ["run", str(rom), "--frames", "1", "--regs"]
+            if cart_type in CART_TYPES and ram_code != 7:
+                cart = parse_cartridge(rom)
+                fields = ps.blank_fields(cart)
+                fields.update(LY=144, STAT=0x81, LCDC=0x91, lcd_clock_target=2**64 - 1)
+                state = tmp_path / "x.state"
+                state.write_bytes(ps.encode(fields, cart))
+                args += ["--state", str(state)]
+            res = runner.invoke(gameboy, args)
+            assert res.exit_code in (0, 2), (hex(cart_type), ram_code, res.output)
+            if res.exit_code == 2:
+                assert len(res.output.strip().splitlines()) == 1, res.output
+            codes.add(res.exit_code)
+    assert codes == {0, 2}

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -48,19 +52,35 @@ class FakeBatch:
         return self._state
 
 
+def resign(data: bytes, edit: Callable[[dict[str, Any]], object]) -> bytes:
+    """``data`` with its JSON metadata edited and a matching digest (a crafted file)."""
+    n = int.from_bytes(data[12:16], "little")
+    meta = json.loads(data[16:16 + n])
+    edit(meta)
+    raw = json.dumps(meta).encode()
+    body = data[:12] + len(raw).to_bytes(4, "little") + raw + data[16 + n:-32]
+    return body + hashlib.sha256(body).digest()
+
+
 def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_round_trip_into_one_env_and_all_envs(tmp_path: Path) -> None:
-    src = FakeBatch(3, seed=0)
+    from gbx_gameboy.env import DEFAULT_ROM
+    from gbx_gameboy.machine import GameBoyBatch
+
+    src = GameBoyBatch(DEFAULT_ROM, 3)
+    src.run_frames(7, render_last=True)
     p = save_state(src, 2, tmp_path / "s.gbxstate")
-    dst = FakeBatch(5, seed=1)
+    dst = GameBoyBatch(DEFAULT_ROM, 5)
+    dst.run_frames(2)
     untouched = capture(dst.state_tensors(), 0)
     st = load_state(dst, p, env=4)
+    # A state the emulator wrote is in range: loading it changes nothing (bit for bit).
     assert same(capture(dst.state_tensors(), 4), capture(src.state_tensors(), 2))
     assert same(capture(dst.state_tensors(), 0), untouched)
-    assert len(st.sha256) == 64 and st.rom.title == "GAME"
+    assert len(st.sha256) == 64 and st.rom.title == src.cart.title
     load_state(dst, p)
     assert all(same(capture(dst.state_tensors(), e), st.arrays) for e in range(5))
 
@@ -75,6 +95,8 @@ def test_refusals_are_one_line(tmp_path: Path) -> None:
         "unreadable metadata": data[:17] + b"\xff" + data[18:],
         "not a gbx savestate": b"\x1d" + data[1:],
         "version": data[:8] + (7).to_bytes(4, "little") + data[12:],
+        "invalid metadata": resign(data, lambda m: m.pop("rom")),
+        "shape": resign(data, lambda m: m["arrays"][0].update(shape=[3])),
     }
     for expected, bad in cases.items():
         with pytest.raises(SaveStateError, match=expected) as e:

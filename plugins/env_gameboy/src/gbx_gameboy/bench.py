@@ -143,7 +143,7 @@ def measure(
         "run_s": run_s,
         "compile_s": compile_s,
         "compile_cold": cold,
-        "locked_envs": int(batch.locked.sum()),
+        "locked_envs": int((batch.locked != 0).sum()),
         **_versions(),
         **extra,
     }

@@ -74,7 +74,7 @@ def run(
     if regs:
         out = batch.regs(0)
         out["frames"] = int(batch.frame_count[0])
-        out["locked_envs"] = int(batch.locked.sum())
+        out["locked_envs"] = int((batch.locked != 0).sum())
         click.echo(json.dumps(out))
 
 

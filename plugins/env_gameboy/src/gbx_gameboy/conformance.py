@@ -120,8 +120,10 @@ def _verdict(case: RomCase, batch: object) -> tuple[bool | None, str]:
     from gbx_gameboy.machine import GameBoyBatch
 
     assert isinstance(batch, GameBoyBatch)
-    if bool(batch.locked[0]):
-        return False, f"locked on illegal opcode at PC=0x{batch.regs(0)['pc']:04X}"
+    fault = int(batch.locked[0])
+    if fault != 0:
+        what = "illegal opcode" if fault == 1 else "cycle budget used up"
+        return False, f"locked ({what}) at PC=0x{batch.regs(0)['pc']:04X}"
     if case.protocol == SER:
         text = batch.serial_output(0).decode("latin-1")
         if "Passed" in text:

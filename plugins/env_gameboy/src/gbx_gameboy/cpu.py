@@ -100,6 +100,9 @@ from gbx_gameboy.decode import (
 )
 from gbx_gameboy.kstate import GB, ld_i32, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
+    CYCLES_PER_FRAME,
+    FAULT_BUDGET,
+    FAULT_ILLEGAL_OPCODE,
     HRAM_OFF,
     IE_HRAM_INDEX,
     IF,
@@ -163,8 +166,15 @@ FH = 0x20
 FC = 0x10
 RUN_CYCLES = 0
 PAST_LIMIT = 1 << 29
-LAUNCH_TIME_LIMIT = 0x30000000  # below NEVER, above MAX_FRAMES_PER_LAUNCH frames
+LAUNCH_TIME_LIMIT = 0x30000000  # below NEVER, above the cycle budget of the longest launch
 RUN_FRAMES = 1
+# Cycle budget of a frames launch: an env gets this many cycles per requested frame (plus
+# one frame's worth). A DMG frame is 70224 cycles, LCD on or off; only a game that keeps
+# restarting the LCD before VBlank, or a crafted state, takes longer. An env that uses up
+# its budget without completing its frames is locked with FAULT_BUDGET: it stops, its
+# frame stays as it was, and the other envs of the launch are not held up by it.
+BUDGET_CYCLES_PER_FRAME = 4 * CYCLES_PER_FRAME
+MAX_FRAMES_PER_LAUNCH = 2500  # (MAX + 1) * budget per frame stays below LAUNCH_TIME_LIMIT
 STALE = -(1 << 30)  # a next-event time that is always due: reload the cached state
 DESC_BYTES = 4 * WORDS  # one opcode descriptor (decode.py)
 
@@ -412,13 +422,15 @@ def run_kernel(
         else:
             set_buttons(g.ref, env, 0)
 
-    limit = int(LAUNCH_TIME_LIMIT)
+    # The launch's cycle limit: the requested cycles, or the frames' cycle budget.
+    limit = wp.min(amount, LAUNCH_TIME_LIMIT)
+    if mode != RUN_CYCLES:
+        frames = wp.min(amount, MAX_FRAMES_PER_LAUNCH)
+        limit = (frames + 1) * BUDGET_CYCLES_PER_FRAME
     if wp.static(PHASE_CLOCKS):
         clk = vec9l()  # cycles per phase, then live lanes, fetches, catch-ups
         c0 = cycle_clock()
         c1 = c0
-    if mode == RUN_CYCLES:
-        limit = amount
     # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
     next_ev = int(STALE)
     irq = int(0)
@@ -438,11 +450,12 @@ def run_kernel(
                 set_buttons(g.ref, env, 0)
                 held = int(0)
             if mode == RUN_FRAMES:
-                # The time bound only matters for a game that keeps restarting the LCD so
-                # that no frame ever completes: the launch clock must stay below NEVER.
-                if lframes >= amount or t >= LAUNCH_TIME_LIMIT:
+                if lframes >= amount:
                     break
-            elif t >= amount:
+                if t >= limit:
+                    locked = int(FAULT_BUDGET)  # frames not completed within the budget
+                    break
+            elif t >= limit:
                 break
             next_ev = wp.min(
                 wp.min(ppu_cpu_event(g, env), sget(g, env, T_TIMER_NEXT)),
@@ -682,7 +695,7 @@ def run_kernel(
                 ime = int(1)
                 ei_delay = int(0)
             else:
-                locked = int(1)
+                locked = int(FAULT_ILLEGAL_OPCODE)
 
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
@@ -698,7 +711,7 @@ def run_kernel(
 
         if wp.static(PHASE_CLOCKS):
             clk[5] += cycle_clock() - c1
-        if locked != 0:
+        if locked == FAULT_ILLEGAL_OPCODE:
             # Illegal opcode: the env freezes with PC at the opcode; others continue.
             pc = (pc - 1) & 0xFFFF
             break

@@ -26,6 +26,7 @@ import torch
 from gbx import hookimpl
 from gbx.config import in_range, option
 from gbx_gameboy.actions import CODECS, make_codec
+from gbx_gameboy.cartridge import RomError
 from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
 
 # Warp and the emulator modules are imported where an env is built, so that
@@ -86,10 +87,10 @@ def resolve_rom(path: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_file():
         if p == DEFAULT_ROM:
-            raise FileNotFoundError(
+            raise RomError(
                 f"the bundled game ROM is missing ({p}); build it or pass env.rom=PATH.gb"
             )
-        raise FileNotFoundError(f"ROM not found: {p} (set env.rom to a .gb file)")
+        raise RomError(f"ROM not found: {p} (set env.rom to a .gb file)")
     return p
 
 
@@ -225,8 +226,11 @@ class GameBoyEnv:
         torch.ge(self._steps, cfg.max_steps, out=self._trunc)
         torch.logical_or(done, self._trunc, out=self._reset_mask)
         self._final_obs.copy_(self.stack.buffer)
+        # Envs the emulator locked in this step (illegal opcode, cycle budget), before a
+        # reset restores them from the start state.
+        faulted = self.batch.faulted()
         self._reset_envs(self._reset_mask)
-        info = {"reset_mask": self._reset_mask, "final_obs": self._final_obs}
+        info = {"reset_mask": self._reset_mask, "final_obs": self._final_obs, "faulted": faulted}
         return self.stack.buffer, reward, done, self._trunc, info
 
     def close(self) -> None:

@@ -18,8 +18,25 @@ from it. The arrays stay in the struct for the host side (``wp.to_torch``).
 
 from __future__ import annotations
 
-from gbx_gameboy.layout import MEM_TILE_BYTES, ST_TILE_BYTES, TILE, TILE_SHIFT, TM_TILE_BYTES
+import os
+
+from gbx_gameboy.layout import (
+    MEM_BYTES,
+    MEM_TILE_BYTES,
+    ST_COUNT,
+    ST_TILE_BYTES,
+    TILE,
+    TILE_SHIFT,
+    TM_COUNT,
+    TM_TILE_BYTES,
+)
 from gbx_gameboy.warp_setup import wp
+
+# GBX_GAMEBOY_CHECK_BOUNDS=1 builds kernels whose per-env accessors check every row
+# offset against the env's slice and stop the process (a trap) on the first one outside
+# it: a test mode that proves the clamps hold. Off (the default), the checks are not
+# compiled at all.
+CHECK_BOUNDS = os.environ.get("GBX_GAMEBOY_CHECK_BOUNDS", "") == "1"
 
 wp.set_module_options({"enable_backward": False})
 
@@ -103,6 +120,19 @@ def ld_i64(base: wp.uint64, off: int) -> wp.int64: ...  # type: ignore[empty-bod
 def st_i64(base: wp.uint64, off: int, v: wp.int64): ...
 
 
+@wp.func_native("""
+if (off < 0 || off >= size) {
+    printf("gbx bounds check: offset %d outside [0, %d)\\n", off, size);
+#if defined(__CUDA_ARCH__)
+    __trap();
+#else
+    __builtin_trap();
+#endif
+}
+""")
+def check_index(off: int, size: int): ...
+
+
 # ----------------------------------------------------------------------------- per env
 @wp.func
 def env_base(ptr: wp.uint64, tile_bytes: int, elem: int, env: int) -> wp.uint64:
@@ -124,18 +154,24 @@ def mem_base(g: GB, env: int) -> wp.uint64:
 @wp.func
 def mget(g: GB, env: int, off: int) -> int:
     """Byte ``off`` of env's ``mem`` (layout.py offsets: VRAM_OFF + ..., IO_OFF + ...)."""
+    if wp.static(CHECK_BOUNDS):
+        check_index(off, MEM_BYTES)
     return ld_u8(mem_base(g, env), off * TILE)
 
 
 @wp.func
 def mset(g: GB, env: int, off: int, v: int):
     """Store the low byte of v at ``mem`` offset ``off`` of env."""
+    if wp.static(CHECK_BOUNDS):
+        check_index(off, MEM_BYTES)
     st_u8(mem_base(g, env), off * TILE, v)
 
 
 @wp.func
 def mem_get(base: wp.uint64, off: int) -> int:
     """Byte ``off`` of the env whose ``mem_base`` is ``base`` (for helpers given the base)."""
+    if wp.static(CHECK_BOUNDS):
+        check_index(off, MEM_BYTES)
     return ld_u8(base, off * TILE)
 
 
@@ -147,11 +183,15 @@ def st_base(g: GB, env: int) -> wp.uint64:
 @wp.func
 def sget(g: GB, env: int, k: int) -> int:
     """State field ``k`` (layout.py: R_*, S_*, T_*) of env."""
+    if wp.static(CHECK_BOUNDS):
+        check_index(k, ST_COUNT)
     return ld_i32(st_base(g, env), k * (4 * TILE))
 
 
 @wp.func
 def sset(g: GB, env: int, k: int, v: int):
+    if wp.static(CHECK_BOUNDS):
+        check_index(k, ST_COUNT)
     st_i32(st_base(g, env), k * (4 * TILE), v)
 
 
@@ -163,11 +203,15 @@ def tm_base(g: GB, env: int) -> wp.uint64:
 @wp.func
 def tget(g: GB, env: int, k: int) -> wp.int64:
     """Counter ``k`` (layout.py: TM_*) of env."""
+    if wp.static(CHECK_BOUNDS):
+        check_index(k, TM_COUNT)
     return ld_i64(tm_base(g, env), k * (8 * TILE))
 
 
 @wp.func
 def tset(g: GB, env: int, k: int, v: wp.int64):
+    if wp.static(CHECK_BOUNDS):
+        check_index(k, TM_COUNT)
     st_i64(tm_base(g, env), k * (8 * TILE), v)
 
 
@@ -179,15 +223,21 @@ def cram_base(g: GB, env: int) -> wp.uint64:
 @wp.func
 def cget(g: GB, env: int, off: int) -> int:
     """Byte ``off`` of env's cartridge RAM."""
+    if wp.static(CHECK_BOUNDS):
+        check_index(off, g.cram_tile // TILE)
     return ld_u8(cram_base(g, env), off * TILE)
 
 
 @wp.func
 def cset(g: GB, env: int, off: int, v: int):
+    if wp.static(CHECK_BOUNDS):
+        check_index(off, g.cram_tile // TILE)
     st_u8(cram_base(g, env), off * TILE, v)
 
 
 @wp.func
 def serset(g: GB, env: int, i: int, v: int):
     """Store byte v at position i of env's serial capture ring."""
+    if wp.static(CHECK_BOUNDS):
+        check_index(i, g.ser_cap)
     st_u8(env_base(g.ser_ptr, g.ser_tile, 1, env), i * TILE, v)

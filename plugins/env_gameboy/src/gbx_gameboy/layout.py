@@ -71,7 +71,7 @@ R_PC = 9
 S_IME = 10  # interrupt master enable
 S_HALTED = 11  # 0 running, 1 HALT, 2 STOP
 S_EI_DELAY = 12  # EI takes effect after the next instruction
-S_LOCKED = 13  # 1 after an illegal opcode; the env no longer runs
+S_LOCKED = 13  # fault code (FAULT_*), 0 while the env runs; a locked env no longer runs
 S_HALT_BUG = 14  # next opcode fetch does not increment PC
 S_BANK0 = 15  # effective ROM bank mapped at 0000-3FFF
 S_BANKX = 16  # effective ROM bank mapped at 4000-7FFF
@@ -107,6 +107,10 @@ ST_COUNT = 48
 ST_TILE_BYTES = ST_COUNT * TILE * 4
 
 NEVER = 0x3FFFFFFF  # "no event" time; never rebased
+
+# Fault codes in S_LOCKED.
+FAULT_ILLEGAL_OPCODE = 1  # the CPU fetched one of the 11 opcodes the SM83 does not have
+FAULT_BUDGET = 2  # a frames launch used up its cycle budget (cpu.BUDGET_CYCLES_PER_FRAME)
 
 # ``tm`` is an ``int64`` array shaped ``(tiles, TM_COUNT, TILE)``: long-running counters.
 TM_CLOCK = 0  # T-cycles since power-on

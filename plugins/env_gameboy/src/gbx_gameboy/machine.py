@@ -10,7 +10,14 @@ import torch
 
 from gbx_gameboy import layout as L
 from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
-from gbx_gameboy.cpu import RUN_CYCLES, RUN_FRAMES, run_kernel, store_gb
+from gbx_gameboy.cpu import (
+    LAUNCH_TIME_LIMIT,
+    MAX_FRAMES_PER_LAUNCH,
+    RUN_CYCLES,
+    RUN_FRAMES,
+    run_kernel,
+    store_gb,
+)
 from gbx_gameboy.decode import decode_table
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
@@ -20,9 +27,9 @@ from gbx_gameboy.warp_setup import wp
 BOOT_ROM_BYTES = 256
 DEFAULT_SERIAL_CAPACITY = 1024
 # Launch windows are measured in int32 cycles and must stay below layout.NEVER (about
-# 1.07e9 cycles); longer requests are split.
-MAX_FRAMES_PER_LAUNCH = 10000
+# 1.07e9 cycles); longer requests are split (frames: see cpu.BUDGET_CYCLES_PER_FRAME).
 MAX_CYCLES_PER_LAUNCH = MAX_FRAMES_PER_LAUNCH * L.CYCLES_PER_FRAME
+assert MAX_CYCLES_PER_LAUNCH < LAUNCH_TIME_LIMIT
 # Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
 POST_BOOT_DIV = 0xABC8
 
@@ -137,6 +144,7 @@ class GameBoyBatch:
         g.ref = self._g_dev.ptr
         self._g = g
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._faulted = torch.zeros((nt, L.TILE), dtype=torch.bool, device=wp.device_to_torch(dev))
         self.last_compile_s = 0.0
         self.reset(boot_rom_present=boot is not None)
 
@@ -215,8 +223,15 @@ class GameBoyBatch:
 
     @property
     def locked(self) -> torch.Tensor:
-        """uint8 [N]: 1 where the env hit an illegal opcode and stopped."""
+        """uint8 [N]: the env's fault code (layout.FAULT_*), 0 while it runs. A locked env
+        stopped: 1 illegal opcode, 2 cycle budget of a frames launch used up."""
         return row_of_envs(wp.to_torch(self._g.st), L.S_LOCKED, self.num_envs).to(torch.uint8)
+
+    def faulted(self) -> torch.Tensor:
+        """bool [N]: the envs locked by a fault (one device op into a buffer the batch
+        owns, no sync, no allocation; the tensor is overwritten by the next call)."""
+        torch.ne(wp.to_torch(self._g.st)[:, L.S_LOCKED, :], 0, out=self._faulted)
+        return self._faulted.view(-1)[: self.num_envs]
 
     @property
     def frame_count(self) -> torch.Tensor:

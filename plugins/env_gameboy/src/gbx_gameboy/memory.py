@@ -239,7 +239,7 @@ def cart_ram_read(ref: wp.uint64, env: int, a: int) -> int:
     if g.mbc == MBC_3 and sget(g, env, S_RTC_SEL) != 0:
         if (sget(g, env, S_RAMG) & 0x0F) == 0x0A:
             v = rtc_read(g.ref, env, sget(g, env, S_RTC_SEL))
-    elif off >= 0:
+    elif off >= 0 and g.cram_mask >= 0:  # a state's RAM window needs RAM to exist
         if g.mbc == MBC_2:
             v = 0xF0 | cget(g, env, a & 0x1FF)
         else:
@@ -254,7 +254,7 @@ def cart_ram_write(ref: wp.uint64, env: int, a: int, v: int, t: int):
     if g.mbc == MBC_3 and sget(g, env, S_RTC_SEL) != 0:
         if (sget(g, env, S_RAMG) & 0x0F) == 0x0A:
             rtc_write(g.ref, env, sget(g, env, S_RTC_SEL), v, t)
-    elif off >= 0:
+    elif off >= 0 and g.cram_mask >= 0:
         if g.mbc == MBC_2:
             cset(g, env, a & 0x1FF, v & 0x0F)
         else:
@@ -299,7 +299,7 @@ def serial_sync(ref: wp.uint64, env: int, t: int):
 def serial_start(ref: wp.uint64, env: int, t: int):
     """SC written with bit 7 and bit 0: capture SB and schedule the end of the transfer."""
     g = load_gb(ref)
-    n = sget(g, env, S_SER_LEN)
+    n = wp.max(sget(g, env, S_SER_LEN), 0)  # a count from a state: never a negative slot
     serset(g, env, n % g.ser_cap, mget(g, env, IO_OFF + SB))
     sset(g, env, S_SER_LEN, n + 1)
     # 8 bits clocked at 8192 Hz by the divider; the serial clock edge sits 4 cycles after

@@ -27,6 +27,7 @@ from gbx_gameboy import layout as L
 from gbx_gameboy.cartridge import MBC_1, MBC_2, MBC_3, MBC_5, Cartridge
 from gbx_gameboy.savestate import SaveStateError
 from gbx_gameboy.snapshot import EnvState, capture, check_compatible, write_env
+from gbx_gameboy.state_bounds import ppu_phase, sanitize, update_banks
 
 PYBOY_STATE_VERSION = 29
 ROWS, COLS = 144, 160
@@ -71,7 +72,8 @@ _TAIL: list[Field] = [
     ("ser_last_cycles", "Q"), ("ser_cycles_to_interrupt", "Q"), ("ser_clock", "Q"),
     ("ser_clock_target", "Q"), ("sgb", _SGB_BYTES),
 ]
-_INT = {"B": 1, "H": 2, "Q": 8}
+INT_BYTES = {"B": 1, "H": 2, "Q": 8}
+_INT = INT_BYTES
 
 
 def _cart_fields(cart_type: int, ram_code: int) -> list[Field]:
@@ -89,6 +91,22 @@ def _cart_fields(cart_type: int, ram_code: int) -> list[Field]:
 
 def _size(fields: Iterable[Field]) -> int:
     return sum(_INT[k] if isinstance(k, str) else k for _, k in fields)
+
+
+def field_layout(cart: Cartridge, total: int) -> list[Field]:
+    """Every field (name, "B" | "H" | "Q" | byte count) of a ``total``-byte state of ``cart``."""
+    return _layout(cart, total)
+
+
+def blank_fields(cart: Cartridge, sound_bytes: int = 64) -> dict[str, Any]:
+    """A parsed state of ``cart`` with every field zero (a template for :func:`from_gbx`
+    where PyBoy's own is not at hand; PyBoy itself may not run such a file)."""
+    fields: list[Field] = [*_HEAD, ("sound", sound_bytes), *_RENDERER, *_RAM_TIMER,
+                           *_cart_fields(cart.data[0x147], cart.data[0x149]), *_TAIL]
+    out: dict[str, Any] = {n: 0 if isinstance(k, str) else bytes(k) for n, k in fields}
+    out["version"] = PYBOY_STATE_VERSION
+    out["io_ports"] = bytes(0x4C)
+    return out
 
 
 def _layout(cart: Cartridge, total: int) -> list[Field]:
@@ -148,6 +166,7 @@ def encode(fields: dict[str, Any], cart: Cartridge) -> bytes:
 
 _TIMER_PERIOD = {0: 1024, 1: 16, 2: 64, 3: 256}
 _MODE2, _LINE, _MODE3 = 80, 456, 172
+_MAX_CYCLES = 1 << 62  # PyBoy's u64 cycle counter, kept inside gbx's int64 clock
 
 
 def _timer_next(div16: int, tac: int, tima: int, pending: bool, reload_in: int) -> int:
@@ -192,7 +211,7 @@ def to_gbx(f: dict[str, Any], cart: Cartridge, template: EnvState) -> EnvState:
     for k, v in regs.items():
         st[k] = v
     st[L.S_IME] = 1 if f["ime"] else 0
-    st[L.S_EI_DELAY] = f["ie_delay"]
+    st[L.S_EI_DELAY] = min(f["ie_delay"], 2)
     st[L.S_HALTED] = 2 if f["stopped"] else (1 if f["halted"] else 0)
     st[L.S_LOCKED] = 0
     st[L.S_HALT_BUG] = 0
@@ -205,18 +224,24 @@ def to_gbx(f: dict[str, Any], cart: Cartridge, template: EnvState) -> EnvState:
     st[L.S_DIV_OFF] = div16
     st[L.S_TIMA_PEND] = 1 if pending else 0
     st[L.T_TSYNC] = 0
-    st[L.T_RELOAD] = f["TIMA_counter"] if pending else L.NEVER
-    st[L.T_TIMER_NEXT] = _timer_next(div16, f["TAC"], f["TIMA"], pending, f["TIMA_counter"])
+    st[L.T_RELOAD] = min(f["TIMA_counter"], 4) if pending else L.NEVER
+    st[L.T_TIMER_NEXT] = _timer_next(div16, f["TAC"], f["TIMA"], pending, int(st[L.T_RELOAD]))
 
     # PPU: current mode and LY from PyBoy; the next transition is the distance to its clock_target.
     lcd_on = bool(f["LCDC"] & 0x80)
     mode = f["STAT"] & 3 if lcd_on else 0
     st[L.S_PPU_MODE] = mode
     st[L.S_MODE3_LEN] = _MODE3 + (f["SCX"] & 7)
-    remaining = max(int(f["lcd_clock_target"]) - int(f["lcd_clock"]), 0)
+    # PyBoy's clocks are u64 cycle counts: far-off targets would never be reached.
+    remaining = min(max(int(f["lcd_clock_target"]) - int(f["lcd_clock"]), 0), _LINE)
     if not lcd_on:
-        remaining = max(L.CYCLES_PER_FRAME - int(f["lcd_clock"]), 1)
+        remaining = max(L.CYCLES_PER_FRAME - min(int(f["lcd_clock"]), L.CYCLES_PER_FRAME), 1)
     st[L.T_PPU_NEXT] = remaining
+    ly_now = min(f["LY"], 153) if lcd_on else 0
+    st[L.S_PPU_PHASE], st[L.S_PPU_MODE] = ppu_phase(lcd_on, ly_now, mode, -1)
+    in_line = min(int(f["lcd_clock"]), L.CYCLES_PER_FRAME) - ly_now * _LINE
+    st[L.T_LINE_AT] = -min(max(in_line, 0), _LINE) if lcd_on else 0
+    st[L.S_NO_OAM_SCAN] = 0
     st[L.S_STAT_LINE] = 0
     wy, ly = f["WY"], f["LY"]
     st[L.S_WIN_LINE] = max(0, ly - wy) if (f["LCDC"] & 0x20 and ly >= wy) else 0
@@ -225,8 +250,9 @@ def to_gbx(f: dict[str, Any], cart: Cartridge, template: EnvState) -> EnvState:
     st[L.T_DMA_END] = -1
     st[L.T_DMA_START] = -1
     st[L.S_LFRAMES] = 0
-    tm[L.TM_CLOCK] = f["cpu_cycles"]
-    tm[L.TM_FRAMES] = f["cpu_cycles"] // L.CYCLES_PER_FRAME
+    cycles = min(int(f["cpu_cycles"]), _MAX_CYCLES)
+    tm[L.TM_CLOCK] = cycles
+    tm[L.TM_FRAMES] = cycles // L.CYCLES_PER_FRAME
     tm[L.TM_INSTRS] = 0
     out["fb"].zero_()
     return out
@@ -257,34 +283,7 @@ def _mbc_to_gbx(f: dict[str, Any], cart: Cartridge, st: np.ndarray, out: EnvStat
         st[L.S_MBC_R1] = f["rombank"] & 0x0F or 1
     else:
         st[L.S_MBC_R1] = 1
-    _update_banks(cart, st)
-
-
-def _update_banks(cart: Cartridge, st: np.ndarray) -> None:
-    """The effective banks for raw MBC registers (the same rules as the emulator's kernel)."""
-    r1, r2, mode = int(st[L.S_MBC_R1]), int(st[L.S_MBC_R2]), int(st[L.S_MBC_MODE])
-    ram_on = (int(st[L.S_RAMG]) & 0x0F) == 0x0A and cart.ram_bytes > 0
-    bank0, bankx, ramoff = 0, 1, -1
-    if cart.mbc == MBC_1:
-        bankx = (r2 << 5) | r1
-        if mode:
-            bank0 = r2 << 5
-        if ram_on:
-            ramoff = r2 * 0x2000 if mode else 0
-    elif cart.mbc == MBC_2:
-        bankx = r1
-        ramoff = 0 if ram_on else -1
-    elif cart.mbc == MBC_3:
-        bankx = r1
-        if ram_on and r2 < 4:
-            ramoff = r2 * 0x2000
-    elif cart.mbc == MBC_5:
-        bankx = r1
-        if ram_on:
-            ramoff = r2 * 0x2000
-    elif cart.ram_bytes > 0:
-        ramoff = 0
-    st[L.S_BANK0], st[L.S_BANKX], st[L.S_RAMOFF] = bank0, bankx, ramoff
+    update_banks(cart, st)
 
 
 # ---------------------------------------------------------------------------
@@ -446,6 +445,7 @@ def load_pyboy_state(
     tensors = batch.state_tensors()
     template = capture(tensors, 0 if env is None else env)
     arrays = to_gbx(fields, batch.cart, {k: v.cpu() for k, v in template.items()})
+    arrays = sanitize(arrays, batch.cart)
     check_compatible(tensors, arrays)
     write_env(tensors, env, arrays)
 

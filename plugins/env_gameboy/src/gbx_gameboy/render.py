@@ -17,7 +17,7 @@ used by tests and tools to draw the current VRAM/OAM/IO state of every env.
 
 from __future__ import annotations
 
-from gbx_gameboy.kstate import env_base, mem_get
+from gbx_gameboy.kstate import CHECK_BOUNDS, check_index, env_base, mem_get
 from gbx_gameboy.layout import (
     BGP,
     IO_OFF,
@@ -80,8 +80,11 @@ def _tile_pixel(
 def _map_pixel(
     mb: wp.uint64, map_base: int, unsigned_tiles: int, px: int, py: int
 ) -> int:
-    """Colour index of pixel (px, py) of the 256x256 BG/window plane at ``map_base``."""
-    tile_no = _rd(mb, _VRAM + map_base + (py >> 3) * 32 + (px >> 3))
+    """Colour index of pixel (px, py) of the 256x256 BG/window plane at ``map_base``.
+
+    The plane is 32x32 tiles and wraps: coordinates are taken modulo 256, so a window
+    line counter from a crafted state cannot index past the tile map."""
+    tile_no = _rd(mb, _VRAM + map_base + ((py >> 3) & 31) * 32 + ((px >> 3) & 31))
     tile_addr = tile_no * 16
     if unsigned_tiles == 0:
         # 0x8800 addressing: signed tile number relative to 0x9000.
@@ -104,7 +107,15 @@ def render_line(
     win_line: int,
     fb: wp.array3d(dtype=wp.uint8),
 ) -> int:
-    """Draw line ``ly`` of ``env`` into ``fb[env, ly, :]``; return the new window line counter."""
+    """Draw line ``ly`` of ``env`` into ``fb[env, ly, :]``; return the new window line counter.
+
+    Only lines 0-143 exist in the framebuffer: any other ``ly`` draws nothing (the PPU
+    never draws VBlank lines; the guard keeps a bad state from writing another env's rows).
+    """
+    if ly < 0 or ly >= _H:
+        return win_line
+    if wp.static(CHECK_BOUNDS):
+        check_index(ly, _H)  # the framebuffer row (a Warp array, not a kstate accessor)
     lcdc = _rd(mb, _LCDC)
     if (lcdc & 0x80) == 0:
         # LCD off: the DMG shows a blank (white) screen.

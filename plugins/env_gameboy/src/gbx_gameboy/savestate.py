@@ -32,6 +32,7 @@ import torch
 
 from gbx.errors import GbxError
 from gbx_gameboy.snapshot import EnvState, capture, check_compatible, write_env
+from gbx_gameboy.state_bounds import sanitize
 
 MAGIC = b"GBXSTATE"
 FORMAT_VERSION = 1
@@ -121,8 +122,10 @@ def decode(data: bytes, source: str = "savestate") -> SaveState:
         meta = json.loads(data[_PREFIX.size:meta_end])
         specs = meta["arrays"]
         payload = sum(int(a["nbytes"]) for a in specs)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SaveStateError(f"{source} is corrupt (unreadable metadata: {exc})") from None
+        if min((int(a["nbytes"]) for a in specs), default=0) < 0:
+            raise ValueError("negative array size")
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+        raise SaveStateError(f"{source} is corrupt (unreadable metadata: {exc!r})") from None
     want = meta_end + payload + _DIGEST_BYTES
     if len(data) != want:
         what = "truncated" if len(data) < want else "corrupt (trailing bytes)"
@@ -130,24 +133,40 @@ def decode(data: bytes, source: str = "savestate") -> SaveState:
     body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
     if hashlib.sha256(body).digest() != digest:
         raise SaveStateError(f"{source} is corrupt (checksum mismatch)")
+    try:
+        arrays = _arrays(data, specs, meta_end, source)
+        r = meta["rom"]
+        rom = RomId(
+            str(r["title"]), int(r["header_checksum"]), int(r["global_checksum"]), str(r["sha256"])
+        )
+    except SaveStateError:
+        raise
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        # Only a crafted file reaches here: its digest matched.
+        raise SaveStateError(
+            f"{source} has invalid metadata ({type(exc).__name__}: {exc}); "
+            "save the state again with gbx"
+        ) from None
+    return SaveState(rom=rom, arrays=arrays, sha256=hashlib.sha256(data).hexdigest())
+
+
+def _arrays(data: bytes, specs: Any, off: int, source: str) -> EnvState:
+    """The payload arrays that ``specs`` (the metadata's list) describe, from byte ``off``."""
     arrays: EnvState = {}
-    off = meta_end
     for a in specs:
+        name, shape, n = str(a["name"]), [int(d) for d in a["shape"]], int(a["nbytes"])
         dtype = _DTYPES.get(a["dtype"])
         if dtype is None:
             raise SaveStateError(
-                f"{source} holds array {a['name']!r} of unknown dtype {a['dtype']}"
+                f"{source} holds array {name!r} of unknown dtype {a['dtype']}"
             )
-        n = int(a["nbytes"])
         np_dtype = np.dtype(str(dtype).removeprefix("torch.")).newbyteorder("<")
+        if min(shape, default=0) < 0 or n != int(np.prod(shape)) * np_dtype.itemsize:
+            raise ValueError(f"array {name!r}: shape {shape} does not hold {n} bytes")
         arr = np.frombuffer(data, dtype=np_dtype, count=n // np_dtype.itemsize, offset=off)
-        arrays[a["name"]] = torch.from_numpy(arr.astype(np_dtype.newbyteorder("="))).reshape(
-            a["shape"]
-        )
+        arrays[name] = torch.from_numpy(arr.astype(np_dtype.newbyteorder("="))).reshape(shape)
         off += n
-    r = meta["rom"]
-    rom = RomId(r["title"], int(r["header_checksum"]), int(r["global_checksum"]), r["sha256"])
-    return SaveState(rom=rom, arrays=arrays, sha256=hashlib.sha256(data).hexdigest())
+    return arrays
 
 
 def check_rom(state: SaveState, cart: Any, source: str = "savestate") -> None:
@@ -199,7 +218,8 @@ def load_into(
         check_compatible(tensors, state.arrays)
     except ValueError as exc:
         raise SaveStateError(f"{source} does not fit this emulator build: {exc}") from None
-    write_env(tensors, env, state.arrays)
+    # Clamped into the hardware's ranges: the file may have been crafted (state_bounds.py).
+    write_env(tensors, env, sanitize(state.arrays, batch.cart))
 
 
 def load_state(batch: Any, path: str | Path, env: int | None = None) -> SaveState:

@@ -103,6 +103,7 @@ class PyBoyPool:
         self.fb = self.host_fb if device.type == "cpu" else torch.empty(
             (n, *SCREEN), dtype=torch.uint8, device=device)
         self._start_fb = torch.from_numpy(start.screen).to(device)
+        self._faulted = torch.zeros(n, dtype=torch.bool, device=device)
         self._reset[:] = 1
         self.fb.copy_(self._start_fb.expand_as(self.fb))
         table = names_by_mask(button_bits)
@@ -148,6 +149,10 @@ class PyBoyPool:
         self._gather("step")
         if self.fb is not self.host_fb:
             self.fb.copy_(self.host_fb)
+
+    def faulted(self) -> torch.Tensor:
+        """bool [N], all False: PyBoy has no fault lock (the Warp batch's counterpart)."""
+        return self._faulted
 
     def restore(self, mask: torch.Tensor, index: int = 0) -> None:
         """Send the envs in ``mask`` back to the start state (``index`` must be 0)."""
