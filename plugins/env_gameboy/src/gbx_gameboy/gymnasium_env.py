@@ -65,8 +65,8 @@ class GbxVectorEnv(VectorEnv):
     ``env_name``: any name of ``gbx plugins`` (``toy``, ``gbx-quest-1``, ``gameboy-goal``...);
     ``config``: fields of its ``env`` section; ``device``: ``auto``, ``cpu`` or ``cuda[:i]``;
     ``numpy``: return NumPy arrays on the host instead of tensors on the device; ``copy``:
-    return observations the env will not overwrite on its next step (torch mode; gbx envs
-    hand out their frame-stack buffer).
+    in torch mode, return tensors the env will not overwrite on its next step (gbx envs hand
+    out their own buffers; ``copy=False`` saves one device copy per tensor and step).
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -109,16 +109,12 @@ class GbxVectorEnv(VectorEnv):
             self.env = build_env(self.env_name, self.num_envs, self._device_spec, int(seed),
                                  self.config)
         super().reset(seed=None if seed is None else int(seed))
-        obs = self.env.reset()
-        return self._out(obs.clone() if self.copy and not self.numpy else obs), {}
+        return self._out(self.env.reset()), {}
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         obs, reward, done, trunc, info = self.env.step(self._actions(actions))
         mask = info.get("reset_mask", done | trunc)
         final_obs = info.get("final_obs")
-        if self.copy and not self.numpy:
-            obs = obs.clone()
-            final_obs = None if final_obs is None else final_obs.clone()
         per_env: dict[str, Any] = {}
         infos: dict[str, Any] = {}
         for key, value in info.items():
@@ -162,11 +158,16 @@ class GbxVectorEnv(VectorEnv):
         return out
 
     def _out(self, value: Any) -> Any:
-        """``value`` with every tensor moved to NumPy in ``numpy`` mode, as is otherwise."""
-        if not self.numpy:
-            return value
+        """``value`` with every tensor a NumPy array (``numpy``) or a copy (``copy``).
+
+        gbx envs may hand out their own buffers (the frame stack, the done flags), which
+        the next step overwrites; Gymnasium's users keep what a step returns. On a CPU
+        device ``.numpy()`` alone would still share the buffer, hence the forced copy.
+        """
         if isinstance(value, torch.Tensor):
-            return value.detach().cpu().numpy()
+            if self.numpy:
+                return value.detach().to("cpu", copy=True).numpy()
+            return value.clone() if self.copy else value
         if isinstance(value, dict):
             return {k: self._out(v) for k, v in value.items()}
         return value
