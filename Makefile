@@ -9,8 +9,9 @@ TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.gbx-setup.stamp
 PACKAGES := core $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(PACKAGES))
-# Optional extras that the test suite exercises (TensorBoard event files).
-INSTALL_SPECS := $(patsubst plugins/observers,plugins/observers[tensorboard],$(PACKAGES))
+# Optional extras that the test suite exercises (TensorBoard event files, the Gymnasium adapter).
+INSTALL_SPECS := $(patsubst plugins/env_gameboy,plugins/env_gameboy[gymnasium],\
+	$(patsubst plugins/observers,plugins/observers[tensorboard],$(PACKAGES)))
 TEST_PATHS := core/tests $(wildcard plugins/*/tests) tests
 
 .PHONY: setup run test test-slow lint roms clean-runs
