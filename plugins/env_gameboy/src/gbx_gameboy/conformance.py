@@ -103,6 +103,15 @@ CASES: tuple[RomCase, ...] = (
         ("mbc5/rom_2Mb.gb", 120), ("mbc5/rom_4Mb.gb", 120), ("mbc5/rom_512kb.gb", 120),
         ("mbc5/rom_8Mb.gb", 120),
     )
+) + tuple(
+    RomCase("blargg/dmg_sound/rom_singles/" + p, MEM, b, slow=b > 120)
+    for p, b in (
+        ("01-registers.gb", 180), ("02-len ctr.gb", 960), ("03-trigger.gb", 1620),
+        ("04-sweep.gb", 180), ("05-sweep details.gb", 180), ("06-overflow on trigger.gb", 180),
+        ("07-len sweep period sync.gb", 120), ("08-len ctr during power.gb", 240),
+        ("09-wave read while on.gb", 120), ("10-wave trigger while on.gb", 420),
+        ("11-regs after power.gb", 180), ("12-wave write while on.gb", 420),
+    )
 )
 
 
