@@ -198,3 +198,33 @@ def test_apu_state_travels_in_savestates_and_old_states_get_power_on_defaults() 
     rows = env_rows(dst.state_tensors()["apu"], 0).tolist()
     assert rows[0] == -1 and not any(rows[1:])
 
+
+
+def test_wave_ram_is_out_of_reach_while_channel_3_plays_except_when_it_reads() -> None:
+    # Channel 3 at frequency 0 reads wave RAM every 4096 cycles, the first time 4102
+    # cycles after the trigger: CPU accesses in between read $FF and their writes are lost.
+    # Turning the DAC off stops the channel and wave RAM is plain memory again.
+    body = """
+    ld a, $5A
+    ldh [$30], a        ; wave RAM byte 0 while channel 3 is off
+    ld a, $80
+    ldh [$1A], a        ; NR30: DAC on
+    xor a
+    ldh [$1D], a        ; NR33: frequency 0
+    ld a, $80
+    ldh [$1E], a        ; NR34: trigger
+    ldh a, [$30]
+    ld [$C000], a       ; $FF: the channel is not reading now
+    ld a, $11
+    ldh [$30], a        ; lost
+    ldh a, [$26]
+    ld [$C001], a       ; channel 3 on
+    xor a
+    ldh [$1A], a        ; DAC off: channel 3 off
+    ldh a, [$30]
+    ld [$C002], a       ; $5A: the write while playing did not land
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(2)
+    assert [wram(batch, 0xC000 + i) for i in range(3)] == [0xFF, 0xF5, 0x5A]

@@ -47,6 +47,9 @@ from gbx_gameboy.layout import (
     A_SW_NEG,
     A_SW_TIMER,
     A_SYNC,
+    A_W_LAST,
+    A_W_NEXT,
+    A_W_POS,
     APU_COUNT,
     IO_OFF,
     NR52,
@@ -59,12 +62,23 @@ wp.set_module_options({"enable_backward": False})
 
 NR10, NR11, NR12, NR13, NR14 = 0x10, 0x11, 0x12, 0x13, 0x14
 NR30 = 0x1A
+NR33, NR34 = 0x1D, 0x1E
 NR51 = 0x25
 WAVE_RAM = 0x30
 # Ticks caught up one by one at most; beyond that (more than 8 s without any APU access
 # while a length counter or the sweep is running) every length counter has expired and
 # the sweep has settled, so the remaining ticks only advance the step.
 MAX_CATCHUP_TICKS = 4096
+# A trigger starts the wave channel's first sample period 6 cycles late (3 ticks of the
+# APU's 2 MHz clock).
+WAVE_TRIGGER_DELAY = 6
+# The CPU reaches wave RAM while channel 3 plays only in the M-cycle in which the channel
+# reads it (DMG). That M-cycle is taken as the 4 cycles t-1 .. t+2 around the cycle t an
+# access is booked at; the phase is a convention of this emulator's access times, set so
+# that the bus cycle lines up with the APU's 2 MHz ticks (the shifts 2 and 3 pass blargg's
+# wave-RAM tests, which resolve to one APU tick; 2 is the one centred on t).
+MCYCLE = 4
+WAVE_ACCESS_SHIFT = 2
 
 
 def apu_power_on_rows(post_boot: bool) -> np.ndarray:
@@ -196,6 +210,82 @@ def apu_sync(g: GB, env: int, t: int):
         apu_ticks(g, env, now - last)
 
 
+# ----------------------------------------------------------------------------- wave
+@wp.func
+def aget64(g: GB, env: int, k: int) -> wp.int64:
+    lo = wp.int64(aget(g, env, k)) & wp.int64(0xFFFFFFFF)
+    return (wp.int64(aget(g, env, k + 1)) << wp.int64(32)) | lo
+
+
+@wp.func
+def aset64(g: GB, env: int, k: int, v: wp.int64):
+    aset(g, env, k, int(v & wp.int64(0x7FFFFFFF)) | wp.where(
+        (v & wp.int64(0x80000000)) != wp.int64(0), int(-2147483648), 0))
+    aset(g, env, k + 1, int(v >> wp.int64(32)))
+
+
+@wp.func
+def wave_period(g: GB, env: int) -> wp.int64:
+    """Cycles between two wave RAM reads: 2 * (2048 - frequency)."""
+    f = mget(g, env, IO_OFF + NR33) | ((mget(g, env, IO_OFF + NR34) & 7) << 8)
+    return wp.int64(2 * (2048 - f))
+
+
+@wp.func
+def wave_sync(g: GB, env: int, now: wp.int64):
+    """Advance channel 3's wave RAM reads up to absolute cycle ``now``. The period
+    between reads is the one in NR33/NR34 (they are caught up before every write)."""
+    if (mget(g, env, IO_OFF + NR52) & 4) != 0:
+        nxt = aget64(g, env, A_W_NEXT)
+        if now >= nxt:
+            p = wave_period(g, env)
+            k = (now - nxt) // p + wp.int64(1)
+            aset(g, env, A_W_POS, int((wp.int64(aget(g, env, A_W_POS)) + k) & wp.int64(31)))
+            aset64(g, env, A_W_LAST, nxt + (k - wp.int64(1)) * p)
+            aset64(g, env, A_W_NEXT, nxt + k * p)
+
+
+@wp.func
+def abs_cycle(g: GB, env: int, t: int) -> wp.int64:
+    return tget(g, env, TM_CLOCK) + wp.int64(t)
+
+
+@wp.func
+def wave_byte_at(g: GB, env: int, i: int, t: int) -> int:
+    """Offset of the wave RAM byte that a CPU access of FF00+i at cycle t reaches, or -1
+    when channel 3 plays and is not reading wave RAM in that M-cycle."""
+    off = i
+    if (mget(g, env, IO_OFF + NR52) & 4) != 0:
+        now = abs_cycle(g, env, t)
+        wave_sync(g, env, now)
+        off = int(-1)
+        d = now + wp.int64(WAVE_ACCESS_SHIFT) - aget64(g, env, A_W_LAST)
+        if d >= wp.int64(0) and d < wp.int64(MCYCLE):
+            off = WAVE_RAM + (aget(g, env, A_W_POS) >> 1)
+    return off
+
+
+@wp.func
+def wave_trigger(g: GB, env: int, t: int):
+    """Restart channel 3 at sample 0. On a DMG, a trigger while the channel is about to
+    read wave RAM corrupts its first bytes: the 4-byte block holding the byte about to be
+    read is copied over bytes 0-3 (only byte 0, from that byte, in the first block)."""
+    now = abs_cycle(g, env, t)
+    if (mget(g, env, IO_OFF + NR52) & 4) != 0:
+        wave_sync(g, env, now)
+        if aget64(g, env, A_W_NEXT) - now <= wp.int64(2):
+            b = ((aget(g, env, A_W_POS) + 1) >> 1) & 15
+            if b < 4:
+                mset(g, env, IO_OFF + WAVE_RAM, mget(g, env, IO_OFF + WAVE_RAM + b))
+            else:
+                for j in range(4):
+                    src = IO_OFF + WAVE_RAM + (b & 12) + j
+                    mset(g, env, IO_OFF + WAVE_RAM + j, mget(g, env, src))
+    aset(g, env, A_W_POS, 0)
+    aset64(g, env, A_W_LAST, wp.int64(-1000))
+    aset64(g, env, A_W_NEXT, now + wave_period(g, env) + wp.int64(WAVE_TRIGGER_DELAY))
+
+
 # ----------------------------------------------------------------------------- writes
 @wp.func
 def length_load(g: GB, env: int, ch: int, v: int):
@@ -220,7 +310,7 @@ def sweep_trigger(g: GB, env: int):
 
 
 @wp.func
-def nrx4_write(g: GB, env: int, ch: int, old: int, v: int):
+def nrx4_write(g: GB, env: int, ch: int, old: int, v: int, t: int):
     """Length enable and trigger. ``old`` is NRx4 before the write."""
     n = aget(g, env, A_LEN + ch)
     # The next step does not clock lengths: enabling length clocks it once now, and a
@@ -232,6 +322,8 @@ def nrx4_write(g: GB, env: int, ch: int, old: int, v: int):
         if n == 0 and (v & 0x80) == 0:
             channel_off(g, env, ch)
     if (v & 0x80) != 0:
+        if ch == 2:
+            wave_trigger(g, env, t)  # before the on bit is set: it checks a running channel
         if dac_on(g, env, ch):
             mset(g, env, IO_OFF + NR52, mget(g, env, IO_OFF + NR52) | (1 << ch))
         if n == 0:
@@ -267,7 +359,9 @@ def apu_write(ref: wp.uint64, env: int, i: int, v: int, t: int):
             mset(g, env, IO_OFF + NR52, 0x80)
             aset(g, env, A_FS, 0)  # the next frame-sequencer step is step 0
     elif i >= WAVE_RAM:
-        mset(g, env, IO_OFF + i, v)
+        off = wave_byte_at(g, env, i, t)
+        if off >= 0:
+            mset(g, env, IO_OFF + off, v)
     elif i < NR52:
         ch = (i - NR10) // 5
         reg = (i - NR10) % 5
@@ -281,6 +375,8 @@ def apu_write(ref: wp.uint64, env: int, i: int, v: int, t: int):
             if on:
                 mset(g, env, IO_OFF + i, v)
         elif on:
+            if i == NR33 or i == NR34:
+                wave_sync(g, env, abs_cycle(g, env, t))  # reads so far at the old period
             old = mget(g, env, IO_OFF + i)
             mset(g, env, IO_OFF + i, v)
             if i == NR10:
@@ -290,7 +386,7 @@ def apu_write(ref: wp.uint64, env: int, i: int, v: int, t: int):
                 if not dac_on(g, env, ch):
                     channel_off(g, env, ch)
             elif reg == 4:
-                nrx4_write(g, env, ch, old, v)
+                nrx4_write(g, env, ch, old, v, t)
     # FF27-FF2F are unused: writes are dropped
 
 
@@ -303,6 +399,11 @@ def apu_read(ref: wp.uint64, env: int, i: int, t: int) -> int:
     if i == NR52:
         apu_sync(g, env, t)
         v = (mget(g, env, IO_OFF + NR52) & 0x8F) | 0x70
+    elif i >= WAVE_RAM:
+        apu_sync(g, env, t)
+        off = wave_byte_at(g, env, i, t)
+        if off >= 0:
+            v = mget(g, env, IO_OFF + off)
     else:
         v = mget(g, env, IO_OFF + i) | int(g.io_mask[i])
     return v

@@ -125,7 +125,10 @@ A_SW_EN = 6  # channel 1 sweep enabled (set on trigger when period or shift is n
 A_SW_FREQ = 7  # sweep shadow frequency
 A_SW_TIMER = 8  # sweep timer (frame-sequencer sweep clocks until the next calculation)
 A_SW_NEG = 9  # 1 when a calculation since the trigger used negate mode
-APU_COUNT = 16  # rows reserved (room for wave-channel timing)
+A_W_POS = 10  # wave channel: sample index (0..31) of its last wave RAM read
+A_W_NEXT = 11  # ... absolute cycle of its next read (int64 in rows 11, 12: low, high)
+A_W_LAST = 13  # ... absolute cycle of its last read (rows 13, 14)
+APU_COUNT = 16
 APU_TILE_BYTES = APU_COUNT * TILE * 4
 
 
