@@ -72,13 +72,10 @@ MAX_CATCHUP_TICKS = 4096
 # A trigger starts the wave channel's first sample period 6 cycles late (3 ticks of the
 # APU's 2 MHz clock).
 WAVE_TRIGGER_DELAY = 6
-# The CPU reaches wave RAM while channel 3 plays only in the M-cycle in which the channel
-# reads it (DMG). That M-cycle is taken as the 4 cycles t-1 .. t+2 around the cycle t an
-# access is booked at; the phase is a convention of this emulator's access times, set so
-# that the bus cycle lines up with the APU's 2 MHz ticks (the shifts 2 and 3 pass blargg's
-# wave-RAM tests, which resolve to one APU tick; 2 is the one centred on t).
-MCYCLE = 4
-WAVE_ACCESS_SHIFT = 2
+# While channel 3 plays, the CPU reaches wave RAM only when the channel reads it in the
+# same cycle (DMG): here, when its read falls in the APU tick (2 MHz, 2 cycles) that ends
+# at the access's cycle t.
+WAVE_ACCESS_WINDOW = 2
 
 
 def apu_power_on_rows(post_boot: bool) -> np.ndarray:
@@ -253,14 +250,13 @@ def abs_cycle(g: GB, env: int, t: int) -> wp.int64:
 @wp.func
 def wave_byte_at(g: GB, env: int, i: int, t: int) -> int:
     """Offset of the wave RAM byte that a CPU access of FF00+i at cycle t reaches, or -1
-    when channel 3 plays and is not reading wave RAM in that M-cycle."""
+    when channel 3 plays and is not reading wave RAM right then."""
     off = i
     if (mget(g, env, IO_OFF + NR52) & 4) != 0:
         now = abs_cycle(g, env, t)
         wave_sync(g, env, now)
         off = int(-1)
-        d = now + wp.int64(WAVE_ACCESS_SHIFT) - aget64(g, env, A_W_LAST)
-        if d >= wp.int64(0) and d < wp.int64(MCYCLE):
+        if now - aget64(g, env, A_W_LAST) < wp.int64(WAVE_ACCESS_WINDOW):
             off = WAVE_RAM + (aget(g, env, A_W_POS) >> 1)
     return off
 
