@@ -58,6 +58,7 @@ from gbx_gameboy.ppu_timing import (
     ppu_sync,
     stat_read,
     stat_update,
+    stat_write_quirk,
     vram_oam_blocked,
 )
 from gbx_gameboy.timer import div_at, raise_if, timer_sync, timer_write
@@ -408,6 +409,7 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
     elif i == STAT or i == LYC:
         ppu_sync(g.ref, env, t)
         if i == STAT:
+            stat_write_quirk(g.ref, env)
             mset(g, env, IO_OFF + STAT, v & 0x78)
         else:
             mset(g, env, IO_OFF + LYC, v)

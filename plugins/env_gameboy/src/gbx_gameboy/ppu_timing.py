@@ -171,6 +171,17 @@ def stat_update(ref: wp.uint64, env: int):
     sset(g, env, S_STAT_LINE, line)
 
 
+@wp.func(inline=False)
+def stat_write_quirk(ref: wp.uint64, env: int):
+    """DMG: a STAT write first acts as if every interrupt-enable bit (3-6) were set for one
+    cycle, so it requests the STAT interrupt when any condition holds (mode 0, 1 or 2, or
+    LY=LYC) and the line was low. The caller then stores the written value and
+    re-evaluates the line."""
+    g = load_gb(ref)
+    mset(g, env, IO_OFF + STAT, mget(g, env, IO_OFF + STAT) | 0x78)
+    stat_update(g.ref, env)
+
+
 @wp.func
 def frame_done(g: GB, env: int):
     tset(g, env, TM_FRAMES, tget(g, env, TM_FRAMES) + wp.int64(1))
