@@ -208,17 +208,27 @@ def apu_sync(g: GB, env: int, t: int):
 
 
 # ----------------------------------------------------------------------------- wave
+TWO32 = 4294967296
+HALF32 = 2147483648
+
+
 @wp.func
 def aget64(g: GB, env: int, k: int) -> wp.int64:
-    lo = wp.int64(aget(g, env, k)) & wp.int64(0xFFFFFFFF)
-    return (wp.int64(aget(g, env, k + 1)) << wp.int64(32)) | lo
+    """A non-negative int64 kept in rows k (low 32 bits) and k + 1 (high)."""
+    lo = wp.int64(aget(g, env, k))
+    if lo < wp.int64(0):
+        lo = lo + wp.int64(TWO32)
+    return wp.int64(aget(g, env, k + 1)) * wp.int64(TWO32) + lo
 
 
 @wp.func
 def aset64(g: GB, env: int, k: int, v: wp.int64):
-    aset(g, env, k, int(v & wp.int64(0x7FFFFFFF)) | wp.where(
-        (v & wp.int64(0x80000000)) != wp.int64(0), int(-2147483648), 0))
-    aset(g, env, k + 1, int(v >> wp.int64(32)))
+    hi = v // wp.int64(TWO32)  # type: ignore[operator]  # (Warp stub lacks int64 //)
+    lo = v - hi * wp.int64(TWO32)
+    if lo >= wp.int64(HALF32):
+        lo = lo - wp.int64(TWO32)
+    aset(g, env, k, int(lo))
+    aset(g, env, k + 1, int(hi))
 
 
 @wp.func
@@ -278,7 +288,7 @@ def wave_trigger(g: GB, env: int, t: int):
                     src = IO_OFF + WAVE_RAM + (b & 12) + j
                     mset(g, env, IO_OFF + WAVE_RAM + j, mget(g, env, src))
     aset(g, env, A_W_POS, 0)
-    aset64(g, env, A_W_LAST, wp.int64(-1000))
+    aset64(g, env, A_W_LAST, now - wp.int64(WAVE_ACCESS_WINDOW))  # no read just now
     aset64(g, env, A_W_NEXT, now + wave_period(g, env) + wp.int64(WAVE_TRIGGER_DELAY))
 
 
