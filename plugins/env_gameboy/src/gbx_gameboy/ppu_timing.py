@@ -219,8 +219,8 @@ def ppu_cpu_event(g: GB, env: int) -> int:
         lines = 144 - ly
         if ly >= 144:
             lines = 154 - ly + 144
-        if sget(g, env, S_PPU_PHASE) == PH_LINE153:
-            lines = 1 + 144
+        elif ly == 0 and sget(g, env, S_PPU_PHASE) == PH_LINE153:
+            lines = 1 + 144  # line 153 with LY already reading 0
         nxt = wp.max(nxt, sget(g, env, T_LINE_AT) + lines * LINE_CYCLES)
     return nxt
 
