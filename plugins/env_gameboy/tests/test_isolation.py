@@ -220,6 +220,24 @@ def test_sanitize_clamps_every_field_into_range() -> None:
         assert sanitize(out, batch.cart)["st"].equal(st)  # idempotent
 
 
+def test_sanitize_keeps_the_apu_rows_in_range() -> None:
+    """The wave position indexes wave RAM and the frame-sequencer step selects the
+    clocks: from any crafted APU rows they come out masked, counters in their ranges."""
+    batch = GameBoyBatch(DEFAULT_ROM, 1)
+    arrays = {k: v.cpu() for k, v in capture(batch.state_tensors(), 0).items()}
+    assert sanitize(arrays, batch.cart)["apu"].equal(arrays["apu"])  # own state unchanged
+    g = torch.Generator().manual_seed(2)
+    for _ in range(50):
+        bad = {k: v.clone() for k, v in arrays.items()}
+        bad["apu"] = torch.randint(-(2**31), 2**31 - 1, bad["apu"].shape, generator=g,
+                                   dtype=torch.int64).to(torch.int32)
+        apu = sanitize(bad, batch.cart)["apu"]
+        assert 0 <= int(apu[L.A_W_POS]) <= 31 and 0 <= int(apu[L.A_FS]) <= 7
+        assert all(0 <= int(apu[L.A_LEN + ch]) <= (256 if ch == 2 else 64) for ch in range(4))
+        assert 0 <= int(apu[L.A_SW_TIMER]) <= 8 and int(apu[L.A_SYNC]) >= -1
+        assert int(apu[L.A_SW_EN]) in (0, 1) and int(apu[L.A_SW_NEG]) in (0, 1)
+
+
 _CHECKED_RUN = """
 import sys, torch
 from gbx_gameboy import layout as L

@@ -103,7 +103,23 @@ CASES: tuple[RomCase, ...] = (
         ("mbc5/rom_2Mb.gb", 120), ("mbc5/rom_4Mb.gb", 120), ("mbc5/rom_512kb.gb", 120),
         ("mbc5/rom_8Mb.gb", 120),
     )
-)
+) + tuple(
+    RomCase("blargg/dmg_sound/rom_singles/" + p, MEM, b, slow=b > 120)
+    for p, b in (
+        ("01-registers.gb", 180), ("02-len ctr.gb", 960), ("03-trigger.gb", 1620),
+        ("04-sweep.gb", 180), ("05-sweep details.gb", 180), ("06-overflow on trigger.gb", 180),
+        ("07-len sweep period sync.gb", 120), ("08-len ctr during power.gb", 240),
+        ("09-wave read while on.gb", 120), ("10-wave trigger while on.gb", 420),
+        ("11-regs after power.gb", 180), ("12-wave write while on.gb", 420),
+    )
+) + (RomCase("blargg/dmg_sound/dmg_sound.gb", MEM, 3300, slow=True),) + tuple(
+    RomCase("blargg/oam_bug/rom_singles/" + p, MEM, b, slow=b > 120)
+    for p, b in (
+        ("1-lcd_sync.gb", 120), ("2-causes.gb", 120), ("3-non_causes.gb", 240),
+        ("4-scanline_timing.gb", 180), ("5-timing_bug.gb", 180), ("6-timing_no_bug.gb", 240),
+        ("7-timing_effect.gb", 840), ("8-instr_effect.gb", 180),
+    )
+) + (RomCase("blargg/oam_bug/oam_bug.gb", MEM, 1980, slow=True),)
 
 
 def testroms_dir() -> Path:

@@ -10,10 +10,11 @@ every call site, which made the kernel's stack frame and register spills explode
 which reads only the fields they use (uniform, cached loads).
 
 Per-env state is tiled (see layout.py): kernels never index the Warp arrays ``mem``,
-``st``, ``tm``, ``cram`` and ``ser`` (whose strides Warp only knows at run time), but go
-through ``mget``/``mset``, ``sget``/``sset``, ``tget``/``tset``, ``cget``/``cset``, which
-compute one base address per env and reach a row at a compile-time multiple of ``TILE``
-from it. The arrays stay in the struct for the host side (``wp.to_torch``).
+``st``, ``tm``, ``cram``, ``ser`` and ``apu`` (whose strides Warp only knows at run time),
+but go through ``mget``/``mset``, ``sget``/``sset``, ``tget``/``tset``, ``cget``/``cset``,
+``aget``/``aset``, which compute one base address per env and reach a row at a
+compile-time multiple of ``TILE`` from it. The arrays stay in the struct for the host
+side (``wp.to_torch``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 
 from gbx_gameboy.layout import (
+    APU_TILE_BYTES,
     MEM_BYTES,
     MEM_TILE_BYTES,
     ST_COUNT,
@@ -54,6 +56,7 @@ class GB:
     st: wp.array3d(dtype=wp.int32)  # (tiles, ST_COUNT, TILE)
     tm: wp.array3d(dtype=wp.int64)  # (tiles, TM_COUNT, TILE)
     ser: wp.array3d(dtype=wp.uint8)  # (tiles, serial capacity, TILE) ring buffer of sent bytes
+    apu: wp.array3d(dtype=wp.int32)  # (tiles, APU_COUNT, TILE)
     fb: wp.array3d(dtype=wp.uint8)  # (N, 144, 160)
     clocks: wp.array2d(dtype=wp.int64)  # (CLOCK_ROWS, N) with phase clocks, else (1, 1)
     # Base addresses of the tiled arrays above (``array.ptr``) and the bytes of one tile
@@ -63,6 +66,7 @@ class GB:
     tm_ptr: wp.uint64
     cram_ptr: wp.uint64
     ser_ptr: wp.uint64
+    apu_ptr: wp.uint64
     dec_ptr: wp.uint64  # dec's address: descriptors are read at byte offsets (ld_i32)
     cram_tile: int  # max(cart RAM, 1) * TILE
     ser_tile: int  # serial capacity * TILE
@@ -241,3 +245,19 @@ def serset(g: GB, env: int, i: int, v: int):
     if wp.static(CHECK_BOUNDS):
         check_index(i, g.ser_cap)
     st_u8(env_base(g.ser_ptr, g.ser_tile, 1, env), i * TILE, v)
+
+
+@wp.func
+def apu_base(g: GB, env: int) -> wp.uint64:
+    return env_base(g.apu_ptr, APU_TILE_BYTES, 4, env)
+
+
+@wp.func
+def aget(g: GB, env: int, k: int) -> int:
+    """APU state field ``k`` (layout.py: A_*) of env."""
+    return ld_i32(apu_base(g, env), k * (4 * TILE))
+
+
+@wp.func
+def aset(g: GB, env: int, k: int, v: int):
+    st_i32(apu_base(g, env), k * (4 * TILE), v)

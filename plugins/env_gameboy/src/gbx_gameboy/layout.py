@@ -120,6 +120,21 @@ TM_RTC_OFF = 3  # MBC3 RTC: seconds*4194304 offset added to TM_CLOCK
 TM_COUNT = 4
 TM_TILE_BYTES = TM_COUNT * TILE * 8
 
+# ``apu`` is an ``int32`` array shaped ``(tiles, APU_COUNT, TILE)``: the APU's state beyond
+# its registers (see apu.py). The registers and NR52's channel-on bits live in ``mem``.
+A_SYNC = 0  # divider 8192-cycle blocks the frame sequencer is caught up to; -1: not yet
+A_FS = 1  # frame-sequencer step that the next DIV-APU tick runs (0..7)
+A_LEN = 2  # length counters of channels 1..4 at rows A_LEN + 0..3
+A_SW_EN = 6  # channel 1 sweep enabled (set on trigger when period or shift is non-zero)
+A_SW_FREQ = 7  # sweep shadow frequency
+A_SW_TIMER = 8  # sweep timer (frame-sequencer sweep clocks until the next calculation)
+A_SW_NEG = 9  # 1 when a calculation since the trigger used negate mode
+A_W_POS = 10  # wave channel: sample index (0..31) of its last wave RAM read
+A_W_NEXT = 11  # ... absolute cycle of its next read (int64 in rows 11, 12: low, high)
+A_W_LAST = 13  # ... absolute cycle of its last read (rows 13, 14)
+APU_COUNT = 16
+APU_TILE_BYTES = APU_COUNT * TILE * 4
+
 
 def tiles_for(num_envs: int) -> int:
     """Tiles that hold ``num_envs`` envs."""

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from gbx_gameboy import layout as L
+from gbx_gameboy.apu import apu_power_on_rows
 from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_cartridge
 from gbx_gameboy.cpu import (
     LAUNCH_TIME_LIMIT,
@@ -126,7 +127,8 @@ class GameBoyBatch:
         clock_shape = (CLOCK_ROWS, n) if PHASE_CLOCKS else (1, 1)
         g.clocks = wp.zeros(clock_shape, dtype=wp.int64, device=dev)
         g.ser = wp.zeros((nt, serial_capacity, L.TILE), dtype=wp.uint8, device=dev)
-        g.mem_ptr, g.st_ptr, g.tm_ptr = g.mem.ptr, g.st.ptr, g.tm.ptr
+        g.apu = wp.zeros((nt, L.APU_COUNT, L.TILE), dtype=wp.int32, device=dev)
+        g.mem_ptr, g.st_ptr, g.tm_ptr, g.apu_ptr = g.mem.ptr, g.st.ptr, g.tm.ptr, g.apu.ptr
         g.cram_ptr, g.ser_ptr = g.cram.ptr, g.ser.ptr
         g.cram_tile = cram_rows * L.TILE
         g.ser_tile = serial_capacity * L.TILE
@@ -188,6 +190,8 @@ class GameBoyBatch:
         g.st.assign(np.ascontiguousarray(np.broadcast_to(st[None, :, None], g.st.shape)))
         g.mem.assign(np.ascontiguousarray(np.broadcast_to(mem[None, :, None], g.mem.shape)))
         g.tm.zero_()
+        apu = apu_power_on_rows(post_boot=not with_boot)
+        g.apu.assign(np.ascontiguousarray(np.broadcast_to(apu[None, :, None], g.apu.shape)))
         g.cram.zero_()
         g.ser.zero_()
         g.fb.zero_()
@@ -196,9 +200,9 @@ class GameBoyBatch:
         """Zero-copy torch views of every per-env array.
 
         ``mem`` (MEM_BYTES rows), ``cram`` (cart RAM rows), ``st`` (ST_COUNT, int32), ``tm``
-        (TM_COUNT, int64) and ``serial`` (CAP) are tiled, ``(tiles, rows, TILE)`` (see
-        layout.py and tiles.py: ``env_rows(t, env)`` is one env's rows); ``fb`` is
-        ``(N, 144, 160)``.
+        (TM_COUNT, int64), ``serial`` (CAP) and ``apu`` (APU_COUNT, int32) are tiled,
+        ``(tiles, rows, TILE)`` (see layout.py and tiles.py: ``env_rows(t, env)`` is one
+        env's rows); ``fb`` is ``(N, 144, 160)``.
         """
         g = self._g
         return {
@@ -207,6 +211,7 @@ class GameBoyBatch:
             "st": wp.to_torch(g.st),
             "tm": wp.to_torch(g.tm),
             "serial": wp.to_torch(g.ser),
+            "apu": wp.to_torch(g.apu),
             "fb": wp.to_torch(g.fb),
         }
 

@@ -6,6 +6,7 @@ to that exact M-cycle first (see timer.py, ppu_timing.py).
 
 from __future__ import annotations
 
+from gbx_gameboy.apu import apu_div_write, apu_read, apu_write
 from gbx_gameboy.kstate import GB, cget, cset, load_gb, mget, mset, serset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     BOOT_OFF_REG,
@@ -18,7 +19,6 @@ from gbx_gameboy.layout import (
     LY,
     LYC,
     NEVER,
-    NR52,
     OAM_OFF,
     P1,
     S_BANK0,
@@ -58,6 +58,7 @@ from gbx_gameboy.ppu_timing import (
     ppu_sync,
     stat_read,
     stat_update,
+    stat_write_quirk,
     vram_oam_blocked,
 )
 from gbx_gameboy.timer import div_at, raise_if, timer_sync, timer_write
@@ -375,6 +376,8 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
     elif i == SC:
         serial_sync(g.ref, env, t)
         v = mget(g, env, IO_OFF + SC) | 0x7E
+    elif i >= 0x10 and i < 0x40:
+        v = apu_read(g.ref, env, i, t)  # sound registers and wave RAM (apu.py)
     else:
         v = mget(g, env, IO_OFF + i) | int(g.io_mask[i])
     return v
@@ -395,6 +398,8 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
         if (v & 0x81) == 0x81:
             serial_start(g.ref, env, t)
     elif i == DIV or i == TIMA or i == TMA or i == TAC:
+        if i == DIV:
+            apu_div_write(g.ref, env, t)  # the frame sequencer is clocked by the divider
         timer_write(g.ref, env, i, v, t)
     elif i == IF:
         sync_to(g, env, t)
@@ -404,6 +409,7 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
     elif i == STAT or i == LYC:
         ppu_sync(g.ref, env, t)
         if i == STAT:
+            stat_write_quirk(g.ref, env)
             mset(g, env, IO_OFF + STAT, v & 0x78)
         else:
             mset(g, env, IO_OFF + LYC, v)
@@ -414,8 +420,8 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
         ppu_sync(g.ref, env, t)
         mset(g, env, IO_OFF + DMA, v)
         oam_dma(g.ref, env, v, t)
-    elif i == NR52:
-        mset(g, env, IO_OFF + NR52, (v & 0x80) | (mget(g, env, IO_OFF + NR52) & 0x0F))
+    elif i >= 0x10 and i < 0x40:
+        apu_write(g.ref, env, i, v, t)  # sound registers and wave RAM (apu.py)
     elif i == BOOT_OFF_REG:
         if mget(g, env, IO_OFF + BOOT_OFF_REG) == 0:
             mset(g, env, IO_OFF + BOOT_OFF_REG, v & 1)

@@ -83,6 +83,10 @@ PH_DRAW = 2  # mode 3 for mode3_length() dots
 PH_HBLANK = 3  # mode 0 until ppu_pre dots before the end of the line
 PH_VBLANK = 4  # a whole line in mode 1
 PH_PRE = 5  # last ppu_pre dots of a line: OAM-scan IRQ of the next line already up
+PH_LINE153 = 6  # line 153 after its first LY153_DOTS: mode 1, LY already reads 0
+# DMG: LY reads 153 only for the first M-cycle of line 153, then 0 (and LY=LYC compares
+# against 0) until line 0 starts.
+LY153_DOTS = 4
 
 
 @wp.func
@@ -171,6 +175,17 @@ def stat_update(ref: wp.uint64, env: int):
     sset(g, env, S_STAT_LINE, line)
 
 
+@wp.func(inline=False)
+def stat_write_quirk(ref: wp.uint64, env: int):
+    """DMG: a STAT write first acts as if every interrupt-enable bit (3-6) were set for one
+    cycle, so it requests the STAT interrupt when any condition holds (mode 0, 1 or 2, or
+    LY=LYC) and the line was low. The caller then stores the written value and
+    re-evaluates the line."""
+    g = load_gb(ref)
+    mset(g, env, IO_OFF + STAT, mget(g, env, IO_OFF + STAT) | 0x78)
+    stat_update(g.ref, env)
+
+
 @wp.func
 def frame_done(g: GB, env: int):
     tset(g, env, TM_FRAMES, tget(g, env, TM_FRAMES) + wp.int64(1))
@@ -204,6 +219,8 @@ def ppu_cpu_event(g: GB, env: int) -> int:
         lines = 144 - ly
         if ly >= 144:
             lines = 154 - ly + 144
+        elif ly == 0 and sget(g, env, S_PPU_PHASE) == PH_LINE153:
+            lines = 1 + 144  # line 153 with LY already reading 0
         nxt = wp.max(nxt, sget(g, env, T_LINE_AT) + lines * LINE_CYCLES)
     return nxt
 
@@ -258,9 +275,17 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
             elif phase == PH_HBLANK:
                 phase = PH_PRE
                 nxt = ev + g.ppu_pre
-            else:  # end of a line (PH_PRE or a VBlank line)
+            elif phase == PH_VBLANK and ly == 153:
+                phase = PH_LINE153
+                mset(g, env, IO_OFF + LY, 0)
+                nxt = ev + (LINE_CYCLES - LY153_DOTS)
+            else:  # end of a line (PH_PRE, a VBlank line or line 153)
                 ly = ly + 1
+                if phase == PH_LINE153:
+                    ly = 154
                 nxt = ev + LINE_CYCLES
+                if ly == 153:
+                    nxt = ev + LY153_DOTS
                 if ly == 144:
                     phase = PH_VBLANK
                     mode = 1
@@ -337,7 +362,8 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
     if s >= sget(g, env, T_PPU_NEXT):
         ppu_sync(g.ref, env, s)
     blocked = False
-    if (mget(g, env, IO_OFF + LCDC) & 0x80) != 0 and mget(g, env, IO_OFF + LY) < 144:
+    visible = mget(g, env, IO_OFF + LY) < 144 and sget(g, env, S_PPU_PHASE) != PH_LINE153
+    if (mget(g, env, IO_OFF + LCDC) & 0x80) != 0 and visible:
         d = s - sget(g, env, T_LINE_AT)
         m3s = g.ppu_m3 + g.acc_m3_shift
         m3e = g.ppu_m3 + sget(g, env, S_MODE3_LEN) + g.acc_m3_end_shift

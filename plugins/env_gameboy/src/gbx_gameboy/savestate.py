@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from gbx.errors import GbxError
+from gbx_gameboy.apu import apu_power_on_rows
 from gbx_gameboy.snapshot import EnvState, capture, check_compatible, write_env
 from gbx_gameboy.state_bounds import sanitize
 
@@ -214,12 +215,22 @@ def load_into(
     """Copy a decoded state into env ``env`` (all envs when None): one device copy per array."""
     check_rom(state, batch.cart, source)
     tensors = batch.state_tensors()
+    arrays = with_apu(state.arrays, tensors)
     try:
-        check_compatible(tensors, state.arrays)
+        check_compatible(tensors, arrays)
     except ValueError as exc:
         raise SaveStateError(f"{source} does not fit this emulator build: {exc}") from None
     # Clamped into the hardware's ranges: the file may have been crafted (state_bounds.py).
-    write_env(tensors, env, sanitize(state.arrays, batch.cart))
+    write_env(tensors, env, sanitize(arrays, batch.cart))
+
+
+def with_apu(arrays: EnvState, batch: Mapping[str, torch.Tensor]) -> EnvState:
+    """States saved before the APU had state of its own lack ``apu``: such a state gets
+    the power-on APU state (caught up at its first access), its registers as saved."""
+    if "apu" in arrays or "apu" not in batch:
+        return arrays
+    rows = torch.from_numpy(apu_power_on_rows(post_boot=False))
+    return {**arrays, "apu": rows}
 
 
 def load_state(batch: Any, path: str | Path, env: int | None = None) -> SaveState:

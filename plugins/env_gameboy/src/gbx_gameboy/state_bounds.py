@@ -187,6 +187,21 @@ def sanitize(arrays: EnvState, cart: Cartridge) -> EnvState:
             tm[k] = max(int(tm[k]), 0)
         # The RTC adds this offset to the cycle clock; keep the sum far from int64's end.
         tm[L.TM_RTC_OFF] = _clip(int(tm[L.TM_RTC_OFF]), -(1 << 60), 1 << 60)
+    if "apu" in out:
+        _sanitize_apu(out["apu"].numpy())
     if "fb" in out:
         out["fb"] &= 3  # shade indices
     return out
+
+
+def _sanitize_apu(a: np.ndarray) -> None:
+    """The APU rows (apu.py): the wave position indexes wave RAM and the frame-sequencer
+    step picks what a tick clocks, so both are masked; counters keep their ranges."""
+    a[L.A_FS] &= 7
+    a[L.A_W_POS] &= 31
+    for ch in range(4):  # length counters count down from 64 (256 for the wave channel)
+        a[L.A_LEN + ch] = _clip(int(a[L.A_LEN + ch]), 0, 256 if ch == 2 else 64)
+    a[L.A_SW_TIMER] = _clip(int(a[L.A_SW_TIMER]), 0, 8)
+    a[L.A_SW_EN] = int(a[L.A_SW_EN] != 0)
+    a[L.A_SW_NEG] = int(a[L.A_SW_NEG] != 0)
+    a[L.A_SYNC] = max(int(a[L.A_SYNC]), -1)  # -1: caught up at the first access

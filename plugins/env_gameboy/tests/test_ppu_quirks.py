@@ -1,0 +1,78 @@
+"""DMG PPU quirks games rely on, each checked by a micro-ROM that states the rule."""
+
+from __future__ import annotations
+
+from gbx_gameboy.machine import GameBoyBatch
+from gbx_gameboy.microrom import micro_rom
+
+
+def test_dmg_stat_write_requests_the_interrupt_when_a_condition_holds() -> None:
+    # Pan Docs (STAT): on a DMG, writing STAT acts for one cycle as if all interrupt
+    # enables were set, so during VBlank (mode 1) even a write of $00 requests the STAT
+    # interrupt; with the LCD off no condition holds and nothing is requested.
+    body = """
+    di
+    xor a
+    ldh [$FF], a        ; no interrupt is taken: IF only records the request
+.vb:
+    ldh a, [$44]
+    cp 145
+    jr nz, .vb          ; LY = 145: mode 1, LY != LYC (0)
+    xor a
+    ldh [$0F], a
+    ldh [$41], a        ; STAT = $00 in VBlank
+    ldh a, [$0F]
+    ld [$C000], a       ; bit 1 set by the write
+    xor a
+    ldh [$0F], a
+    ldh a, [$0F]
+    ld [$C001], a       ; control: nothing else requests it meanwhile
+    xor a
+    ldh [$40], a        ; LCD off (still in VBlank)
+    ldh [$0F], a
+    ldh [$41], a        ; STAT write with the LCD off
+    ldh a, [$0F]
+    ld [$C002], a       ; bit 1 clear
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(3)
+    got = [batch.read_memory(0, 0xC000 + i) & 0x02 for i in range(3)]
+    assert got == [0x02, 0x00, 0x00]
+
+
+def test_ly_reads_0_during_most_of_line_153() -> None:
+    # DMG: LY reads 153 only in the first M-cycle of line 153 and 0 for the rest of it,
+    # while STAT still shows mode 1 (VBlank); LYC=0 matches there already. The ROM polls
+    # LY and STAT together and records the first LY=0 read made in mode 1, then waits for
+    # mode 2 of line 0 and records that LY is still 0 (the line counter did not restart).
+    body = """
+    ld a, 0
+    ldh [$45], a        ; LYC = 0
+.wait150:
+    ldh a, [$44]
+    cp 150
+    jr nz, .wait150
+.poll:
+    ldh a, [$41]
+    ld b, a             ; STAT first, then LY: if LY reads 0 and STAT said mode 1, the
+    ldh a, [$44]        ; LY read came at most one instruction later
+    and a
+    jr nz, .poll
+    ld a, b
+    ld [$C000], a       ; STAT just before the first LY=0 read
+.m2:
+    ldh a, [$41]
+    and 3
+    cp 2
+    jr nz, .m2
+    ldh a, [$44]
+    ld [$C001], a       ; LY in line 0's OAM scan
+    DONE
+"""
+    batch = GameBoyBatch(micro_rom(body), 1, "cpu")
+    batch.run_frames(3)
+    stat = batch.read_memory(0, 0xC000)
+    assert stat & 3 == 1  # LY read 0 while the PPU was still in VBlank
+    assert stat & 4  # and LYC=0 already matched
+    assert batch.read_memory(0, 0xC001) == 0
