@@ -90,6 +90,10 @@ class RunConfig:
     tag: str = option("", "free label appended to the run directory name", _matches(_TAG_RE))
     resume: str | None = option(None, "run directory this run was resumed from")
     debug: bool = option(False, "check every env step output at the boundary (slow)")
+    final_eval_episodes: int = option(
+        8, "greedy evaluation episodes when training ends, sent to every observer "
+        "(the gif observer draws a rollout); 0 = none", attrs.validators.ge(0),
+    )
 
 
 @attrs.frozen
