@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gbx.plugins import PluginHost
+from gbx.resolve import install_hint, missing_first_party
 
 KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "benchmarks")
 
@@ -27,7 +28,8 @@ def report(host: PluginHost) -> dict[str, Any]:
     failures = [
         {"name": f.name, "distribution": f.distribution, "error": f.error} for f in host.failures
     ]
-    return {"plugins": plugins, "failures": failures}
+    return {"plugins": plugins, "failures": failures,
+            "missing": missing_first_party(host.registry)}
 
 
 def print_table(data: dict[str, Any], console: Console | None = None) -> None:
@@ -43,3 +45,9 @@ def print_table(data: dict[str, Any], console: Console | None = None) -> None:
     for f in data["failures"]:
         table.add_row(f["name"], f["distribution"], "?", f"[red]failed to load: {f['error']}[/red]")
     console.print(table)
+    # First-party plugins that are not installed, and the distribution to install for each.
+    for kind, names in data.get("missing", {}).items():
+        dists = sorted(set(names.values()))
+        console.print(
+            f"not installed {kind}s: {', '.join(names)} "
+            f"({'; '.join(install_hint(d) for d in dists)})", soft_wrap=True)
