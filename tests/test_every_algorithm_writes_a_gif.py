@@ -26,7 +26,7 @@ SIZES = {
     "a2c": ["algo.num_envs=8", "algo.model_options={channels=[8,16,16], hidden=32}"],
     "dreamer_v3": ["algo.size=tiny", "algo.num_envs=4", "algo.batch_size=4",
                    "algo.batch_length=8", "algo.replay_capacity=512",
-                   "algo.learning_starts=32", "algo.train_ratio=16.0"],
+                   "algo.learning_starts=32", "algo.train_ratio=16.0", "algo.record_every=8"],
 }
 
 
