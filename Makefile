@@ -14,7 +14,7 @@ INSTALL_SPECS := $(patsubst plugins/env_gameboy,plugins/env_gameboy[gymnasium],\
 	$(patsubst plugins/observers,plugins/observers[tensorboard],$(PACKAGES)))
 TEST_PATHS := core/tests $(wildcard plugins/*/tests) tests
 
-.PHONY: setup run test test-slow lint roms clean-runs
+.PHONY: setup run test test-slow wheels-smoke lint roms clean-runs
 
 setup: $(STAMP)
 
@@ -44,6 +44,11 @@ test: setup
 # Long conformance ROM runs and other slow tests (a separate CI step).
 test-slow: setup
 	$(PY) -m pytest -q -m slow $(TEST_PATHS)
+
+# Every distribution built as a wheel and installed, non-editable, in fresh venvs without the
+# source tree (a CI step); torch and warp are reused from .venv, not downloaded.
+wheels-smoke: setup
+	bash .ci/wheels_smoke
 
 PLUGIN_SRC := $(wildcard plugins/*/src)
 

@@ -50,6 +50,7 @@ class CounterConfig:
     signal_at: int = option(-1, "send SIGTERM to itself at this step (-1: never)")
     name: str = option("c", "a text field")
     save: bool = option(True, "checkpoint after every record")
+    eval_each: bool = option(False, "record an evaluation after every record")
 
 
 class CounterTrainer:
@@ -79,6 +80,8 @@ class CounterTrainer:
             self.ctx.record({"step": self.steps, "reward_sum": torch.tensor(self.reward_sum)})
             if self.config.save:
                 self.ctx.checkpoint(self.state_dict(), step=self.steps)
+            if self.config.eval_each:
+                self.ctx.record_eval({"step": self.steps, **self.evaluate(2)})
 
     def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
         return {"episodes": episodes, "greedy": greedy, "steps_trained": self.steps}
@@ -105,6 +108,9 @@ class RecordingObserver:
 
     def on_record(self, record: Mapping[str, Any]) -> None:
         EVENTS.append(("record", dict(record)))
+
+    def on_eval(self, record: Mapping[str, Any]) -> None:
+        EVENTS.append(("eval", dict(record)))
 
     def on_checkpoint(self, path: Any, step: int) -> None:
         EVENTS.append(("checkpoint", (path, step)))

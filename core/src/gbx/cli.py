@@ -146,18 +146,26 @@ def build_cli(host: Any) -> click.Group:
     @click.option("--device", help="override the device stored in the checkpoint")
     @click.option("--baseline/--no-baseline", default=True, show_default=True,
                   help="also play the same episodes with a random policy (random_* keys)")
+    @click.option("--quiet", is_flag=True,
+                  help="no progress and no summary table on stderr (the JSON stays)")
     @click.pass_context
     def eval_cmd(ctx: click.Context, checkpoint: str, episodes: int, greedy: bool,
-                 device: str | None, baseline: bool) -> None:
-        """Evaluate a checkpoint; print a JSON summary."""
+                 device: str | None, baseline: bool, quiet: bool) -> None:
+        """Evaluate a checkpoint; print a JSON summary (stdout) and a table (stderr)."""
+        from gbx.eval_report import print_summary
+        from gbx.progress import progress
         from gbx.runner import evaluate_checkpoint
 
+        what = f"evaluating {episodes} episodes" + (" (+ random baseline)" if baseline else "")
         try:
-            summary = evaluate_checkpoint(Path(checkpoint), _host(ctx), episodes=episodes,
-                                          greedy=greedy, device=device, baseline=baseline)
+            with progress(what, quiet=quiet):
+                summary = evaluate_checkpoint(Path(checkpoint), _host(ctx), episodes=episodes,
+                                              greedy=greedy, device=device, baseline=baseline)
         except (FileNotFoundError, ValueError) as exc:
             raise GbxError(str(exc)) from exc
         click.echo(json.dumps(summary, default=str))
+        if not quiet:
+            print_summary(summary)
 
     @cli.group(cls=GbxGroup)
     def checkpoint() -> None:
@@ -188,8 +196,14 @@ def build_cli(host: Any) -> click.Group:
         click.echo(str(dest))
 
     @cli.group(cls=GbxGroup)
-    def bench() -> None:
-        """Benchmarks registered by plugins (each prints JSON records)."""
+    @click.option("--quiet", is_flag=True, help="no progress spinner on stderr")
+    @click.pass_context
+    def bench(ctx: click.Context, quiet: bool) -> None:
+        """Benchmarks registered by plugins (each prints JSON records on stdout)."""
+        from gbx.progress import progress
+
+        if ctx.invoked_subcommand:  # a spinner with the elapsed time until the bench ends
+            ctx.with_resource(progress(f"gbx bench {ctx.invoked_subcommand}", quiet=quiet))
 
     for spec in sorted(host.registry.benchmarks.values(), key=lambda s: s.name):
         bench.add_command(spec.command, spec.name)

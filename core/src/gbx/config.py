@@ -148,6 +148,10 @@ class RunConfig:
         3, "checkpoint files kept in the run directory (the newest ones)", attrs.validators.ge(1)
     )
     debug: bool = option(False, "check every env step output at the boundary (slow)")
+    final_eval_episodes: int = option(
+        8, "greedy evaluation episodes when training ends, sent to every observer "
+        "(the gif observer draws a rollout); 0 = none", attrs.validators.ge(0),
+    )
 
 
 @attrs.frozen

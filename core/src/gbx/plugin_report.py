@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gbx.plugins import PluginHost
+from gbx.resolve import install_hint, missing_first_party
 
 KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "benchmarks")
 
@@ -33,7 +34,8 @@ def report(host: PluginHost) -> dict[str, Any]:
         {"kind": kind, "name": name, "error": message}
         for (kind, name), message in sorted(host.registry.clashes.items())
     ]
-    return {"plugins": plugins, "failures": failures, "clashes": clashes}
+    return {"plugins": plugins, "failures": failures, "clashes": clashes,
+            "missing": missing_first_party(host.registry)}
 
 
 def print_table(data: dict[str, Any], console: Console | None = None) -> None:
@@ -52,3 +54,9 @@ def print_table(data: dict[str, Any], console: Console | None = None) -> None:
     console.print(table)
     for c in data.get("clashes", []):
         console.print(f"[red]clash: {escape(c['error'])}[/red]")
+    # First-party plugins that are not installed, and the distribution to install for each.
+    for kind, names in data.get("missing", {}).items():
+        dists = sorted(set(names.values()))
+        console.print(
+            f"not installed {kind}s: {', '.join(names)} "
+            f"({'; '.join(install_hint(d) for d in dists)})", soft_wrap=True)

@@ -52,11 +52,29 @@ def distribution_for(kind: str, name: str) -> str | None:
     return None
 
 
+def install_hint(dist: str) -> str:
+    """How to install a first-party distribution: its wheel, or editable from a checkout."""
+    source = _SOURCE_DIRS.get(dist)
+    return f"pip install {dist}" + (f", or pip install -e {source} in a checkout" if source else "")
+
+
+def missing_first_party(registry: Registry) -> dict[str, dict[str, str]]:
+    """First-party algorithms, envs and observers not installed: ``{kind: {name: dist}}``."""
+    installed: dict[str, set[str]] = {"algorithm": set(registry.algorithms),
+                                      "env": set(registry.envs),
+                                      "observer": set(registry.observers)}
+    return {
+        kind: {n: d for n, d in names.items() if n not in installed[kind]}
+        for kind, names in FIRST_PARTY.items()
+        if any(n not in installed[kind] for n in names)
+    }
+
+
 def not_installed(kind: str, name: str, installed: list[str]) -> PluginNotInstalledError:
     have = ", ".join(sorted(installed)) or "none"
     dist = distribution_for(kind, name)
     if dist is not None:
-        hint = f"it is provided by {dist} (pip install -e {_SOURCE_DIRS.get(dist, dist)})"
+        hint = f"it is provided by {dist} ({install_hint(dist)})"
     else:
         hint = "no first-party distribution provides it; install the plugin that does"
     return PluginNotInstalledError(

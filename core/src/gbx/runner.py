@@ -130,6 +130,7 @@ class Run:
         self.env_meta: dict[str, Any] = {}
         self.last_step = int(resume["step"]) if resume else 0
         self.last_checkpoint_step: int | None = None
+        self.last_eval_step: int | None = None
         self._stop_reason: str | None = None
         self._seq = 0
         self._started = False
@@ -155,7 +156,9 @@ class Run:
         self._emit("on_record", rec)
 
     def record_eval(self, metrics: Mapping[str, Any]) -> None:
-        self._emit("on_eval", self._stamp(metrics, "eval"))
+        rec = self._stamp(metrics, "eval")
+        self.last_eval_step = int(rec["step"])
+        self._emit("on_eval", rec)
 
     def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
         if self.dist.enabled:
@@ -545,6 +548,8 @@ def _execute(
                 # Whatever the trainer saved, a finished or stopped run can be resumed
                 # and evaluated from where it ended.
                 run.checkpoint(trainer.state_dict(), step=run.last_step)
+            if run.stop_reason != "signal":
+                final_evaluation(run, trainer)
             _write_fingerprint(run, trainer)
         except KeyboardInterrupt:
             status = "interrupted"
@@ -561,6 +566,27 @@ def _execute(
     summary = run.summary(status)
     run._emit("on_run_end", summary)
     return summary
+
+
+def final_evaluation(run: Run, trainer: Any) -> None:
+    """Evaluate the trained policy once more and record it, unless the trainer just did.
+
+    Every observer gets the result through ``on_eval`` (the gif observer draws a rollout
+    of the policy), so a run leaves an evaluation behind at any eval cadence.
+    """
+    episodes = run.config.run.final_eval_episodes
+    if not episodes or run.last_eval_step == run.last_step:
+        return
+    summary = call_evaluate(trainer, episodes, greedy=True, baseline=True)
+    run.record_eval({**summary, "step": run.last_step, "env_steps": run.last_step,
+                     "final": True})
+
+
+def call_evaluate(trainer: Any, episodes: int, *, greedy: bool, baseline: bool) -> dict[str, Any]:
+    """``trainer.evaluate``; ``baseline=False`` only reaches a trainer that declares it."""
+    if not baseline and "baseline" in inspect.signature(trainer.evaluate).parameters:
+        return dict(trainer.evaluate(episodes, greedy=greedy, baseline=False))
+    return dict(trainer.evaluate(episodes, greedy=greedy))
 
 
 def run_outputs(run_dir: Path) -> dict[str, Path]:
@@ -607,10 +633,7 @@ def evaluate_checkpoint(
     algo = require_algorithm(host.registry, config.run.algo)
     trainer = algo.trainer_cls(config.algo, run)
     restore_trainer(trainer, payload["state"], str(ckpt_path))
-    if not baseline and "baseline" in inspect.signature(trainer.evaluate).parameters:
-        summary = dict(trainer.evaluate(episodes, greedy=greedy, baseline=False))
-    else:
-        summary = dict(trainer.evaluate(episodes, greedy=greedy))
+    summary = call_evaluate(trainer, episodes, greedy=greedy, baseline=baseline)
     summary.setdefault("checkpoint", str(ckpt_path))
     summary.setdefault("step", int(payload["step"]))
     return {k: _host_value(v) for k, v in summary.items()}

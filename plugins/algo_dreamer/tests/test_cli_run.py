@@ -29,11 +29,11 @@ def test_gbx_run_then_eval_on_the_toy_env(tmp_path):
     res = CliRunner().invoke(cli, ["eval", "--checkpoint", str(run_dir), "--episodes", "2",
                                    "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output[res.output.index("{"):])
+    summary = json.loads(res.stdout)
     assert summary["episodes"] == 2 and 0.0 <= summary["success_rate"] <= 1.0
     assert "random_success_rate" in summary
     res = CliRunner().invoke(cli, ["eval", "--checkpoint", str(run_dir), "--episodes", "2",
                                    "--device", "cpu", "--no-baseline"])
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output[res.output.index("{"):])
+    summary = json.loads(res.stdout)
     assert "success_rate" in summary and not any(k.startswith("random_") for k in summary)

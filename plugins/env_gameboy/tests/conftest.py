@@ -8,7 +8,11 @@ are imported by name.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The shared test ROMs sit beside the checkout (../shared/testroms), wherever pytest runs from.
+os.environ.setdefault("GBX_TESTROMS",
+                      str(Path(__file__).resolve().parents[4] / "shared" / "testroms"))

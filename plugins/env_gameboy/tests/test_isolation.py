@@ -19,6 +19,7 @@ from gbx_gameboy import pyboy_state as ps
 from gbx_gameboy import savestate
 from gbx_gameboy.env import DEFAULT_ROM
 from gbx_gameboy.machine import GameBoyBatch
+from gbx_gameboy.resources import bundled_states_dir
 from gbx_gameboy.snapshot import capture
 from gbx_gameboy.state_bounds import sanitize
 from gbx_gameboy.tiles import env_rows
@@ -188,7 +189,7 @@ def test_sanitize_keeps_every_state_the_emulator_reaches() -> None:
     """States of the bundled game under random buttons (and its start state) load bit
     for bit: the clamps only ever touch what the emulator cannot produce."""
     batch = GameBoyBatch(DEFAULT_ROM, 3)
-    savestate.load_state(batch, Path(__file__).parents[3] / "states" / "quest_start.gbxstate")
+    savestate.load_state(batch, bundled_states_dir() / "quest_start.gbxstate")
     g = torch.Generator().manual_seed(3)
     for _ in range(25):
         batch.step_frames(torch.randint(0, 256, (3,), generator=g, dtype=torch.int32), 3, 2)

@@ -134,3 +134,31 @@ def test_failure_bundle_of_a_real_run_has_the_last_frames_and_actions(tmp_path: 
     assert json.loads((bundle / "actions.json").read_text()) == [6, 4, 6]
     assert "the model blew up" in (bundle / "error.txt").read_text()
     assert "gbx run --config" in (bundle / "repro.txt").read_text()
+
+
+def test_gif_command_shows_rollout_progress_unless_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugins = pytest.importorskip("gbx.plugins", reason="needs the core's plugin manager")
+    import re
+
+    from gbx.artifacts import write_checkpoint
+    from gbx.config import build_config, to_dict
+
+    host = plugins.load_plugins(
+        entry_points=[],
+        builtin_modules=(*plugins.BUILTIN_MODULES, "gbx_observers.plugin", "observer_test_walker"),
+    )
+    config = build_config(host.registry, base={"run": {"algo": "walker", "env": "toy"}})
+    run_dir = tmp_path / "run"
+    write_checkpoint(run_dir, {"step": 8, "run_id": "walk-2", "config": to_dict(config),
+                               "state": {"cycle": [6, 4]}})
+    monkeypatch.setenv("GBX_PROGRESS", "always")
+    args = ["--checkpoint", str(run_dir), "--out", str(tmp_path / "gif"), "--steps", "10"]
+    shown = CliRunner().invoke(gif_command, args, obj=host)
+    assert shown.exit_code == 0, shown.output
+    err = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.stderr)
+    assert "rollout steps" in err and "10/10" in err
+    assert json.loads(shown.stdout)["gif"].endswith("rollout.gif")
+    quiet = CliRunner().invoke(gif_command, [*args, "--quiet"], obj=host)
+    assert quiet.exit_code == 0 and quiet.stderr == ""

@@ -9,6 +9,7 @@ any value drifts, i.e. when the math changes.
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,9 @@ from gbx_algo_dreamer.math_ops import (
 )
 from gbx_algo_dreamer.world_model import WorldModel
 
-FIXTURE_PATH = Path(__file__).parent / "fixtures" / "dreamer_math.json"
+# A plain file in the installed package (``--regen`` rewrites it in an editable checkout).
+FIXTURE_PATH = Path(str(resources.files("gbx_algo_dreamer").joinpath("fixtures",
+                                                                     "dreamer_math.json")))
 TOLERANCE = 1e-4
 _SIZE = SizePreset(deter=16, units=16, depth=2, layers=1, stoch=3, classes=4)
 _OBS = (1, 16, 16)

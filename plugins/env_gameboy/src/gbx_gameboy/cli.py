@@ -82,15 +82,26 @@ def run(
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON list of results")
 @click.option("--fast", is_flag=True, help="only the quick ROMs (no 'slow' ones)")
+@click.option("--quiet", is_flag=True, help="no progress bar on stderr")
 @click.argument("names", nargs=-1)
-def conformance(device: str, as_json: bool, fast: bool, names: tuple[str, ...]) -> None:
+def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
+                names: tuple[str, ...]) -> None:
     """Run the shared blargg/mooneye test ROMs (optionally only those matching NAMES)."""
+    from gbx.progress import progress
     from gbx_gameboy import conformance as conf
 
     root = conf.testroms_dir()
     if not root.is_dir():
         _fail(f"test ROM folder not found: {root} (set GBX_TESTROMS)")
-    results = conf.run_all(conf.select(names or None, include_slow=not fast), device, root)
+    cases = conf.select(names or None, include_slow=not fast)
+    with progress("conformance ROMs", total=len(cases), quiet=quiet) as bar:
+
+        def done(result: conf.RomResult) -> None:
+            verdict = "pass" if result.passed else "FAIL"
+            bar.update(description=f"conformance ROMs ({result.case.name}: {verdict})")
+            bar.advance()
+
+        results = conf.run_all(cases, device, root, on_result=done)
     if as_json:
         click.echo(json.dumps([
             {"rom": r.case.name, "passed": r.passed, "frames": r.frames, "detail": r.detail}

@@ -7,7 +7,7 @@ relative to the repository root). One ROM per batch; the compiled kernel is reus
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,12 +123,13 @@ CASES: tuple[RomCase, ...] = (
 
 
 def testroms_dir() -> Path:
-    """Folder of the shared test ROMs: $GBX_TESTROMS or <repo root>/../shared/testroms."""
+    """Folder of the shared test ROMs: ``$GBX_TESTROMS`` or ``../shared/testroms``.
+
+    The default is relative to the working directory (the repository root, where ``make``
+    and CI run); an installed package knows nothing of a checkout.
+    """
     env = os.environ.get("GBX_TESTROMS")
-    if env:
-        return Path(env)
-    repo_root = Path(__file__).resolve().parents[4]
-    return repo_root.parent / "shared" / "testroms"
+    return Path(env) if env else Path("..") / "shared" / "testroms"
 
 
 def _verdict(case: RomCase, batch: object) -> tuple[bool | None, str]:
@@ -196,9 +197,16 @@ def select(names: Iterable[str] | None = None, include_slow: bool = True) -> lis
 
 
 def run_all(
-    cases: Iterable[RomCase], device: str = "cpu", root: Path | None = None
+    cases: Iterable[RomCase], device: str = "cpu", root: Path | None = None,
+    on_result: Callable[[RomResult], None] | None = None,
 ) -> list[RomResult]:
-    return [run_case(c, device, root) for c in cases]
+    """Run every case in order; ``on_result`` sees each result as it comes (progress)."""
+    results = []
+    for case in cases:
+        results.append(run_case(case, device, root))
+        if on_result is not None:
+            on_result(results[-1])
+    return results
 
 
 def format_table(results: list[RomResult]) -> str:

@@ -28,13 +28,14 @@ from gbx.config import in_range, option
 from gbx_gameboy.actions import CODECS, make_codec
 from gbx_gameboy.cartridge import RomError
 from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
+from gbx_gameboy.resources import bundled_rom
 
 # Warp and the emulator modules are imported where an env is built, so that
 # registering the env (at every ``gbx`` start) stays cheap.
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ROM = Path(__file__).resolve().parent / "roms" / "gbx_quest" / "gbx_quest.gb"
+DEFAULT_ROM = bundled_rom()
 DEFAULT_FRAMES_PER_STEP = 24
 MAX_FRAMES_PER_STEP = 20000
 
@@ -88,7 +89,8 @@ def resolve_rom(path: str) -> Path:
     if not p.is_file():
         if p == DEFAULT_ROM:
             raise RomError(
-                f"the bundled game ROM is missing ({p}); build it or pass env.rom=PATH.gb"
+                f"the bundled game ROM is missing ({p}); reinstall gbx-env-gameboy, run "
+                "`gbx gameboy build-roms`, or pass env.rom=PATH.gb"
             )
         raise RomError(f"ROM not found: {p} (set env.rom to a .gb file)")
     return p

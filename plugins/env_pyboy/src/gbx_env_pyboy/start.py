@@ -40,10 +40,9 @@ def cache_dir() -> Path:
 
 def _converter_sources() -> list[Path]:
     """Source files whose change changes the converted state (emulator layout, converter)."""
-    import gbx_gameboy
+    from gbx_gameboy.resources import package_path
 
-    root = Path(gbx_gameboy.__file__).parent
-    return [root / name for name in ("layout.py", "pyboy_state.py", "savestate.py")]
+    return [package_path(name) for name in ("layout.py", "pyboy_state.py", "savestate.py")]
 
 
 def _digest(rom: Path, state: str) -> str:

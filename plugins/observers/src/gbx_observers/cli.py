@@ -11,7 +11,7 @@ import click
 
 from gbx.errors import GbxError
 from gbx_observers.logfile import validate_log
-from gbx_observers.plot import plot_log
+from gbx_observers.plot import plot_runs
 
 
 @click.group("log")
@@ -32,15 +32,19 @@ def validate_command(file: Path) -> None:
 
 
 @log_group.command("plot")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("runs", nargs=-1, required=True,
+                type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("train.png"),
     show_default=True, help="PNG file to write",
 )
-def plot_command(file: Path, out: Path) -> None:
-    """Draw FILE's training curves into one PNG."""
+def plot_command(runs: tuple[Path, ...], out: Path) -> None:
+    """Draw training curves into one PNG: one run, or several overlaid (one colour each).
+
+    RUNS are train_log.jsonl files or run directories.
+    """
     try:
-        path = plot_log(file, out)
+        path = plot_runs(list(runs), out)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(str(path))
@@ -60,17 +64,22 @@ def plot_command(file: Path, out: Path) -> None:
               help="pixel scale of the GIF")
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:INDEX")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the rollout env")
+@click.option("--quiet", is_flag=True, help="no progress bar on stderr")
 def gif_command(
-    checkpoint: Path, out: Path, greedy: bool, steps: int, scale: int, device: str, seed: int
+    checkpoint: Path, out: Path, greedy: bool, steps: int, scale: int, device: str, seed: int,
+    quiet: bool,
 ) -> None:
     """Play one env with a trained policy and write a GIF of it (DMG greens)."""
+    from gbx.progress import progress
     from gbx_observers.rollout import record_rollout
 
     loaded = load_policy(checkpoint, device=device, seed=seed)
     meta: dict[str, Any] = {"checkpoint": str(checkpoint), "seed": seed, **loaded.meta}
-    paths = record_rollout(
-        loaded.make_env(1), loaded.policy, out, steps=steps, greedy=greedy, scale=scale, meta=meta
-    )
+    with progress("rollout steps", total=steps, quiet=quiet) as bar:
+        paths = record_rollout(
+            loaded.make_env(1), loaded.policy, out, steps=steps, greedy=greedy, scale=scale,
+            meta=meta, on_step=bar.advance,
+        )
     click.echo(json.dumps({k: str(v) for k, v in paths.items()}))
 
 

@@ -57,7 +57,17 @@ def _series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], lis
     return xs, ys
 
 
-def _draw_band(ax: Any, log: LoadedLog, panel: Panel) -> bool:
+Runs = Sequence[tuple[str | None, LoadedLog]]
+
+
+def _label(run: str | None, label: str, panel_keys: int) -> str:
+    """The series label; with several runs the run name leads it (legend by run)."""
+    if run is None:
+        return label
+    return run if panel_keys == 1 else f"{run}: {label}"
+
+
+def _draw_band(ax: Any, log: LoadedLog, panel: Panel, color: str | None) -> bool:
     if panel.band is None:
         return False
     low_key, high_key = panel.band
@@ -75,25 +85,33 @@ def _draw_band(ax: Any, log: LoadedLog, panel: Panel) -> bool:
         if not xs or xs != xs_high:
             return False
         label = "p10-p90"
-    ax.fill_between(xs, low, high, alpha=0.25, label=label)
+    # With several runs the bands share the runs' colours and stay out of the legend.
+    ax.fill_between(xs, low, high, alpha=0.25 if color is None else 0.12, color=color,
+                    label=label if color is None else None)
     return True
 
 
-def _draw_panel(ax: Any, log: LoadedLog, panel: Panel) -> None:
+def _draw_panel(ax: Any, runs: Runs, panel: Panel) -> None:
     ax.set_title(panel.title, fontsize=10)
     ax.grid(True, alpha=0.3)
-    drawn = _draw_band(ax, log, panel)
-    for key, label in panel.train:
-        xs, ys = _series(log.records, key)
-        if xs:
-            ax.plot(xs, ys, label=label, linewidth=1.2)
-            drawn = True
-    for key, label in panel.evals:
-        xs, ys = _series(log.evals, key)
-        if xs:
-            style = ":" if key.startswith("random_") else "o--"
-            ax.plot(xs, ys, style, label=label, markersize=4, linewidth=1)
-            drawn = True
+    drawn = False
+    several = len(runs) > 1
+    keys = len(panel.train) + len(panel.evals)
+    for index, (run, log) in enumerate(runs):
+        color = f"C{index}" if several else None
+        drawn = _draw_band(ax, log, panel, color) or drawn
+        for key, label in panel.train:
+            xs, ys = _series(log.records, key)
+            if xs:
+                ax.plot(xs, ys, label=_label(run, label, keys), linewidth=1.2, color=color)
+                drawn = True
+        for key, label in panel.evals:
+            xs, ys = _series(log.evals, key)
+            if xs:
+                style = ":" if key.startswith("random_") else "o--"
+                ax.plot(xs, ys, style, label=_label(run, label, keys), markersize=4,
+                        linewidth=1, color=color)
+                drawn = True
     if panel.ylim is not None:
         ax.set_ylim(*panel.ylim)
     if not drawn:
@@ -118,8 +136,12 @@ def _heading(meta: Mapping[str, Any]) -> str:
     return " | ".join(str(p) for p in parts if p)
 
 
-def render_png(log: LoadedLog, *, title: str | None = None) -> bytes:
-    """Draw the panels for a loaded log and return PNG bytes (Agg, no display needed)."""
+def draw_figure(runs: Runs, *, title: str | None = None) -> Any:
+    """The panels of one run, or of several overlaid (one colour per run; legend by run).
+
+    ``runs`` holds ``(name, log)`` pairs; a single run is drawn with its name as None.
+    Returns the matplotlib Figure (Agg, no display needed).
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -127,25 +149,62 @@ def render_png(log: LoadedLog, *, title: str | None = None) -> bytes:
     FigureCanvasAgg(figure)
     axes = figure.subplots(2, 4, sharex=True)
     for ax, panel in zip(axes.flat, PANELS, strict=True):
-        _draw_panel(ax, log, panel)
+        _draw_panel(ax, runs, panel)
     for ax in axes[-1]:
         ax.set_xlabel("env steps")
-    heading = title or _heading(log.meta)
+    heading = title or (_heading(runs[0][1].meta) if len(runs) == 1
+                        else f"{len(runs)} runs: " + ", ".join(str(n) for n, _ in runs))
     if heading:
         figure.suptitle(heading, fontsize=11)
+    return figure
+
+
+def render_png(log: LoadedLog, *, title: str | None = None) -> bytes:
+    """Draw the panels for a loaded log and return PNG bytes."""
+    return _png(draw_figure([(None, log)], title=title))
+
+
+def _png(figure: Any) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
 
 
-def plot_log(log_path: Path, out_path: Path) -> Path:
-    """Plot ``log_path`` into ``out_path`` (PNG, written atomically)."""
+def log_path_of(path: Path) -> Path:
+    """A run directory means its ``train_log.jsonl``; a file is taken as it is."""
+    return path / LOG_NAME if path.is_dir() else path
+
+
+def run_name(log: LoadedLog, path: Path) -> str:
+    """The legend name of a run: its run id, else its folder's name."""
+    run_id = log.meta.get("run_id")
+    return str(run_id) if run_id else log_path_of(path).parent.name
+
+
+def _load_plottable(log_path: Path) -> LoadedLog:
     if not log_path.exists():
         raise FileNotFoundError(f"{log_path} does not exist; pass a run's {LOG_NAME}")
     log = load_log(log_path)
     if not log.records:
         raise ValueError(f"{log_path} has no training records to plot")
-    return atomic_write_bytes(out_path, render_png(log))
+    return log
+
+
+def plot_log(log_path: Path, out_path: Path) -> Path:
+    """Plot ``log_path`` into ``out_path`` (PNG, written atomically)."""
+    return atomic_write_bytes(out_path, render_png(_load_plottable(log_path)))
+
+
+def plot_runs(paths: Sequence[Path], out_path: Path) -> Path:
+    """Plot one run, or overlay several (run dirs or logs), into ``out_path`` (PNG)."""
+    logs = [(path, _load_plottable(log_path_of(path))) for path in paths]
+    if len(logs) == 1:
+        return atomic_write_bytes(out_path, render_png(logs[0][1]))
+    names = [run_name(log, path) for path, log in logs]
+    # Two runs may share an id (a copied folder): the legend keeps them apart.
+    unique = [n if names.count(n) == 1 else f"{n} ({i + 1})" for i, n in enumerate(names)]
+    runs = [(name, log) for name, (_, log) in zip(unique, logs, strict=True)]
+    return atomic_write_bytes(out_path, _png(draw_figure(runs)))
 
 
 class PlotObserver:

@@ -95,12 +95,14 @@ def encode_gif(frames: Sequence[np.ndarray], *, scale: int = 2, fps: int = 15) -
 
 
 def run_rollout(
-    env: Any, policy: Policy, *, steps: int, greedy: bool = True
+    env: Any, policy: Policy, *, steps: int, greedy: bool = True,
+    on_step: Callable[[], None] | None = None,
 ) -> tuple[list[np.ndarray], list[dict[str, Any]]]:
     """Play ``steps`` steps of env 0 with ``policy(obs, greedy=...)``.
 
     Returns the frames shown (the first observation, then one per step) and
-    one row per step. This is a tool, not a hot path: it reads each step back.
+    one row per step; ``on_step`` is called after each (progress). This is a tool,
+    not a hot path: it reads each step back.
     """
     if steps <= 0:
         raise ValueError(f"--steps must be positive, got {steps}")
@@ -128,6 +130,8 @@ def run_rollout(
             ended = row["done"] or row["trunc"]
             shown = final[0] if ended and isinstance(final, torch.Tensor) else obs[0]
             frames.append(frame_of(shown))
+            if on_step is not None:
+                on_step()
     return frames, rows
 
 
@@ -167,10 +171,11 @@ def record_rollout(
     greedy: bool = True,
     scale: int = 2,
     meta: Mapping[str, Any] | None = None,
+    on_step: Callable[[], None] | None = None,
 ) -> dict[str, Path]:
     """Run one rollout and write its three files; the env is closed afterwards."""
     try:
-        frames, rows = run_rollout(env, policy, steps=steps, greedy=greedy)
+        frames, rows = run_rollout(env, policy, steps=steps, greedy=greedy, on_step=on_step)
     finally:
         env.close()
     full_meta = {"greedy": greedy, **dict(meta or {})}

@@ -15,11 +15,11 @@ from pathlib import Path
 import click
 
 from ..asm import assemble_file_with_symbols, format_symbols
+from ..resources import ROM_NAME, game_dir
 from . import assets
 
-GAME_DIR = Path(__file__).resolve().parent.parent / "roms" / "gbx_quest"
+GAME_DIR = game_dir()
 SOURCE = GAME_DIR / "gbx_quest.asm"
-ROM_NAME = "gbx_quest.gb"
 SYM_NAME = "gbx_quest.sym"
 
 

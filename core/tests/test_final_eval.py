@@ -1,0 +1,52 @@
+"""The run loop evaluates once when training ends and sends it to every observer."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from gbx_testplugins import EVENTS
+
+
+@pytest.fixture(autouse=True)
+def _clear_events():
+    EVENTS.clear()
+    yield
+    EVENTS.clear()
+
+
+def _run(invoke, tmp_path, *extra: str):
+    result = invoke("run", "--algo", "counter", "--env", "toy", "--device", "cpu", "--steps",
+                    "64", "--run-dir", str(tmp_path / "r"), "--observer", "recorder", *extra)
+    assert result.exit_code == 0, result.output
+    return [v for k, v in EVENTS if k == "eval"]
+
+
+def test_a_finished_run_ends_with_one_evaluation_at_its_last_step(invoke, tmp_path) -> None:
+    evals = _run(invoke, tmp_path)
+    assert len(evals) == 1
+    final = evals[0]
+    assert final["step"] == 64 and final["env_steps"] == 64 and final["final"] is True
+    assert final["episodes"] == 8 and final["greedy"] is True  # run.final_eval_episodes
+    assert final["steps_trained"] == 64 and final["kind"] == "eval"
+    kinds = [k for k, _ in EVENTS]
+    assert kinds.index("eval") > max(i for i, k in enumerate(kinds) if k == "checkpoint")
+    assert kinds[-1] == "end"
+
+
+def test_no_second_evaluation_when_the_trainer_just_evaluated(invoke, tmp_path) -> None:
+    evals = _run(invoke, tmp_path, "--set", "algo.eval_each=true")
+    assert [e["step"] for e in evals] == [32, 64]
+    assert not any(e.get("final") for e in evals)
+
+
+def test_final_evaluation_can_be_turned_off(invoke, tmp_path) -> None:
+    assert _run(invoke, tmp_path, "--set", "run.final_eval_episodes=0") == []
+
+
+def test_a_run_stopped_by_a_signal_skips_it(invoke, tmp_path) -> None:
+    if os.name != "posix":
+        pytest.skip("signals")
+    evals = _run(invoke, tmp_path, "--set", "algo.signal_at=32", "--steps", "1000")
+    assert evals == []
+    assert EVENTS[-1][1]["status"] == "stopped"

@@ -1,0 +1,57 @@
+"""`gbx log plot` of several runs overlays them: one curve per run, legend by run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from click.testing import CliRunner
+from observer_testdata import META, ppo_record
+from PIL import Image
+
+from gbx_observers.cli import log_group
+from gbx_observers.jsonl import JsonlObserver
+from gbx_observers.logfile import load_log
+from gbx_observers.plot import draw_figure
+
+
+def _run_dir(root: Path, run_id: str, scale: float) -> Path:
+    run = SimpleNamespace(run_id=run_id, run_dir=root / run_id)
+    observer = JsonlObserver(run)
+    observer.on_run_start({**META, "run_id": run_id})
+    for step in range(1, 12):
+        record = ppo_record(step)
+        record["episode_return_mean"] = scale * step
+        observer.on_record(record)
+    observer.on_eval({"env_steps": ppo_record(11)["env_steps"], "mean_return": scale,
+                      "success_rate": 0.5})
+    observer.on_run_end({})
+    return run.run_dir
+
+
+def _return_axis(figure):
+    return next(ax for ax in figure.axes if ax.get_title() == "episode return")
+
+
+def test_three_runs_give_three_curves_with_a_legend_by_run(tmp_path: Path) -> None:
+    dirs = [_run_dir(tmp_path, f"run-{i}", float(i + 1)) for i in range(3)]
+    runs = [(d.name, load_log(d / "train_log.jsonl")) for d in dirs]
+    ax = _return_axis(draw_figure(runs))
+    train_lines = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
+    assert len(train_lines) == 3
+    assert [line.get_ydata()[-1] for line in train_lines] == [11.0, 22.0, 33.0]
+    assert len({line.get_color() for line in train_lines}) == 3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"run-0: train", "run-1: train", "run-2: train"} <= set(legend)
+
+
+def test_plot_cli_takes_several_run_dirs_and_logs(tmp_path: Path) -> None:
+    a, b = _run_dir(tmp_path, "run-a", 1.0), _run_dir(tmp_path, "run-b", 2.0)
+    out = tmp_path / "compare.png"
+    result = CliRunner().invoke(log_group, ["plot", str(a), str(b / "train_log.jsonl"),
+                                            "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.size == (1600, 750)
+    one = CliRunner().invoke(log_group, ["plot", str(a), "--out", str(tmp_path / "one.png")])
+    assert one.exit_code == 0 and (tmp_path / "one.png").is_file()
