@@ -18,7 +18,7 @@ import contextlib
 import hashlib
 import importlib.metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import torch
@@ -90,8 +90,11 @@ class PyBoyEnv(GameBoyEnv):
         hw = obs_hw(config.obs_size)
         self.obs_shape = (config.stack_k, *hw)
         workers = config.workers or default_workers(n)
-        self.batch = PyBoyPool(rom, self.start, n, workers, dev, BUTTON_BITS)
-        self.restorer = self.batch  # the base env restores through ``restorer.restore``
+        self.pool = PyBoyPool(rom, self.start, n, workers, dev, BUTTON_BITS)
+        # The base env steps ``batch`` and restores through ``restorer.restore``: the pool
+        # offers both with the same signatures.
+        self.batch = cast(Any, self.pool)
+        self.restorer = cast(Any, self.pool)
         self.random_start = False
         self._allocate_step_buffers(n, hw)
 
@@ -100,7 +103,7 @@ class PyBoyEnv(GameBoyEnv):
 
     def close(self) -> None:
         if self.batch is not None:
-            self.batch.close()
+            self.pool.close()
         super().close()
 
     def meta(self) -> dict[str, Any]:
@@ -109,7 +112,7 @@ class PyBoyEnv(GameBoyEnv):
             "env": "pyboy",
             "backend": "pyboy",
             "pyboy_version": importlib.metadata.version("pyboy"),
-            "workers": self.batch.workers if self.batch is not None else None,
+            "workers": self.pool.workers if self.batch is not None else None,
             "rom": str(cfg.rom),
             "rom_sha256": self.rom_sha256,
             "state": cfg.state or None,
