@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gbx.api import StatefulEnv
 from gbx.errors import GbxError
 from gbx.metrics import MetricsAccumulator
 
@@ -434,13 +435,15 @@ class TruncatedObsBuffer:
 def env_batch_state(
     env: Any, obs: torch.Tensor | None, metrics: MetricsAccumulator | None
 ) -> dict[str, Any] | None:
-    """The current observation, the env's own state (if it can save one) and episode sums."""
+    """The current observation, the env's own state and the per-env episode sums.
+
+    The env's state is saved when it declares :class:`gbx.api.StatefulEnv`.
+    """
     if env is None or obs is None:
         return None
     state: dict[str, Any] = {"obs": obs.clone()}
-    save = getattr(env, "state_dict", None)
-    if callable(save):
-        state["env"] = save()
+    if isinstance(env, StatefulEnv):
+        state["env"] = env.env_state_dict()
     if metrics is not None:
         state["metrics"] = metrics.state_dict()
     return state
@@ -456,17 +459,18 @@ def restore_env_batch(
 ) -> torch.Tensor | None:
     """Restore what :func:`env_batch_state` saved; return the observation to continue from.
 
-    Returns None (after a warning) when the env cannot load a state: the
-    caller keeps the observation of its fresh reset and episodes restart.
+    Returns None (after a warning) when the env is not a :class:`gbx.api.StatefulEnv`
+    or the checkpoint holds no env state: the caller keeps the observation of its
+    fresh reset and episodes restart.
     """
     obs: torch.Tensor | None = None
-    load = getattr(env, "load_state_dict", None)
-    if "env" in state and callable(load):
-        load(state["env"])
+    if "env" in state and isinstance(env, StatefulEnv):
+        env.load_env_state_dict(state["env"])
         obs = state["obs"].to(device)
     else:
         print(
-            f"{algo}: warning: the env cannot restore its state; resumed episodes start afresh",
+            f"{algo}: warning: the env cannot restore its state (it is not a "
+            "gbx.api.StatefulEnv); resumed episodes start afresh",
             file=sys.stderr,
         )
     if "metrics" in state and metrics is not None:

@@ -19,6 +19,7 @@ envs in Python and nothing leaves the device.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -170,16 +171,17 @@ class ToyEnv:
     def close(self) -> None:
         self._frames = self._frames[:0]
 
-    # The env's whole state, so a resumed run continues its episodes exactly
-    # (positions, step counters and the random stream of future starts).
+    # The env's whole state (gbx.api.StatefulEnv), so a resumed run continues its
+    # episodes exactly (positions, step and goal counters, the frame stack and the
+    # random stream of future starts).
     _STATE_FIELDS = ("_pos", "_t", "_consec", "_dist", "_frames")
 
-    def state_dict(self) -> dict[str, Any]:
+    def env_state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {k: getattr(self, k).clone() for k in self._STATE_FIELDS}
         state["generator"] = self._gen.get_state()
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
         for key in self._STATE_FIELDS:
             current = getattr(self, key)
             value = state[key]

@@ -4,6 +4,7 @@ overlapped with training; see :mod:`gbx_algo_dreamer.engine`)."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +13,7 @@ import attrs
 import torch
 
 from gbx import distributed as gdist
+from gbx.api import StatefulEnv
 from gbx.evaluation import evaluate_policy
 from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx.metrics import MetricsAccumulator
@@ -388,7 +390,10 @@ class DreamerTrainer:
                          "pending_env_steps": self.pending_env_steps},
             "live": {"obs": None if self._obs is None else self._obs.clone(),
                      "is_first": None if self._is_first is None else self._is_first.clone(),
-                     "env": self.env.state_dict() if hasattr(self.env, "state_dict") else None},
+                     "env": self.env.env_state_dict() if isinstance(self.env, StatefulEnv)
+                     else None,
+                     # per-env episode sums, so episode records after a resume are exact
+                     "metrics": self.metrics.state_dict()},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -420,12 +425,16 @@ class DreamerTrainer:
 
     def _restore_live(self, live: Mapping[str, Any]) -> None:
         if live["obs"] is not None and live.get("env") is not None \
-                and hasattr(self.env, "load_state_dict"):
-            self.env.load_state_dict(live["env"])
+                and isinstance(self.env, StatefulEnv):
+            self.env.load_env_state_dict(live["env"])
             self._obs = live["obs"].to(self.device).clone()
             self._is_first = live["is_first"].to(self.device).clone()
+            if live.get("metrics") is not None:
+                self.metrics.load_state_dict(live["metrics"])
         elif live["obs"] is not None:
-            # an env without state_dict cannot be restored: restart its episodes
+            # an env that is not a StatefulEnv cannot be restored: restart its episodes
+            print("dreamer_v3: warning: the env cannot restore its state (it is not a "
+                  "gbx.api.StatefulEnv); resumed episodes start afresh", file=sys.stderr)
             self._obs = self.env.reset()
             self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
                                         device=self.device)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,49 @@ class GameBoyEnv:
             "start_states": list(cfg.start_states),
             "start_states_sha256": self.start_states_sha256,
         }
+
+    # ------------------------------------------------------------------ StatefulEnv
+    def env_state_dict(self) -> dict[str, Any]:
+        """Everything the batch's future depends on (:class:`gbx.api.StatefulEnv`): every
+        emulator array of every env, the frame stack, the step counters and the random
+        stream that picks start states."""
+        emu = {name: t.clone() for name, t in self.batch.state_tensors().items()}
+        emu["clocks"] = self.batch.phase_clocks.clone()
+        return {
+            "emulator": emu,
+            "stack": self.stack.buffer.clone(),
+            "steps": self._steps.clone(),
+            "restore_rng": self.restorer.generator_state(),
+            "rom_sha256": self.rom_sha256,
+        }
+
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`env_state_dict` into this batch, in place (the kernels keep
+        pointing at the same arrays); refuses a state of another ROM or batch shape."""
+        if state.get("rom_sha256") != self.rom_sha256:
+            raise ValueError(
+                f"the saved env state is of ROM sha256 {state.get('rom_sha256')}, this env "
+                f"runs {self.rom_sha256}: resume with the ROM the run was started with"
+            )
+        targets = dict(self.batch.state_tensors())
+        targets["clocks"] = self.batch.phase_clocks
+        emu = state["emulator"]
+        pairs = [(f"emulator.{k}", t, emu.get(k)) for k, t in targets.items()]
+        pairs += [("stack", self.stack.buffer, state.get("stack")),
+                  ("steps", self._steps, state.get("steps"))]
+        for name, dst, src in pairs:
+            if not isinstance(src, torch.Tensor) or src.shape != dst.shape \
+                    or src.dtype != dst.dtype:
+                got = "missing" if not isinstance(src, torch.Tensor) \
+                    else f"{src.dtype}{list(src.shape)}"
+                raise ValueError(
+                    f"saved env state {name!r} is {got}, this env needs "
+                    f"{dst.dtype}{list(dst.shape)}: resume with the same env config and num_envs"
+                )
+        with self._on_torch_stream():
+            for _name, dst, src in pairs:
+                dst.copy_(src.to(dst.device))
+        self.restorer.set_generator_state(state["restore_rng"])
 
     # ------------------------------------------------------------------ internals
     def _reset_envs(self, mask: torch.Tensor) -> None:

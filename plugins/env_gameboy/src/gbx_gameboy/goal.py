@@ -21,6 +21,7 @@ nothing more. ``tau`` and ``consec_k`` default to the goal's ``meta.json``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -144,6 +145,30 @@ class GoalEnv(GameBoyEnv):
             q = percentiles(self._dist, _QUANTILES)
             info["dist_p10"], info["dist_p50"], info["dist_p90"] = q[0], q[1], q[2]
         return obs, reward, done, trunc, info
+
+    # ------------------------------------------------------------------ StatefulEnv
+    _GOAL_FIELDS = ("_dist", "_prev", "_consec")
+
+    def env_state_dict(self) -> dict[str, Any]:
+        """The Game Boy batch's state plus the goal counters: the previous distance (for the
+        shaping reward) and the consecutive steps under tau of every env."""
+        state = super().env_state_dict()
+        state["goal"] = {k.lstrip("_"): getattr(self, k).clone() for k in self._GOAL_FIELDS}
+        return state
+
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
+        goal = state.get("goal")
+        if not isinstance(goal, Mapping):
+            raise ValueError("the saved env state has no goal counters: it was saved by "
+                             "another env; resume with the env the run was started with")
+        for key in self._GOAL_FIELDS:
+            dst, src = getattr(self, key), goal.get(key.lstrip("_"))
+            if not isinstance(src, torch.Tensor) or src.shape != dst.shape:
+                raise ValueError(f"saved goal counter {key.lstrip('_')!r} does not fit "
+                                 f"{list(dst.shape)}: resume with the same num_envs")
+        super().load_env_state_dict(state)
+        for key in self._GOAL_FIELDS:
+            getattr(self, key).copy_(goal[key.lstrip("_")].to(self.device))
 
     def meta(self) -> dict[str, Any]:
         cfg = self.config
