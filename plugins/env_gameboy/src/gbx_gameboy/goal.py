@@ -71,6 +71,9 @@ class GoalConfig(GameBoyConfig):
         "stats", "info carries: full (per-env dist) | stats (dist p10/p50/p90) | none",
         _v.in_(INFO_MODES),
     )
+    allow_goal_rom_mismatch: bool = option(
+        False, "use a goal whose meta.json names another ROM's sha256 than env.rom's"
+    )
 
 
 class GoalEnv(GameBoyEnv):
@@ -81,7 +84,8 @@ class GoalEnv(GameBoyEnv):
     def __init__(
         self, config: GoalConfig, num_envs: int, device: torch.device | str, seed: int = 0
     ) -> None:
-        from gbx_gameboy.capture import GoalError, load_goal
+        from gbx_gameboy.capture import GoalError, check_goal_rom, load_goal, sha256_file
+        from gbx_gameboy.env import resolve_rom
 
         if not config.goal_dir:
             raise GoalError(
@@ -89,6 +93,9 @@ class GoalEnv(GameBoyEnv):
                 "`gbx gameboy capture-goal` (or to a .npy template)"
             )
         goal = load_goal(config.goal_dir)
+        rom = resolve_rom(config.rom)
+        check_goal_rom(goal, sha256_file(rom), rom,
+                       allow_mismatch=config.allow_goal_rom_mismatch)
         self.goal = goal
         self.tau = float(config.tau if config.tau is not None else goal.tau)
         self.consec_k = int(config.consec_k if config.consec_k is not None else goal.consec_k)
