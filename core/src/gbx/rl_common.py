@@ -44,7 +44,9 @@ __all__ = [
     "available_bytes",
     "capture_rng_state",
     "categorical_logprob",
+    "check_env_memory",
     "check_memory",
+    "check_step_budget",
     "compute_gae",
     "env_batch_state",
     "explained_variance",
@@ -179,6 +181,29 @@ def restore_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> N
 
 
 # ---------------------------------------------------------------------------
+# Step budget
+# ---------------------------------------------------------------------------
+
+
+def check_step_budget(
+    total: int, minimum: int, *, algo: str, unit: str, from_algo_config: bool = False
+) -> None:
+    """Refuse a training budget of ``total`` env steps below ``minimum`` (one update).
+
+    Such a run would train nothing and still end "completed". ``unit`` says what one
+    update takes, e.g. ``"algo.num_envs x algo.rollout_steps"``; ``from_algo_config``
+    names ``algo.total_env_steps`` instead of ``--steps`` as the setting to raise.
+    """
+    if total >= minimum:
+        return
+    setting = "algo.total_env_steps" if from_algo_config else "--steps"
+    raise GbxError(
+        f"{setting} {total} is less than one {algo} update ({minimum} env steps: {unit}); "
+        f"pass {setting} {minimum} or more"
+    )
+
+
+# ---------------------------------------------------------------------------
 # Memory budget
 # ---------------------------------------------------------------------------
 
@@ -236,6 +261,14 @@ def check_memory(
     if required > headroom * free:
         raise MemoryBudgetError(f"{algo} {line}: {fix}")
     return line
+
+
+def check_env_memory(name: str, num_envs: int, bytes_per_env: int, device: torch.device) -> None:
+    """Refuse an env batch whose buffers will not fit, before the env allocates them."""
+    check_memory(
+        num_envs * bytes_per_env, device, algo=f"{name} env with {num_envs} envs",
+        fix="lower algo.num_envs",
+    )
 
 
 def model_bytes(model: nn.Module) -> int:

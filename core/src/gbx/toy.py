@@ -28,6 +28,7 @@ import torch
 from gbx import hookimpl
 from gbx.config import option
 from gbx.goal_math import count_under, goal_reward, reached
+from gbx.rl_common import check_env_memory
 
 ACTION_NAMES = ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
 # (row, col) move of each action; A, B and START do nothing on this board.
@@ -70,6 +71,7 @@ class ToyEnv:
         self.num_actions = len(ACTION_NAMES)
         self.device = torch.device(device)
         self.obs_shape = (config.stack_k, config.height, config.width)
+        check_env_memory("toy", num_envs, self.bytes_per_env(config), self.device)
         g = config.grid
         dev = self.device
         self._gen = torch.Generator(device=dev)
@@ -92,6 +94,13 @@ class ToyEnv:
         self._consec = torch.zeros(n, dtype=torch.int64, device=dev)
         self._dist = torch.zeros(n, dtype=torch.float32, device=dev)
         self._frames = torch.zeros(n, *self.obs_shape, dtype=torch.uint8, device=dev)
+
+    @staticmethod
+    def bytes_per_env(config: ToyConfig) -> int:
+        """Device bytes one env takes: its frame stack and a step's temporaries (the new
+        stack, final observations, fresh frames: about 8 stacks) and its board cells."""
+        frames = config.stack_k * config.height * config.width
+        return 8 * frames + 16 * config.grid * config.grid + 64
 
     # -- pure helpers --------------------------------------------------------
 

@@ -17,6 +17,7 @@ from gbx.api import StatefulEnv
 from gbx.evaluation import evaluate_policy
 from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx.metrics import MetricsAccumulator
+from gbx.rl_common import check_step_budget
 from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
@@ -41,6 +42,13 @@ class DreamerTrainer:
         self.cfg = cfg = config
         self.ctx = ctx
         self.device = torch.device(ctx.device)
+        run_cfg = getattr(ctx.config, "run", None)  # test contexts may have no run config
+        total = cfg.total_env_steps or (int(run_cfg.steps) if run_cfg is not None else 0)
+        if total:  # refused before anything is allocated
+            check_step_budget(total, cfg.min_env_steps(), algo="dreamer_v3",
+                              unit="algo.learning_starts, algo.batch_length and "
+                                   "algo.train_ratio at algo.num_envs",
+                              from_algo_config=bool(cfg.total_env_steps))
         self.env = ctx.make_env(cfg.num_envs)
         self.obs_shape = tuple(self.env.obs_shape)
         if len(self.obs_shape) != 3:

@@ -26,6 +26,7 @@ import torch
 
 from gbx import hookimpl
 from gbx.config import option
+from gbx.rl_common import check_env_memory
 from gbx_gameboy.actions import CODECS, make_codec
 from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
 
@@ -114,6 +115,20 @@ def load_start_state(batch: Any, path: str | Path) -> tuple[str, bool]:
     return hashlib.sha256(data).hexdigest(), False
 
 
+def bytes_per_env(cart: Any, config: GameBoyConfig) -> int:
+    """Device bytes one env of a batch takes: every emulator array (memory, cart RAM,
+    registers, timers, serial buffer, framebuffer, phase clocks) and the observation
+    buffers of a step (frame stack, final observations, frame, goal scratch)."""
+    from gbx_gameboy import layout as lay
+    from gbx_gameboy.machine import DEFAULT_SERIAL_CAPACITY
+    from gbx_gameboy.phase_clock import CLOCK_ROWS
+
+    h, w = obs_hw(config.obs_size)
+    emulator = (lay.MEM_BYTES + max(cart.ram_bytes, 1) + 4 * lay.ST_COUNT + 8 * lay.TM_COUNT
+                + DEFAULT_SERIAL_CAPACITY + lay.SCREEN_H * lay.SCREEN_W + 8 * CLOCK_ROWS)
+    return emulator + (2 * config.stack_k + 4) * h * w + 64
+
+
 def _warp_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
@@ -126,6 +141,7 @@ class GameBoyEnv:
     def __init__(
         self, config: GameBoyConfig, num_envs: int, device: torch.device | str, seed: int = 0
     ) -> None:
+        from gbx_gameboy.cartridge import parse_cartridge
         from gbx_gameboy.machine import GameBoyBatch
         from gbx_gameboy.snapshot import MaskedRestore, SnapshotBank, capture
 
@@ -143,7 +159,10 @@ class GameBoyEnv:
             )
         rom = resolve_rom(config.rom)
         wdev = _warp_device(self.device)
-        self.batch = GameBoyBatch(rom, num_envs, wdev)
+        cart = parse_cartridge(str(rom))
+        # Refused before the batch allocates anything (a huge env count is a one-line error).
+        check_env_memory("gameboy", num_envs, bytes_per_env(cart, config), self.device)
+        self.batch = GameBoyBatch(cart, num_envs, wdev)
         self.rom_sha256 = self.batch.cart.sha256
         self.codec = make_codec(config.action_codec, self.device)
         self.num_actions = self.codec.num_actions
