@@ -9,7 +9,8 @@ from rich.table import Table
 
 from gbx.plugins import PluginHost
 
-KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "benchmarks")
+KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "benchmarks",
+         "fuzz_targets")
 
 
 def report(host: PluginHost) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tokenize
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,12 +246,45 @@ def load_goal(path: str | Path) -> Goal:
     return Goal(template, meta, p)
 
 
+# What numpy raises on a malformed .npy header (it parses the header as Python literals).
+_NPY_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TypeError, UnicodeDecodeError,
+               tokenize.TokenError, zipfile.BadZipFile)
+
+
+def _check_npy_header(npy: Path, fix: str) -> None:
+    """Read only the header: refuse a non-uint8 or non-2-D array, or one whose header
+    claims more bytes than the file holds (before numpy allocates for it)."""
+    from numpy.lib import format as npy_format
+
+    with npy.open("rb") as fh:
+        if fh.read(6) != b"\x93NUMPY":
+            fh.seek(0)
+            if fh.read(4) == b"PK\x03\x04":
+                raise GoalError(f"{npy} is an .npz container, not a .npy array; {fix}")
+            raise GoalError(f"{npy} is not a .npy file (bad magic); {fix}")
+        fh.seek(0)
+        version = npy_format.read_magic(fh)
+        read_header = (npy_format.read_array_header_1_0 if version == (1, 0)
+                       else npy_format.read_array_header_2_0)
+        shape, _fortran, dtype = read_header(fh, max_header_size=10_000)
+        body = npy.stat().st_size - fh.tell()
+    if dtype != np.uint8 or len(shape) != 2:
+        raise GoalError(f"{npy} holds {dtype}{list(shape)}; need uint8 [H, W]")
+    if int(np.prod(shape, dtype=np.int64)) != body:
+        raise GoalError(f"{npy} is truncated or padded: its header says {list(shape)}, "
+                        f"the file holds {body} data bytes; {fix}")
+
+
 def _read_template(npy: Path) -> np.ndarray:
     fix = "make it again with `gbx gameboy capture-goal`"
     try:
+        _check_npy_header(npy, fix)
         template = np.load(npy, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise GoalError(f"{npy} is not a readable .npy file ({exc}); {fix}") from None
+    except GoalError:
+        raise
+    except _NPY_ERRORS as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GoalError(f"{npy} is not a readable .npy file ({reason}); {fix}") from None
     if not isinstance(template, np.ndarray):  # np.load opens a zip (.npz) by its content
         raise GoalError(f"{npy} is an .npz container, not a .npy array; {fix}")
     if template.dtype != np.uint8 or template.ndim != 2 or template.size == 0:

@@ -30,7 +30,7 @@ import torch
 from gbx.config import option
 from gbx.goal_math import count_under, goal_distance, goal_reward, reached
 from gbx.metrics import percentiles
-from gbx_gameboy.capture import npy_bytes
+from gbx_gameboy.capture import Goal, npy_bytes
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
 
 INFO_MODES = ("full", "stats", "none")
@@ -76,6 +76,35 @@ class GoalConfig(GameBoyConfig):
     )
 
 
+def resolve_goal(config: Any) -> tuple[Goal, float, int]:
+    """The goal of a goal env's config, with its ``tau`` and ``consec_k`` (the config's,
+    else the goal's ``meta.json``), checked before any emulator is built: the goal loads
+    (:func:`gbx_gameboy.capture.load_goal`), was captured on ``env.rom`` (unless
+    ``env.allow_goal_rom_mismatch``) and has the observation size of ``env.obs_size``.
+    Raises :class:`gbx_gameboy.capture.GoalError` (one line) otherwise."""
+    from gbx_gameboy.capture import GoalError, check_goal_rom, load_goal, sha256_file
+    from gbx_gameboy.env import resolve_rom
+    from gbx_gameboy.obs import obs_hw
+
+    if not config.goal_dir:
+        raise GoalError(
+            "gameboy-goal needs a goal: set env.goal_dir to a folder made by "
+            "`gbx gameboy capture-goal` (or to a .npy template)"
+        )
+    goal = load_goal(config.goal_dir)
+    rom = resolve_rom(config.rom)
+    check_goal_rom(goal, sha256_file(rom), rom, allow_mismatch=config.allow_goal_rom_mismatch)
+    want = obs_hw(config.obs_size)
+    if tuple(goal.template.shape) != want:
+        raise GoalError(
+            f"goal template {goal.path} is {list(goal.template.shape)} but env.obs_size="
+            f"{config.obs_size} gives {list(want)}: capture the goal with that obs size"
+        )
+    tau = float(config.tau if config.tau is not None else goal.tau)
+    consec_k = int(config.consec_k if config.consec_k is not None else goal.consec_k)
+    return goal, tau, consec_k
+
+
 class GoalEnv(GameBoyEnv):
     """:class:`GameBoyEnv` with reward and done from the distance to a goal screen."""
 
@@ -84,28 +113,10 @@ class GoalEnv(GameBoyEnv):
     def __init__(
         self, config: GoalConfig, num_envs: int, device: torch.device | str, seed: int = 0
     ) -> None:
-        from gbx_gameboy.capture import GoalError, check_goal_rom, load_goal, sha256_file
-        from gbx_gameboy.env import resolve_rom
-
-        if not config.goal_dir:
-            raise GoalError(
-                "gameboy-goal needs a goal: set env.goal_dir to a folder made by "
-                "`gbx gameboy capture-goal` (or to a .npy template)"
-            )
-        goal = load_goal(config.goal_dir)
-        rom = resolve_rom(config.rom)
-        check_goal_rom(goal, sha256_file(rom), rom,
-                       allow_mismatch=config.allow_goal_rom_mismatch)
+        goal, self.tau, self.consec_k = resolve_goal(config)
         self.goal = goal
-        self.tau = float(config.tau if config.tau is not None else goal.tau)
-        self.consec_k = int(config.consec_k if config.consec_k is not None else goal.consec_k)
         super().__init__(config, num_envs, device, seed)
         want = self.obs_shape[1:]
-        if tuple(goal.template.shape) != want:
-            raise GoalError(
-                f"goal template {goal.path} is {list(goal.template.shape)} but env.obs_size="
-                f"{config.obs_size} gives {list(want)}: capture the goal with that obs size"
-            )
         n, dev = num_envs, self.device
         self._goal = torch.from_numpy(goal.template).to(dev, torch.int16)
         self._scratch = torch.empty((n, *want), dtype=torch.int16, device=dev)
