@@ -130,29 +130,44 @@ class TargetSummary:
 
 
 def _chunk_lines(cmd: list[str], timeout_s: float) -> Iterator[dict[str, Any] | int]:
-    """Run one worker; yield its JSON lines, then its exit code (negative: killed)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
+    """Run one worker; yield its JSON lines, then its exit code (negative: killed).
+
+    The pipe is read in raw blocks (a buffered reader would hold lines the poll cannot
+    see); no output for ``timeout_s`` kills the worker and yields ``-9``.
+    """
+    import os
     import selectors
 
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    buffer = ""
+    sel.register(fd, selectors.EVENT_READ)
+    pending = b""
     try:
         while True:
-            if not sel.select(timeout_s):  # no line for timeout_s: a hang
+            if not sel.select(timeout_s):  # no output for timeout_s: a hang
                 proc.kill()
                 proc.wait()
                 yield -9
                 return
-            line = proc.stdout.readline()
-            if not line:
+            block = os.read(fd, 1 << 16)
+            if not block:
                 break
-            buffer = line
-            yield json.loads(buffer)
+            *lines, pending = (pending + block).split(b"\n")
+            for line in lines:
+                yield json.loads(line)
     finally:
         sel.close()
+        proc.stdout.close()
     yield proc.wait()
+
+
+def worker_command(name: str, *, seed: int, start: int, count: int, workdir: Path) -> list[str]:
+    """The child process that runs inputs ``start .. start + count - 1`` of ``name``."""
+    return [sys.executable, "-m", "gbx", "fuzz", "--worker", "--target", name,
+            "--seed", str(seed), "--start", str(start), "--inputs", str(count),
+            "--workdir", str(workdir)]
 
 
 def run_target(name: str, *, seed: int, start: int, inputs: int, chunk: int,
@@ -163,9 +178,7 @@ def run_target(name: str, *, seed: int, start: int, inputs: int, chunk: int,
     nxt, end = start, start + inputs
     while nxt < end:
         count = min(chunk, end - nxt)
-        cmd = [sys.executable, "-m", "gbx", "fuzz", "--worker", "--target", name,
-               "--seed", str(seed), "--start", str(nxt), "--inputs", str(count),
-               "--workdir", str(workdir)]
+        cmd = worker_command(name, seed=seed, start=nxt, count=count, workdir=workdir)
         current: int | None = None
         for item in _chunk_lines(cmd, timeout_s):
             if isinstance(item, int):
