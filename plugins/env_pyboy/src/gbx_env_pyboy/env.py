@@ -77,8 +77,8 @@ class PyBoyEnv(GameBoyEnv):
     inherited from the Warp env, which ``isinstance(env, StatefulEnv)`` then reports.
     """
 
-    env_state_dict = None  # type: ignore[assignment]
-    load_env_state_dict = None  # type: ignore[assignment]
+    env_state_dict = None
+    load_env_state_dict = None
 
     def __init__(self, config: Any, num_envs: int, device: torch.device | str,
                  seed: int = 0) -> None:
@@ -136,8 +136,8 @@ class PyBoyEnv(GameBoyEnv):
 class PyBoyGoalEnv(GoalEnv, PyBoyEnv):
     """``gameboy-goal`` scoring over :class:`PyBoyEnv` (method order: goal, pyboy, gameboy)."""
 
-    env_state_dict = None  # type: ignore[assignment]  # not a StatefulEnv (see PyBoyEnv)
-    load_env_state_dict = None  # type: ignore[assignment]
+    env_state_dict = None  # not a StatefulEnv (see PyBoyEnv)
+    load_env_state_dict = None
 
     def meta(self) -> dict[str, Any]:
         out = super().meta()
