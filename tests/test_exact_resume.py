@@ -64,3 +64,40 @@ def test_sigkill_at_a_random_moment_then_resume_is_exact(
     print(f"kill seed {seed}")
     check_sigkill_resume(args, tmp_path, plugins=plugins, total_steps=total,
                          expected_records=records, seed=seed, timeout=600)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_with_a_checkpoint_exit_143_and_resumes(tmp_path: Path) -> None:
+    """A real `gbx run` sent SIGTERM mid-run: exit 143, summary.json 'stopped', a
+    checkpoint at the step it stopped at; `--resume` then completes it with exit 0."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from gbx.artifacts import latest_checkpoint, load_checkpoint
+
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, GBX_PLUGINS="ppo", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    args = ["--algo", "ppo", "--env", "toy", "--device", "cpu", "--steps", str(200 * 64)]
+    for item in PPO:
+        args += ["--set", item]
+    proc = subprocess.Popen([sys.executable, "-m", "gbx", "run", *args, "--observer", "print",
+                             "--run-dir", str(run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "] step=" in line:  # training is under way
+            break
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["signal"] == "SIGTERM"
+    assert 0 < summary["step"] < 200 * 64
+    assert load_checkpoint(latest_checkpoint(run_dir))["step"] == summary["step"]
+    assert "gbx: run stopped at step" in err
+    done = subprocess.run([sys.executable, "-m", "gbx", "run", "--resume", str(run_dir)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"

@@ -42,13 +42,6 @@ class DreamerTrainer:
         self.cfg = cfg = config
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        run_cfg = getattr(ctx.config, "run", None)  # test contexts may have no run config
-        total = cfg.total_env_steps or (int(run_cfg.steps) if run_cfg is not None else 0)
-        if total:  # refused before anything is allocated
-            check_step_budget(total, cfg.min_env_steps(), algo="dreamer_v3",
-                              unit="algo.learning_starts, algo.batch_length and "
-                                   "algo.train_ratio at algo.num_envs",
-                              from_algo_config=bool(cfg.total_env_steps))
         self.env = ctx.make_env(cfg.num_envs)
         self.obs_shape = tuple(self.env.obs_shape)
         if len(self.obs_shape) != 3:
@@ -303,8 +296,20 @@ class DreamerTrainer:
     def _reached_total(self) -> bool:
         return bool(self.cfg.total_env_steps) and self.env_steps >= self.cfg.total_env_steps
 
+    def _check_budget(self) -> None:
+        """Refuse a budget that ends before the first update (it would train nothing)."""
+        cfg = self.cfg
+        run_cfg = getattr(self.ctx.config, "run", None)  # test contexts may have none
+        total = cfg.total_env_steps or (int(run_cfg.steps) if run_cfg is not None else 0)
+        if total:
+            check_step_budget(total, cfg.min_env_steps(), algo="dreamer_v3",
+                              unit="algo.learning_starts, algo.batch_length and "
+                                   "algo.train_ratio at algo.num_envs",
+                              from_algo_config=bool(cfg.total_env_steps))
+
     def train(self) -> None:
         cfg = self.cfg
+        self._check_budget()
         self._ensure_started()
         window_start, window_opt = time.perf_counter(), self.opt_steps
         last_ckpt, last_rec = self.env_steps, self.iterations
