@@ -26,8 +26,10 @@ from gbx_gameboy.capture import GOAL_FILE, META_FILE
 _SHAPES = ((72, 80), (144, 160), (80, 72), (0, 80), (72, 0), (1, 1), (72,), (72, 80, 1), ())
 _DTYPES = (np.uint8, np.int8, np.uint16, np.int64, np.float32, np.float64, np.bool_, "U3",
            np.complex64)
-_ODD: tuple[Any, ...] = (None, True, False, 0, -1, 1, 2, 0.5, 1.0, 1.5, -0.5, 1e-300, 1e308, math.nan,
-        math.inf, -math.inf, "0.1", "", "ab" * 32, [], {}, [0.1], {"tau": 0.1}, 2**70)
+_ODD: tuple[Any, ...] = (
+    None, True, False, 0, -1, 1, 2, 0.5, 1.0, 1.5, -0.5, 1e-300, 1e308, math.nan, math.inf,
+    -math.inf, "0.1", "", "ab" * 32, [], {}, [0.1], {"tau": 0.1}, 2**70,
+)
 
 
 def _template(rng: random.Random) -> np.ndarray:
