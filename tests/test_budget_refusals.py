@@ -55,8 +55,20 @@ def test_budget_below_one_update_is_refused_with_the_minimum(host, tmp_path, alg
     error = next(line for line in out.splitlines() if line.startswith("gbx: error:"))
     assert f"--steps {MINIMUM[algo] - 1} is less than one {algo} update" in error
     assert f"pass --steps {MINIMUM[algo]} or more" in error
+
+
+@pytest.mark.parametrize("algo", sorted(TINY))
+def test_budget_of_exactly_the_minimum_trains(host, tmp_path, algo) -> None:
+    """The minimum is not too high: one update runs and is logged."""
+    import json
+
+    if algo not in host.registry.algorithms:
+        pytest.skip(f"{algo} is not installed")
     code, out = gbx_run(host, tmp_path, algo, "--steps", str(MINIMUM[algo]))
     assert code == 0, out
+    (run_dir,) = (p for p in tmp_path.iterdir() if (p / "train_log.jsonl").is_file())
+    records = [json.loads(line) for line in (run_dir / "train_log.jsonl").open()]
+    assert max(r.get("opt_steps", 0) for r in records) >= 1
 
 
 @pytest.mark.parametrize("algo", sorted(TINY))
