@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 from torch import nn
 
 from gbx import rl_common
+from gbx.api import StatefulEnv
 from gbx.metrics import MetricsAccumulator
 from gbx.on_policy import OnPolicyTrainer
 from gbx.rl_common import (
@@ -163,11 +165,21 @@ class _CounterEnv:
     def __init__(self) -> None:
         self.counter = torch.zeros(2)
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
+    def env_state_dict(self) -> dict[str, torch.Tensor]:
         return {"counter": self.counter.clone()}
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+    def load_env_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
         self.counter = state["counter"].clone()
+
+
+class _DuckEnv:
+    """Has methods named like the capability's but does not declare it: not restored."""
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        raise AssertionError("never called")
 
 
 def test_env_batch_state_roundtrip(capsys: pytest.CaptureFixture[str]) -> None:
@@ -188,8 +200,10 @@ def test_env_batch_state_roundtrip(capsys: pytest.CaptureFixture[str]) -> None:
     assert fresh_env.counter.tolist() == [3.0, 3.0]
     assert fresh_acc.state_dict()["ep_return"].tolist() == [1.0, 2.0]
 
-    # An env without load_state_dict keeps its reset state; a warning says so.
-    assert restore_env_batch(object(), state, None, cpu, algo="a2c") is None
+    # An env that is not a StatefulEnv keeps its reset state; a warning says so.
+    assert isinstance(env, StatefulEnv) and not isinstance(_DuckEnv(), StatefulEnv)
+    assert "env" not in (env_batch_state(_DuckEnv(), obs, None) or {})
+    assert restore_env_batch(_DuckEnv(), state, None, cpu, algo="a2c") is None
     assert "a2c: warning: the env cannot restore its state" in capsys.readouterr().err
 
 

@@ -107,11 +107,23 @@ def test_trace_id_of_the_exception_names_the_bundle(host, tmp_path) -> None:
 
 
 def test_sigterm_stops_the_run_cleanly(invoke, tmp_path) -> None:
+    """Exit 143 (not 0), the checkpoint of the step it stopped at, summary.json 'stopped'."""
     result = invoke(*run_args(tmp_path / "r", "--steps", "100000",
                               "--set", "algo.signal_at=64"))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 143, result.output
     end = EVENTS[-1][1]
-    assert end["status"] == "stopped" and end["step"] == 64
+    assert end["status"] == "stopped" and end["step"] == 64 and end["signal"] == "SIGTERM"
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["exit_code"] == 143
+    assert load_checkpoint(latest_checkpoint(tmp_path / "r"))["step"] == 64
+
+
+def test_completed_run_exits_0_and_says_completed(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r", "--steps", "32"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["exit_code"] == 0
+    assert "signal" not in summary
 
 
 def test_default_run_dir_name(invoke, tmp_path, monkeypatch) -> None:

@@ -105,13 +105,13 @@ def test_state_dict_restores_episodes_exactly() -> None:
     gen = torch.Generator().manual_seed(3)
     for _ in range(4):
         env.step(torch.randint(0, 7, (16,), generator=gen))
-    saved = env.state_dict()
+    saved = env.env_state_dict()
     actions = [torch.randint(0, 7, (16,), generator=gen) for _ in range(12)]
     first = [env.step(a) for a in actions]
 
     other = env_of(16, max_steps=6)
     other.reset()
-    other.load_state_dict(saved)
+    other.load_env_state_dict(saved)
     second = [other.step(a) for a in actions]
     for (o1, r1, d1, t1, _), (o2, r2, d2, t2, _) in zip(first, second, strict=True):
         assert torch.equal(o1, o2) and torch.equal(r1, r2)
@@ -119,6 +119,6 @@ def test_state_dict_restores_episodes_exactly() -> None:
 
 
 def test_state_dict_refuses_other_batch_size() -> None:
-    saved = env_of(4).state_dict()
+    saved = env_of(4).env_state_dict()
     with pytest.raises(ValueError, match="same num_envs"):
-        env_of(8).load_state_dict(saved)
+        env_of(8).load_env_state_dict(saved)

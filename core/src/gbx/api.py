@@ -61,6 +61,29 @@ class Env(Protocol):
         ...
 
 
+@runtime_checkable
+class StatefulEnv(Protocol):
+    """An :class:`Env` that can save and restore everything its future depends on.
+
+    An optional capability: trainers check it with ``isinstance(env, StatefulEnv)``
+    and put ``env_state_dict()`` in their checkpoints, so a resumed run continues
+    every episode exactly where the killed one was (emulator state of every env,
+    frame stacks, step and goal counters, the random streams of resets and
+    start states). An env without it resumes with fresh episodes, and the run
+    says so on stderr.
+
+    ``env_state_dict()`` returns tensors and plain values only (no objects of
+    the env's own classes), copied so later steps do not change it.
+    ``load_env_state_dict(state)`` restores it into an env built with the same
+    config, ``num_envs`` and device; a state that does not fit raises
+    ``ValueError`` naming the mismatch.
+    """
+
+    def env_state_dict(self) -> dict[str, Any]: ...
+
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
 # ---------------------------------------------------------------------------
 # Runs, trainers, observers
 # ---------------------------------------------------------------------------

@@ -104,7 +104,12 @@ def build_cli(host: Any) -> click.Group:
     @click.pass_context
     def run(ctx: click.Context, config_file: str | None, overrides: tuple[str, ...],
             resume: str | None, gpus: int | None, **flags: Any) -> None:
-        """Train an algorithm on an environment."""
+        """Train an algorithm on an environment.
+
+        Exit status: 0 when the step budget is done; 143 (SIGTERM) or 130 (SIGINT) when a
+        signal stopped the run, with its checkpoint written (summary.json says "stopped");
+        1 when training failed; 2 for bad input.
+        """
         import subprocess
 
         from gbx.config import read_config_file
@@ -136,6 +141,9 @@ def build_cli(host: Any) -> click.Group:
                        f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
             for label, path in run_outputs(Path(summary["run_dir"])).items():
                 click.echo(f"gbx:   {label:<10} {path}", err=True)
+        # 0 completed; 128 + N when signal N stopped it (143 SIGTERM, 130 SIGINT).
+        if summary.get("exit_code"):
+            ctx.exit(int(summary["exit_code"]))
 
     @cli.command(name="eval")
     @click.option("--checkpoint", required=True, type=click.Path(exists=True),

@@ -519,7 +519,10 @@ def build_config(
     defaults = attrs.fields(RunConfig)
     algo_name = data["run"].get("algo", defaults.algo.default)
     env_name = data["run"].get("env", defaults.env.default)
-    # A name of the wrong type (a table, say) is reported by from_dict below.
+    for key, value in (("algo", algo_name), ("env", env_name)):
+        if not isinstance(value, str):
+            raise ConfigError(f"run.{key} = {value!r}: expected the name of an installed "
+                              f"{'algorithm' if key == 'algo' else 'env'} (see `gbx plugins`)")
     classes = {
         "env": getattr(registry.envs.get(env_name) if isinstance(env_name, str) else None,
                        "config_cls", None),

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # imports for annotations only: the contract loads nothing he
         AlgorithmRegistrar,
         BenchmarkRegistrar,
         EnvRegistrar,
+        FuzzTargetRegistrar,
         ModelRegistrar,
         ObserverRegistrar,
         WriterRegistrar,
@@ -109,6 +110,27 @@ def register_benchmarks(register: BenchmarkRegistrar) -> None:
 
     Call ``register(name, command)`` with a ``click.Command``; it becomes
     ``gbx bench NAME`` and must print one JSON record per measurement.
+    """
+
+
+@hookspec
+def register_fuzz_targets(register: FuzzTargetRegistrar) -> None:
+    """Register named input generators for ``gbx fuzz`` (the robustness campaign).
+
+    Call ``register(name, target, description=...)``. ``target(rng, workdir)`` takes a
+    ``random.Random`` and an empty ``pathlib.Path`` folder it may write into, generates
+    ONE input from ``rng`` (a file, a config value...) and feeds it to the real code
+    that reads such inputs. Its outcome is judged by how it ends:
+
+    * returns normally: the input was accepted and ran;
+    * raises :class:`gbx.errors.GbxError`: a clean refusal (the one-line error a user
+      would see);
+    * raises anything else: a traceback, i.e. a bug to fix;
+    * the process dies (segfault, abort, a hang past the time limit): a crash.
+
+    The same ``rng`` state must give the same input, so ``gbx fuzz --seed S --start I
+    --inputs 1`` replays input ``I``. Targets run in-process, thousands per second
+    where they can, so keep them free of slow setup per input.
     """
 
 

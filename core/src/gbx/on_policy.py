@@ -26,6 +26,7 @@ from gbx.rl_common import (
     capture_rng_state,
     categorical_logprob,
     check_memory,
+    check_step_budget,
     env_batch_state,
     restore_env_batch,
     restore_rng_state,
@@ -132,6 +133,11 @@ class OnPolicyTrainer:
         if self.cfg.total_env_steps:
             return int(self.cfg.total_env_steps)
         return int(self.ctx.config.run.steps)
+
+    def _check_budget(self, per_update: int, unit: str) -> None:
+        """Refuse a budget below one update (``per_update`` env steps), before allocating."""
+        check_step_budget(self._total_env_steps(), per_update, algo=self.algo, unit=unit,
+                          from_algo_config=bool(self.cfg.total_env_steps))
 
     # -- setup -------------------------------------------------------------------
 

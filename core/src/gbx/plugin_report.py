@@ -11,7 +11,8 @@ from rich.table import Table
 from gbx.plugins import PluginHost
 from gbx.resolve import install_hint, missing_first_party
 
-KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "benchmarks")
+KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "benchmarks",
+         "fuzz_targets")
 
 
 def report(host: PluginHost) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from gbx.registry import (
     BenchmarkRegistrar,
     CommandSpec,
     EnvRegistrar,
+    FuzzTargetRegistrar,
     ModelRegistrar,
     ObserverRegistrar,
     Provider,
@@ -51,6 +52,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "gbx.artifacts",
     "gbx.models",
     "gbx.bench_train",
+    "gbx.fuzz",
 )
 
 _REGISTRARS: dict[str, Callable[[Registry, Provider], Any]] = {
@@ -60,6 +62,7 @@ _REGISTRARS: dict[str, Callable[[Registry, Provider], Any]] = {
     "register_observers": ObserverRegistrar,
     "register_artifact_writers": WriterRegistrar,
     "register_benchmarks": BenchmarkRegistrar,
+    "register_fuzz_targets": FuzzTargetRegistrar,
 }
 
 

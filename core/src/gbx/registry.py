@@ -85,6 +85,14 @@ class BenchmarkSpec:
 
 
 @attrs.frozen
+class FuzzTargetSpec:
+    name: str
+    target: Callable[..., Any]
+    description: str
+    provider: Provider
+
+
+@attrs.frozen
 class CommandSpec:
     name: str
     provider: Provider
@@ -101,6 +109,7 @@ class Registry:
     writers: list[WriterSpec] = attrs.field(factory=list)
     benchmarks: dict[str, BenchmarkSpec] = attrs.field(factory=dict)
     commands: dict[str, CommandSpec] = attrs.field(factory=dict)
+    fuzz_targets: dict[str, FuzzTargetSpec] = attrs.field(factory=dict)
     # (kind, name) -> one-line message, for names two plugins registered: such a name
     # is withdrawn, and only what asks for it fails (see gbx.resolve).
     clashes: dict[tuple[str, str], str] = attrs.field(factory=dict)
@@ -144,11 +153,12 @@ class Registry:
             "models": _names_of(self.models, plugin),
             "commands": _names_of(self.commands, plugin),
             "benchmarks": _names_of(self.benchmarks, plugin),
+            "fuzz_targets": _names_of(self.fuzz_targets, plugin),
         }
 
 
 _TABLES = {"env": "envs", "algorithm": "algorithms", "model": "models",
-           "observer": "observers", "benchmark": "benchmarks"}
+           "observer": "observers", "benchmark": "benchmarks", "fuzz target": "fuzz_targets"}
 
 
 def clash_message(kind: str, name: str, first: Provider, second: Provider) -> str:
@@ -259,3 +269,26 @@ class BenchmarkRegistrar(_Registrar):
         name = _check_name("benchmark", name, self.provider)
         _check_unique("benchmark", self.registry.benchmarks, name, self.provider)
         self.registry.benchmarks[name] = BenchmarkSpec(name, command, self.provider)
+
+
+class FuzzTargetRegistrar(_Registrar):
+    """``register(name, target, description=...)`` for ``gbx fuzz`` (see
+    :func:`gbx.hookspecs.register_fuzz_targets` for the target's contract)."""
+
+    def __call__(self, name: str, target: Callable[..., Any], *, description: str = "") -> None:
+        name = _check_name("fuzz target", name, self.provider)
+        _check_unique("fuzz target", self.registry.fuzz_targets, name, self.provider)
+        if not callable(target):
+            raise PluginError(f"{self.provider} registered fuzz target {name!r} as "
+                              f"{target!r}; it must be callable(rng, workdir)")
+        self.registry.fuzz_targets[name] = FuzzTargetSpec(name, target, description,
+                                                          self.provider)
+
+
+def register_target_table(register: Callable[..., Any], targets: Any) -> None:
+    """Register every entry of a module's ``TARGETS`` table: a mapping ``name -> target``
+    or a sequence of ``(name, target)`` / ``(name, target, description)`` tuples."""
+    items = targets.items() if isinstance(targets, dict) else targets
+    for entry in items:
+        name, target, *rest = entry
+        register(name, target, description=str(rest[0]) if rest else "")

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gbx.api import StatefulEnv
 from gbx.config import in_range
 from gbx.errors import GbxError
 from gbx.metrics import MetricsAccumulator
@@ -44,7 +45,9 @@ __all__ = [
     "available_bytes",
     "capture_rng_state",
     "categorical_logprob",
+    "check_env_memory",
     "check_memory",
+    "check_step_budget",
     "compute_gae",
     "env_batch_state",
     "explained_variance",
@@ -169,6 +172,29 @@ def restore_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> N
 
 
 # ---------------------------------------------------------------------------
+# Step budget
+# ---------------------------------------------------------------------------
+
+
+def check_step_budget(
+    total: int, minimum: int, *, algo: str, unit: str, from_algo_config: bool = False
+) -> None:
+    """Refuse a training budget of ``total`` env steps below ``minimum`` (one update).
+
+    Such a run would train nothing and still end "completed". ``unit`` says what one
+    update takes, e.g. ``"algo.num_envs x algo.rollout_steps"``; ``from_algo_config``
+    names ``algo.total_env_steps`` instead of ``--steps`` as the setting to raise.
+    """
+    if total >= minimum:
+        return
+    setting = "algo.total_env_steps" if from_algo_config else "--steps"
+    raise GbxError(
+        f"{setting} {total} is less than one {algo} update ({minimum} env steps: {unit}); "
+        f"pass {setting} {minimum} or more"
+    )
+
+
+# ---------------------------------------------------------------------------
 # Memory budget
 # ---------------------------------------------------------------------------
 
@@ -226,6 +252,14 @@ def check_memory(
     if required > headroom * free:
         raise MemoryBudgetError(f"{algo} {line}: {fix}")
     return line
+
+
+def check_env_memory(name: str, num_envs: int, bytes_per_env: int, device: torch.device) -> None:
+    """Refuse an env batch whose buffers will not fit, before the env allocates them."""
+    check_memory(
+        num_envs * bytes_per_env, device, algo=f"{name} env with {num_envs} envs",
+        fix="lower algo.num_envs",
+    )
 
 
 def model_bytes(model: nn.Module) -> int:
@@ -425,13 +459,15 @@ class TruncatedObsBuffer:
 def env_batch_state(
     env: Any, obs: torch.Tensor | None, metrics: MetricsAccumulator | None
 ) -> dict[str, Any] | None:
-    """The current observation, the env's own state (if it can save one) and episode sums."""
+    """The current observation, the env's own state and the per-env episode sums.
+
+    The env's state is saved when it declares :class:`gbx.api.StatefulEnv`.
+    """
     if env is None or obs is None:
         return None
     state: dict[str, Any] = {"obs": obs.clone()}
-    save = getattr(env, "state_dict", None)
-    if callable(save):
-        state["env"] = save()
+    if isinstance(env, StatefulEnv):
+        state["env"] = env.env_state_dict()
     if metrics is not None:
         state["metrics"] = metrics.state_dict()
     return state
@@ -447,17 +483,18 @@ def restore_env_batch(
 ) -> torch.Tensor | None:
     """Restore what :func:`env_batch_state` saved; return the observation to continue from.
 
-    Returns None (after a warning) when the env cannot load a state: the
-    caller keeps the observation of its fresh reset and episodes restart.
+    Returns None (after a warning) when the env is not a :class:`gbx.api.StatefulEnv`
+    or the checkpoint holds no env state: the caller keeps the observation of its
+    fresh reset and episodes restart.
     """
     obs: torch.Tensor | None = None
-    load = getattr(env, "load_state_dict", None)
-    if "env" in state and callable(load):
-        load(state["env"])
+    if "env" in state and isinstance(env, StatefulEnv):
+        env.load_env_state_dict(state["env"])
         obs = state["obs"].to(device)
     else:
         print(
-            f"{algo}: warning: the env cannot restore its state; resumed episodes start afresh",
+            f"{algo}: warning: the env cannot restore its state (it is not a "
+            "gbx.api.StatefulEnv); resumed episodes start afresh",
             file=sys.stderr,
         )
     if "metrics" in state and metrics is not None:

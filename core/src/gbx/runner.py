@@ -48,6 +48,23 @@ OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_
 _KEEP_RECORDS = 50  # records kept in memory for failure bundles
 
 
+SUMMARY_FILE = "summary.json"
+# Exit status of `gbx run` by how the run ended; a stop by signal N exits 128 + N (the
+# shell's convention: 143 for SIGTERM, 130 for SIGINT), so a supervisor tells a stopped
+# run from a completed one.
+EXIT_COMPLETED = 0
+EXIT_FAILED = 1
+
+
+def exit_code_for(status: str, signum: int | None) -> int:
+    """``gbx run``'s exit status for a run that ended with ``status``."""
+    if status == "completed":
+        return EXIT_COMPLETED
+    if status in ("stopped", "interrupted"):
+        return 128 + int(signum if signum is not None else signal.SIGINT)
+    return EXIT_FAILED
+
+
 def new_run_id() -> str:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{uuid.uuid4().hex[:6]}"
@@ -132,6 +149,7 @@ class Run:
         self.last_checkpoint_step: int | None = None
         self.last_eval_step: int | None = None
         self._stop_reason: str | None = None
+        self.stop_signal: int | None = None  # the signal that stopped the run, if one did
         self._seq = 0
         self._started = False
         self._t0 = time.monotonic()
@@ -274,13 +292,31 @@ class Run:
         self._emit("on_run_start", meta)
 
     def summary(self, status: str) -> dict[str, Any]:
-        return {
+        """How the run ended: ``status`` is ``completed`` (the step budget ran out),
+        ``stopped`` (a signal asked it to stop; its checkpoint is written),
+        ``interrupted`` (a second Ctrl-C) or ``failed``; ``exit_code`` is what
+        ``gbx run`` exits with (:func:`exit_code_for`)."""
+        out: dict[str, Any] = {
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
             "status": status,
             "step": self.last_step,
             "wall_time_s": round(self.elapsed(), 3),
         }
+        if self.stop_signal is not None:
+            out["signal"] = signal.Signals(self.stop_signal).name
+        out["exit_code"] = exit_code_for(status, self.stop_signal)
+        return out
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        """``summary.json`` in the run directory (rank 0; atomic), rewritten at each end."""
+        if self.dist.is_main:
+            import json
+
+            from gbx.config import write_json_atomic
+
+            write_json_atomic(self.run_dir / SUMMARY_FILE,
+                              json.dumps(dict(summary), indent=2) + "\n")
 
     def repro_command(self, bundle: Path) -> str:
         """One command that reruns this configuration into a fresh directory."""
@@ -346,6 +382,8 @@ def stop_on_signals(run: Any) -> Iterator[None]:
     def handler(signum: int, _frame: Any) -> None:
         if signum == signal.SIGINT and run.stop_reason == "signal":
             raise KeyboardInterrupt
+        if isinstance(run, Run) and run.stop_signal is None:
+            run.stop_signal = signum
         run.request_stop("signal")
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -553,17 +591,21 @@ def _execute(
             _write_fingerprint(run, trainer)
         except KeyboardInterrupt:
             status = "interrupted"
+            run.stop_signal = signal.SIGINT
         except GbxError:
             raise
         except Exception as exc:
             error = run.fail(exc)
             # Observers close their files in on_run_end, so they get it after a failure too.
-            run._emit("on_run_end", run.summary("failed"))
+            failed = run.summary("failed")
+            run.write_summary(failed)
+            run._emit("on_run_end", failed)
             raise error from exc
-    if run._stop_reason == "signal":
+    if run._stop_reason == "signal" and status == "completed":
         status = "stopped"
     run._ensure_started()
     summary = run.summary(status)
+    run.write_summary(summary)
     run._emit("on_run_end", summary)
     return summary
 

@@ -15,8 +15,9 @@
   and :func:`train_and_resume` produces the two;
 * :func:`count_host_reads` proves a hot loop reads nothing back from the
   device;
-* :func:`check_sigkill_resume` kills a ``gbx run`` after a checkpoint,
-  resumes it and compares its records with an uninterrupted run.
+* :func:`check_sigkill_resume` kills a ``gbx run`` at a random moment after a
+  checkpoint, resumes it and compares its logged records and its final
+  checkpoint (weights, optimiser, env state) with an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -248,6 +249,61 @@ def printed_records(stdout: str) -> dict[int, str]:
     return out
 
 
+# Fields of a log record that differ between an uninterrupted and a resumed run by
+# construction: wall-clock timings, the run id and the per-process record counter.
+RESUME_VOLATILE_KEYS = TIMING_KEYS | {"seq", "trace_id", "run_id", "train_sps", "time_s"}
+
+
+def logged_records(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """Train records of ``run_dir/train_log.jsonl`` keyed by env step, wall-clock fields
+    dropped; a step logged twice (before a kill and again after the resume) keeps its
+    last record."""
+    import json
+
+    out: dict[int, dict[str, Any]] = {}
+    for line in (Path(run_dir) / "train_log.jsonl").read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        step = rec.get("env_steps", rec.get("step"))
+        if not isinstance(step, int) or "error" in rec or rec.get("kind", "train") != "train":
+            continue
+        out[step] = {k: v for k, v in rec.items() if k not in RESUME_VOLATILE_KEYS}
+    return out
+
+
+def assert_same_state(a: Any, b: Any, where: str = "state") -> None:
+    """``a`` and ``b`` (nested dicts/lists of tensors and plain values) are equal bit for bit."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, where
+        assert torch.equal(a.view(torch.uint8) if a.dtype.is_floating_point and a.dim()
+                           else a, b.view(torch.uint8) if b.dtype.is_floating_point and b.dim()
+                           else b), f"{where} differs"
+    elif isinstance(a, Mapping):
+        assert isinstance(b, Mapping) and set(a) == set(b), f"{where}: keys differ"
+        for k in a:
+            assert_same_state(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple) and len(a) == len(b), f"{where}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    elif hasattr(a, "shape") and hasattr(a, "tobytes"):  # numpy arrays (RNG states)
+        assert a.tobytes() == b.tobytes(), f"{where} differs"
+    else:
+        assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"
+
+
+def _without_observer_flag(run_args: Sequence[str]) -> list[str]:
+    args, skip = [], False
+    for arg in run_args:
+        if skip:
+            skip = False
+            continue
+        if arg == "--observer":
+            skip = True
+            continue
+        args.append(arg)
+    return args
+
+
 def check_sigkill_resume(
     run_args: Sequence[str],
     work_dir: Path,
@@ -256,51 +312,77 @@ def check_sigkill_resume(
     total_steps: int,
     expected_records: int,
     timeout: float = 300,
-) -> None:
-    """SIGKILL a ``gbx run`` after its first checkpoint, resume it, compare with a full run.
+    seed: int | None = None,
+) -> int:
+    """SIGKILL a ``gbx run`` at a random moment after its first checkpoint, resume it, and
+    compare with an uninterrupted run; return the step of the checkpoint it resumed from.
 
-    ``run_args`` are the ``gbx run`` arguments (they must include
-    ``--observer print`` and a checkpoint cadence); ``plugins`` is the
-    ``GBX_PLUGINS`` selection. The uninterrupted run must print
-    ``expected_records`` train records over ``total_steps`` env steps; the
-    resumed run must print exactly the records after the checkpoint, equal
-    field for field (timings aside). Raises AssertionError otherwise.
+    ``run_args`` are the ``gbx run`` arguments (with a checkpoint cadence; any
+    ``--observer`` is replaced by ``print,jsonl``); ``plugins`` is the ``GBX_PLUGINS``
+    selection (the observers plugin is added). The kill lands after a random number of
+    output lines and a random delay (``seed`` picks them; None: fresh), so it may hit an
+    update or a checkpoint write. The uninterrupted run must log ``expected_records``
+    train records over ``total_steps`` env steps; after ``--resume`` the killed run's
+    ``train_log.jsonl`` must hold the same records (wall-clock fields aside) and its final
+    checkpoint the same state, weights and optimiser included, bit for bit.
     """
+    import random
+
+    from gbx.artifacts import latest_checkpoint, load_checkpoint
+
+    rng = random.Random(seed)
     env = dict(os.environ)
-    env.update(GBX_PLUGINS=plugins, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    selection = plugins if "observers" in plugins.split(",") else f"{plugins},observers"
+    env.update(GBX_PLUGINS=selection, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     gbx = [sys.executable, "-m", "gbx"]
+    args = [*_without_observer_flag(run_args), "--observer", "print,jsonl"]
+    full_dir, killed_dir = work_dir / "full", work_dir / "killed"
     full = subprocess.run(
-        [*gbx, "run", *run_args, "--run-dir", str(work_dir / "full")],
+        [*gbx, "run", *args, "--run-dir", str(full_dir)],
         capture_output=True, text=True, env=env, timeout=timeout, check=True,
     )
-    reference = printed_records(full.stdout)
+    reference = logged_records(full_dir)
     assert len(reference) == expected_records, full.stdout
+    lines = full.stdout.splitlines()
+    first_ckpt = next(i for i, line in enumerate(lines) if " checkpoint step=" in line)
+    last_record = max(i for i, line in enumerate(lines) if "] step=" in line)
+    # Kill after line ``kill_at`` (0-based) plus a delay: at the earliest just after the
+    # first checkpoint, at the latest before the run's last record.
+    kill_at = rng.randint(first_ckpt, max(first_ckpt, last_record - 1))
+    delay = rng.uniform(0.0, 0.2)
 
-    killed_dir = work_dir / "killed"
     proc = subprocess.Popen(
-        [*gbx, "run", *run_args, "--run-dir", str(killed_dir)],
+        [*gbx, "run", *args, "--run-dir", str(killed_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
-    for line in proc.stdout:
-        if " checkpoint step=" in line or time.monotonic() > deadline:
+    for i, _line in enumerate(proc.stdout):
+        if i >= kill_at or time.monotonic() > deadline:
             break
+    time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
-    latest = (killed_dir / "checkpoints" / "latest").read_text().strip()
-    ckpt_step = int(latest.removeprefix("ckpt_").removesuffix(".pt"))
-    assert 0 < ckpt_step < total_steps
+    if proc.returncode == 0:  # it finished within the delay: nothing was interrupted
+        return total_steps
+    assert proc.returncode == -signal.SIGKILL, proc.returncode
+    ckpt_step = int(load_checkpoint(latest_checkpoint(killed_dir))["step"])
+    # (the kill may land after the last checkpoint, while the process shuts down)
+    assert 0 < ckpt_step <= total_steps
 
-    resumed = subprocess.run(
-        [*gbx, "run", "--resume", str(killed_dir), "--observer", "print"],
+    subprocess.run(
+        [*gbx, "run", "--resume", str(killed_dir), "--observer", "print,jsonl"],
         capture_output=True, text=True, env=env, timeout=timeout, check=True,
     )
-    after = printed_records(resumed.stdout)
-    expected = {s: r for s, r in reference.items() if s > ckpt_step}
-    assert after and set(after) == set(expected)
-    assert after == expected
+    after = logged_records(killed_dir)
+    assert set(after) == set(reference)
+    for step, rec in reference.items():
+        assert after[step] == rec, f"record at step {step} differs after the resume"
+    final = load_checkpoint(latest_checkpoint(full_dir))
+    resumed = load_checkpoint(latest_checkpoint(killed_dir))
+    assert final["step"] == resumed["step"] == max(reference)
+    assert_same_state(final["state"], resumed["state"])
+    return ckpt_step
 
 
 def failure_bundle_of_run(

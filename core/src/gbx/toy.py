@@ -19,6 +19,7 @@ envs in Python and nothing leaves the device.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -27,6 +28,7 @@ import torch
 from gbx import hookimpl
 from gbx.config import in_range, option
 from gbx.goal_math import count_under, goal_reward, reached
+from gbx.rl_common import check_env_memory
 
 ACTION_NAMES = ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
 # (row, col) move of each action; A, B and START do nothing on this board.
@@ -69,6 +71,7 @@ class ToyEnv:
         self.num_actions = len(ACTION_NAMES)
         self.device = torch.device(device)
         self.obs_shape = (config.stack_k, config.height, config.width)
+        check_env_memory("toy", num_envs, self.bytes_per_env(config), self.device)
         g = config.grid
         dev = self.device
         self._gen = torch.Generator(device=dev)
@@ -91,6 +94,13 @@ class ToyEnv:
         self._consec = torch.zeros(n, dtype=torch.int64, device=dev)
         self._dist = torch.zeros(n, dtype=torch.float32, device=dev)
         self._frames = torch.zeros(n, *self.obs_shape, dtype=torch.uint8, device=dev)
+
+    @staticmethod
+    def bytes_per_env(config: ToyConfig) -> int:
+        """Device bytes one env takes: its frame stack and a step's temporaries (the new
+        stack, final observations, fresh frames: about 8 stacks) and its board cells."""
+        frames = config.stack_k * config.height * config.width
+        return 8 * frames + 16 * config.grid * config.grid + 64
 
     # -- pure helpers --------------------------------------------------------
 
@@ -170,16 +180,17 @@ class ToyEnv:
     def close(self) -> None:
         self._frames = self._frames[:0]
 
-    # The env's whole state, so a resumed run continues its episodes exactly
-    # (positions, step counters and the random stream of future starts).
+    # The env's whole state (gbx.api.StatefulEnv), so a resumed run continues its
+    # episodes exactly (positions, step and goal counters, the frame stack and the
+    # random stream of future starts).
     _STATE_FIELDS = ("_pos", "_t", "_consec", "_dist", "_frames")
 
-    def state_dict(self) -> dict[str, Any]:
+    def env_state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {k: getattr(self, k).clone() for k in self._STATE_FIELDS}
         state["generator"] = self._gen.get_state()
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
         for key in self._STATE_FIELDS:
             current = getattr(self, key)
             value = state[key]

@@ -75,10 +75,10 @@ class DotEnv:
     def close(self) -> None:
         pass
 
-    def state_dict(self) -> dict[str, Any]:
+    def env_state_dict(self) -> dict[str, Any]:
         return {"pos": self.pos.clone(), "t": self.t.clone(), "gen": self.gen.get_state()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
         self.pos, self.t = state["pos"].clone(), state["t"].clone()
         self.gen.set_state(state["gen"])
 

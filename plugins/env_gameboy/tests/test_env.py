@@ -175,7 +175,8 @@ def test_bad_start_state_is_a_one_line_user_error(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "gbx", "run", "--algo", "ppo", "--env", "gameboy", "--device",
-         "cpu", "--steps", "8", "--run-dir", str(run_dir), "--set", f"env.state={bad}"],
+         "cpu", "--steps", "8", "--run-dir", str(run_dir), "--set", f"env.state={bad}",
+         "--set", "algo.num_envs=1", "--set", "algo.rollout_steps=8"],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 2, done.stderr

@@ -133,3 +133,99 @@ def test_cuda_env_scores_like_the_cpu_env() -> None:
         assert done.cpu().tolist() == [True, False]
         dists[device] = torch.stack(seen)
     assert torch.equal(dists["cpu"], dists["cuda"])
+
+
+def _goal_dir(tmp_path: Path, meta: dict | None = None, name: str = "g") -> Path:
+    import json
+
+    out = tmp_path / name
+    out.mkdir()
+    (out / "goal.npy").write_bytes(npy_bytes(np.zeros((72, 80), np.uint8)))
+    if meta is not None:
+        (out / "meta.json").write_text(json.dumps(meta))
+    return out
+
+
+@pytest.mark.parametrize(("meta", "match"), [
+    ({"tau": 1.5}, r"tau must be a number in \(0, 1\)"),
+    ({"tau": 1.0}, r"tau must be a number in \(0, 1\)"),
+    ({"tau": 0}, r"tau must be a number in \(0, 1\)"),
+    ({"tau": "0.1"}, "tau must be"),
+    ({"consec_k": 0}, "consec_k must be an integer >= 1"),
+    ({"consec_k": 1.5}, "consec_k must be"),
+    ({"rom_sha256": 7}, "rom_sha256 must be a hex string"),
+    ([1, 2], "must be an object"),
+])
+def test_goal_meta_out_of_range_is_refused_on_load(tmp_path: Path, meta, match: str) -> None:
+    from gbx_gameboy.capture import load_goal
+
+    with pytest.raises(GoalError, match=match):
+        load_goal(_goal_dir(tmp_path, meta))
+
+
+def test_malformed_goal_files_are_one_line_errors(tmp_path: Path) -> None:
+    from gbx_gameboy.capture import load_goal
+
+    npz = tmp_path / "goal.npz"
+    np.savez(npz, goal=np.zeros((72, 80), np.uint8))
+    with pytest.raises(GoalError, match="not a .npy template"):
+        load_goal(npz)
+    zipped = _goal_dir(tmp_path, name="zipped")
+    (zipped / "goal.npy").write_bytes(npz.read_bytes())  # an .npz under the .npy name
+    with pytest.raises(GoalError, match="is an .npz container"):
+        load_goal(zipped)
+    (zipped / "goal.npy").write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(GoalError, match="not a readable .npy"):
+        load_goal(zipped)
+    (zipped / "goal.npy").write_bytes(npy_bytes(np.zeros((0, 80), np.uint8)))
+    with pytest.raises(GoalError, match="need uint8"):
+        load_goal(zipped)
+    bad_meta = _goal_dir(tmp_path, name="badmeta")
+    (bad_meta / "meta.json").write_bytes(b"\xff\xfe{")
+    with pytest.raises(GoalError, match="not valid JSON"):
+        load_goal(bad_meta)
+    (bad_meta / "meta.json").write_text("[" * 100_000)
+    with pytest.raises(GoalError, match="not valid JSON"):
+        load_goal(bad_meta)
+
+
+def test_goal_of_another_rom_is_refused_unless_allowed(tmp_path: Path) -> None:
+    import json
+
+    meta = json.loads((STAGE1.goal_dir() / "meta.json").read_text())
+    meta["rom_sha256"] = "ab" * 32
+    goal = _goal_dir(tmp_path, meta)
+    cfg = GoalConfig(state=str(states_dir() / START_STATE), goal_dir=str(goal))
+    with pytest.raises(GoalError, match="captured on ROM sha256 abab.*allow_goal_rom_mismatch"):
+        GoalEnv(cfg, 1, "cpu")
+    env = GoalEnv(GoalConfig(state=cfg.state, goal_dir=str(goal), allow_goal_rom_mismatch=True),
+                  1, "cpu")
+    assert env.goal.meta["rom_sha256"] != env.rom_sha256
+
+
+def test_env_state_roundtrip_replays_the_same_future() -> None:
+    """A goal env restored from env_state_dict steps exactly as the one it was saved from:
+    emulator, frame stack, step and goal counters and the random start choice."""
+    from gbx.api import StatefulEnv
+
+    def make() -> GoalEnv:
+        return env_for(3, info_mode="full", max_steps=3, random_noop_max=2, stack_k=2,
+                       shaping=1.0)
+
+    env = make()
+    assert isinstance(env, StatefulEnv)
+    env.reset()
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        env.step(torch.randint(0, env.num_actions, (3,), generator=gen))
+    saved = env.env_state_dict()
+    actions = [torch.randint(0, env.num_actions, (3,), generator=gen) for _ in range(7)]
+    first = [tuple(x.clone() for x in env.step(a)[:4]) for a in actions]
+    other = make()
+    other.reset()
+    other.load_env_state_dict(saved)
+    second = [tuple(x.clone() for x in other.step(a)[:4]) for a in actions]
+    for a, b in zip(first, second, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    with pytest.raises(ValueError, match="same num_envs"):
+        env_for(2).load_env_state_dict(saved)

@@ -219,3 +219,12 @@ def test_stage_configs_are_built_once_and_pickle() -> None:
         cfg = cls(workers=3)
         back = pickle.loads(pickle.dumps(cfg))
         assert type(back) is cls and back == cfg, name
+
+
+def test_pyboy_envs_do_not_declare_stateful_env() -> None:
+    """Their emulators live in worker processes: resume restarts episodes, declared so."""
+    from gbx.api import StatefulEnv
+    from gbx_env_pyboy.env import PyBoyEnv, PyBoyGoalEnv
+
+    for cls in (PyBoyEnv, PyBoyGoalEnv):
+        assert not isinstance(object.__new__(cls), StatefulEnv)

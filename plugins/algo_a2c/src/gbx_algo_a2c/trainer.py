@@ -104,6 +104,7 @@ class A2CTrainer(OnPolicyTrainer):
     # -- training ----------------------------------------------------------------
 
     def train(self) -> None:
+        self._check_budget(self.cfg.batch_size, "algo.num_envs x algo.update_every")
         if self.env is None:
             self._setup_training()
         cfg = self.cfg

@@ -157,6 +157,19 @@ class DreamerConfig:
     def updates_per_env_step(self) -> float:
         return self.train_ratio / float(self.batch_size * self.batch_length)
 
+    def min_env_steps(self) -> int:
+        """Env steps until the first update: the replay must hold ``learning_starts`` steps
+        and ``batch_length`` records per stream, then the iterations after that must earn
+        one update (``train_ratio``), as the engine counts them."""
+        first_ready = max(-(-self.learning_starts // self.num_envs), self.batch_length - 1, 1)
+        earned, iterations = 0.0, first_ready
+        per_iteration = self.updates_per_env_step() * self.num_envs
+        earned += per_iteration
+        while earned < 1.0 and per_iteration > 0:
+            earned += per_iteration
+            iterations += 1
+        return iterations * self.num_envs
+
     def __attrs_post_init__(self) -> None:
         if self.num_envs <= 0 or self.batch_size <= 0 or self.batch_length < 2:
             raise ValueError("algo.num_envs and algo.batch_size must be > 0, "

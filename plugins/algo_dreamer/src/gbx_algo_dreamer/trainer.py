@@ -4,6 +4,7 @@ overlapped with training; see :mod:`gbx_algo_dreamer.engine`)."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -12,9 +13,11 @@ import attrs
 import torch
 
 from gbx import distributed as gdist
+from gbx.api import StatefulEnv
 from gbx.evaluation import evaluate_policy
 from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx.metrics import MetricsAccumulator
+from gbx.rl_common import check_step_budget
 from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
@@ -293,8 +296,20 @@ class DreamerTrainer:
     def _reached_total(self) -> bool:
         return bool(self.cfg.total_env_steps) and self.env_steps >= self.cfg.total_env_steps
 
+    def _check_budget(self) -> None:
+        """Refuse a budget that ends before the first update (it would train nothing)."""
+        cfg = self.cfg
+        run_cfg = getattr(self.ctx.config, "run", None)  # test contexts may have none
+        total = cfg.total_env_steps or (int(run_cfg.steps) if run_cfg is not None else 0)
+        if total:
+            check_step_budget(total, cfg.min_env_steps(), algo="dreamer_v3",
+                              unit="algo.learning_starts, algo.batch_length and "
+                                   "algo.train_ratio at algo.num_envs",
+                              from_algo_config=bool(cfg.total_env_steps))
+
     def train(self) -> None:
         cfg = self.cfg
+        self._check_budget()
         self._ensure_started()
         window_start, window_opt = time.perf_counter(), self.opt_steps
         last_ckpt, last_rec = self.env_steps, self.iterations
@@ -388,9 +403,9 @@ class DreamerTrainer:
                          "pending_env_steps": self.pending_env_steps},
             "live": {"obs": None if self._obs is None else self._obs.clone(),
                      "is_first": None if self._is_first is None else self._is_first.clone(),
-                     "env": self.env.state_dict() if hasattr(self.env, "state_dict") else None,
-                     # per-env running episode sums: an episode spanning the checkpoint
-                     # is recorded with its whole return and length after a resume
+                     "env": self.env.env_state_dict() if isinstance(self.env, StatefulEnv)
+                     else None,
+                     # per-env episode sums, so episode records after a resume are exact
                      "metrics": self.metrics.state_dict()},
         }
 
@@ -423,15 +438,17 @@ class DreamerTrainer:
 
     def _restore_live(self, live: Mapping[str, Any]) -> None:
         if live["obs"] is not None and live.get("env") is not None \
-                and hasattr(self.env, "load_state_dict"):
-            self.env.load_state_dict(live["env"])
+                and isinstance(self.env, StatefulEnv):
+            self.env.load_env_state_dict(live["env"])
             self._obs = live["obs"].to(self.device).clone()
             self._is_first = live["is_first"].to(self.device).clone()
             if live.get("metrics") is not None:
                 self.metrics.load_state_dict(
                     {k: v.to(self.device) for k, v in live["metrics"].items()})
         elif live["obs"] is not None:
-            # an env without state_dict cannot be restored: restart its episodes
+            # an env that is not a StatefulEnv cannot be restored: restart its episodes
+            print("dreamer_v3: warning: the env cannot restore its state (it is not a "
+                  "gbx.api.StatefulEnv); resumed episodes start afresh", file=sys.stderr)
             self._obs = self.env.reset()
             self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
                                         device=self.device)

@@ -118,6 +118,7 @@ class PPOTrainer(OnPolicyTrainer):
     # -- training ----------------------------------------------------------------
 
     def train(self) -> None:
+        self._check_budget(self.cfg.batch_size, "algo.num_envs x algo.rollout_steps")
         if self.env is None:
             self._setup_training()
         cfg = self.cfg

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tokenize
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,12 +218,22 @@ def write_goal(out_dir: str | Path, template: np.ndarray, meta: dict[str, Any]) 
 
 
 def load_goal(path: str | Path) -> Goal:
-    """A goal from a goal directory (``goal.npy`` + ``meta.json``) or a bare ``.npy`` file."""
+    """A goal from a goal directory (``goal.npy`` + ``meta.json``) or a bare ``.npy`` file.
+
+    Anything else (a missing path, an ``.npz`` container, a template that is not uint8
+    ``[H, W]`` shades 0..3, a ``meta.json`` that is not a JSON object or whose ``tau`` is
+    outside (0, 1) or ``consec_k`` below 1) raises :class:`GoalError` in one line.
+    """
     p = Path(path).expanduser()
     if p.is_dir():
         npy, meta_path = p / GOAL_FILE, p / META_FILE
     elif p.suffix == ".npy" and p.is_file():
         npy, meta_path = p, p.with_name(META_FILE)
+    elif p.is_file():
+        raise GoalError(
+            f"goal {p} is not a .npy template or a goal folder (an .npz or other container is "
+            "not read): set env.goal_dir to a folder made by `gbx gameboy capture-goal`"
+        )
     else:
         raise GoalError(
             f"goal not found: {p} (set env.goal_dir to a folder made by "
@@ -229,21 +241,94 @@ def load_goal(path: str | Path) -> Goal:
         )
     if not npy.is_file():
         raise GoalError(f"{p} has no {GOAL_FILE}; make one with `gbx gameboy capture-goal`")
+    template = _read_template(npy)
+    meta = _read_goal_meta(meta_path) if meta_path.is_file() else {}
+    return Goal(template, meta, p)
+
+
+# What numpy raises on a malformed .npy header (it parses the header as Python literals).
+_NPY_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TypeError, UnicodeDecodeError,
+               tokenize.TokenError, zipfile.BadZipFile)
+
+
+def _check_npy_header(npy: Path, fix: str) -> None:
+    """Read only the header: refuse a non-uint8 or non-2-D array, or one whose header
+    claims more bytes than the file holds (before numpy allocates for it)."""
+    from numpy.lib import format as npy_format
+
+    with npy.open("rb") as fh:
+        if fh.read(6) != b"\x93NUMPY":
+            fh.seek(0)
+            if fh.read(4) == b"PK\x03\x04":
+                raise GoalError(f"{npy} is an .npz container, not a .npy array; {fix}")
+            raise GoalError(f"{npy} is not a .npy file (bad magic); {fix}")
+        fh.seek(0)
+        version = npy_format.read_magic(fh)
+        read_header = (npy_format.read_array_header_1_0 if version == (1, 0)
+                       else npy_format.read_array_header_2_0)
+        shape, _fortran, dtype = read_header(fh, max_header_size=10_000)
+        body = npy.stat().st_size - fh.tell()
+    if dtype != np.uint8 or len(shape) != 2:
+        raise GoalError(f"{npy} holds {dtype}{list(shape)}; need uint8 [H, W]")
+    if int(np.prod(shape, dtype=np.int64)) != body:
+        raise GoalError(f"{npy} is truncated or padded: its header says {list(shape)}, "
+                        f"the file holds {body} data bytes; {fix}")
+
+
+def _read_template(npy: Path) -> np.ndarray:
+    fix = "make it again with `gbx gameboy capture-goal`"
     try:
+        _check_npy_header(npy, fix)
         template = np.load(npy, allow_pickle=False)
-    except ValueError as exc:
-        raise GoalError(f"{npy} is not a readable .npy file: {exc}") from None
-    if template.dtype != np.uint8 or template.ndim != 2:
+    except GoalError:
+        raise
+    except _NPY_ERRORS as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GoalError(f"{npy} is not a readable .npy file ({reason}); {fix}") from None
+    if not isinstance(template, np.ndarray):  # np.load opens a zip (.npz) by its content
+        raise GoalError(f"{npy} is an .npz container, not a .npy array; {fix}")
+    if template.dtype != np.uint8 or template.ndim != 2 or template.size == 0:
         raise GoalError(f"{npy} holds {template.dtype}{list(template.shape)}; need uint8 [H, W]")
     if int(template.max(initial=0)) > 3:
         raise GoalError(f"{npy} holds values above 3; a template holds shade indices 0..3")
-    meta: dict[str, Any] = {}
-    if meta_path.is_file():
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise GoalError(f"{meta_path} is not valid JSON: {exc}") from None
-    return Goal(template, meta, p)
+    return template
+
+
+def _read_goal_meta(meta_path: Path) -> dict[str, Any]:
+    """``meta.json`` of a goal, with ``tau``, ``consec_k`` and ``rom_sha256`` checked."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        reason = type(exc).__name__ if isinstance(exc, RecursionError) else str(exc)
+        raise GoalError(f"{meta_path} is not valid JSON: {reason}") from None
+    if not isinstance(meta, dict):
+        raise GoalError(f"{meta_path} holds a JSON {type(meta).__name__}; it must be an object")
+    if "tau" in meta:
+        tau = meta["tau"]
+        if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0.0 < tau < 1.0:
+            raise GoalError(f"{meta_path}: tau must be a number in (0, 1), got {tau!r}; fix "
+                            "the file or override it with env.tau")
+    if "consec_k" in meta:
+        k = meta["consec_k"]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise GoalError(f"{meta_path}: consec_k must be an integer >= 1, got {k!r}; fix "
+                            "the file or override it with env.consec_k")
+    sha = meta.get("rom_sha256")
+    if sha is not None and not isinstance(sha, str):
+        raise GoalError(f"{meta_path}: rom_sha256 must be a hex string, got {sha!r}")
+    return meta
+
+
+def check_goal_rom(goal: Goal, rom_sha256: str, rom: str | Path, *, allow_mismatch: bool) -> None:
+    """Refuse a goal captured on another ROM than ``rom`` (the one in use), unless allowed."""
+    recorded = goal.meta.get("rom_sha256")
+    if recorded is None or recorded == rom_sha256 or allow_mismatch:
+        return
+    raise GoalError(
+        f"goal {goal.path} was captured on ROM sha256 {recorded}, but env.rom {rom} has "
+        f"sha256 {rom_sha256}: use the goal's ROM, capture the goal again, or set "
+        "env.allow_goal_rom_mismatch=true"
+    )
 
 
 def goal_meta(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import torch
 
 from gbx import hookimpl
 from gbx.config import in_range, option
+from gbx.rl_common import check_env_memory
 from gbx_gameboy.actions import CODECS, make_codec
 from gbx_gameboy.cartridge import RomError
 from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
@@ -116,6 +118,20 @@ def load_start_state(batch: Any, path: str | Path) -> tuple[str, bool]:
     return hashlib.sha256(data).hexdigest(), False
 
 
+def bytes_per_env(cart: Any, config: GameBoyConfig) -> int:
+    """Device bytes one env of a batch takes: every emulator array (memory, cart RAM,
+    registers, timers, serial buffer, framebuffer, phase clocks) and the observation
+    buffers of a step (frame stack, final observations, frame, goal scratch)."""
+    from gbx_gameboy import layout as lay
+    from gbx_gameboy.machine import DEFAULT_SERIAL_CAPACITY
+    from gbx_gameboy.phase_clock import CLOCK_ROWS
+
+    h, w = obs_hw(config.obs_size)
+    emulator = (lay.MEM_BYTES + max(cart.ram_bytes, 1) + 4 * lay.ST_COUNT + 8 * lay.TM_COUNT
+                + DEFAULT_SERIAL_CAPACITY + lay.SCREEN_H * lay.SCREEN_W + 8 * CLOCK_ROWS)
+    return emulator + (2 * config.stack_k + 4) * h * w + 64
+
+
 def _warp_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
@@ -128,6 +144,7 @@ class GameBoyEnv:
     def __init__(
         self, config: GameBoyConfig, num_envs: int, device: torch.device | str, seed: int = 0
     ) -> None:
+        from gbx_gameboy.cartridge import parse_cartridge
         from gbx_gameboy.machine import GameBoyBatch
         from gbx_gameboy.snapshot import MaskedRestore, SnapshotBank, capture
 
@@ -145,7 +162,10 @@ class GameBoyEnv:
             )
         rom = resolve_rom(config.rom)
         wdev = _warp_device(self.device)
-        self.batch = GameBoyBatch(rom, num_envs, wdev)
+        cart = parse_cartridge(str(rom))
+        # Refused before the batch allocates anything (a huge env count is a one-line error).
+        check_env_memory("gameboy", num_envs, bytes_per_env(cart, config), self.device)
+        self.batch = GameBoyBatch(cart, num_envs, wdev)
         self.rom_sha256 = self.batch.cart.sha256
         self.codec = make_codec(config.action_codec, self.device)
         self.num_actions = self.codec.num_actions
@@ -260,6 +280,49 @@ class GameBoyEnv:
             "start_states": list(cfg.start_states),
             "start_states_sha256": self.start_states_sha256,
         }
+
+    # ------------------------------------------------------------------ StatefulEnv
+    def env_state_dict(self) -> dict[str, Any]:
+        """Everything the batch's future depends on (:class:`gbx.api.StatefulEnv`): every
+        emulator array of every env, the frame stack, the step counters and the random
+        stream that picks start states."""
+        emu = {name: t.clone() for name, t in self.batch.state_tensors().items()}
+        emu["clocks"] = self.batch.phase_clocks.clone()
+        return {
+            "emulator": emu,
+            "stack": self.stack.buffer.clone(),
+            "steps": self._steps.clone(),
+            "restore_rng": self.restorer.generator_state(),
+            "rom_sha256": self.rom_sha256,
+        }
+
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`env_state_dict` into this batch, in place (the kernels keep
+        pointing at the same arrays); refuses a state of another ROM or batch shape."""
+        if state.get("rom_sha256") != self.rom_sha256:
+            raise ValueError(
+                f"the saved env state is of ROM sha256 {state.get('rom_sha256')}, this env "
+                f"runs {self.rom_sha256}: resume with the ROM the run was started with"
+            )
+        targets = dict(self.batch.state_tensors())
+        targets["clocks"] = self.batch.phase_clocks
+        emu = state["emulator"]
+        pairs = [(f"emulator.{k}", t, emu.get(k)) for k, t in targets.items()]
+        pairs += [("stack", self.stack.buffer, state.get("stack")),
+                  ("steps", self._steps, state.get("steps"))]
+        for name, dst, src in pairs:
+            if not isinstance(src, torch.Tensor) or src.shape != dst.shape \
+                    or src.dtype != dst.dtype:
+                got = "missing" if not isinstance(src, torch.Tensor) \
+                    else f"{src.dtype}{list(src.shape)}"
+                raise ValueError(
+                    f"saved env state {name!r} is {got}, this env needs "
+                    f"{dst.dtype}{list(dst.shape)}: resume with the same env config and num_envs"
+                )
+        with self._on_torch_stream():
+            for _name, dst, src in pairs:
+                dst.copy_(src.to(dst.device))
+        self.restorer.set_generator_state(state["restore_rng"])
 
     # ------------------------------------------------------------------ internals
     def _reset_envs(self, mask: torch.Tensor) -> None:

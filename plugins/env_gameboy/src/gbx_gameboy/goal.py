@@ -21,6 +21,7 @@ nothing more. ``tau`` and ``consec_k`` default to the goal's ``meta.json``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -29,7 +30,7 @@ import torch
 from gbx.config import in_range, option
 from gbx.goal_math import count_under, goal_distance, goal_reward, reached
 from gbx.metrics import percentiles
-from gbx_gameboy.capture import npy_bytes
+from gbx_gameboy.capture import Goal, npy_bytes
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
 
 INFO_MODES = ("full", "stats", "none")
@@ -71,6 +72,38 @@ class GoalConfig(GameBoyConfig):
         "stats", "info carries: full (per-env dist) | stats (dist p10/p50/p90) | none",
         _v.in_(INFO_MODES),
     )
+    allow_goal_rom_mismatch: bool = option(
+        False, "use a goal whose meta.json names another ROM's sha256 than env.rom's"
+    )
+
+
+def resolve_goal(config: Any) -> tuple[Goal, float, int]:
+    """The goal of a goal env's config, with its ``tau`` and ``consec_k`` (the config's,
+    else the goal's ``meta.json``), checked before any emulator is built: the goal loads
+    (:func:`gbx_gameboy.capture.load_goal`), was captured on ``env.rom`` (unless
+    ``env.allow_goal_rom_mismatch``) and has the observation size of ``env.obs_size``.
+    Raises :class:`gbx_gameboy.capture.GoalError` (one line) otherwise."""
+    from gbx_gameboy.capture import GoalError, check_goal_rom, load_goal, sha256_file
+    from gbx_gameboy.env import resolve_rom
+    from gbx_gameboy.obs import obs_hw
+
+    if not config.goal_dir:
+        raise GoalError(
+            "gameboy-goal needs a goal: set env.goal_dir to a folder made by "
+            "`gbx gameboy capture-goal` (or to a .npy template)"
+        )
+    goal = load_goal(config.goal_dir)
+    rom = resolve_rom(config.rom)
+    check_goal_rom(goal, sha256_file(rom), rom, allow_mismatch=config.allow_goal_rom_mismatch)
+    want = obs_hw(config.obs_size)
+    if tuple(goal.template.shape) != want:
+        raise GoalError(
+            f"goal template {goal.path} is {list(goal.template.shape)} but env.obs_size="
+            f"{config.obs_size} gives {list(want)}: capture the goal with that obs size"
+        )
+    tau = float(config.tau if config.tau is not None else goal.tau)
+    consec_k = int(config.consec_k if config.consec_k is not None else goal.consec_k)
+    return goal, tau, consec_k
 
 
 class GoalEnv(GameBoyEnv):
@@ -81,24 +114,10 @@ class GoalEnv(GameBoyEnv):
     def __init__(
         self, config: GoalConfig, num_envs: int, device: torch.device | str, seed: int = 0
     ) -> None:
-        from gbx_gameboy.capture import GoalError, load_goal
-
-        if not config.goal_dir:
-            raise GoalError(
-                "gameboy-goal needs a goal: set env.goal_dir to a folder made by "
-                "`gbx gameboy capture-goal` (or to a .npy template)"
-            )
-        goal = load_goal(config.goal_dir)
+        goal, self.tau, self.consec_k = resolve_goal(config)
         self.goal = goal
-        self.tau = float(config.tau if config.tau is not None else goal.tau)
-        self.consec_k = int(config.consec_k if config.consec_k is not None else goal.consec_k)
         super().__init__(config, num_envs, device, seed)
         want = self.obs_shape[1:]
-        if tuple(goal.template.shape) != want:
-            raise GoalError(
-                f"goal template {goal.path} is {list(goal.template.shape)} but env.obs_size="
-                f"{config.obs_size} gives {list(want)}: capture the goal with that obs size"
-            )
         n, dev = num_envs, self.device
         self._goal = torch.from_numpy(goal.template).to(dev, torch.int16)
         self._scratch = torch.empty((n, *want), dtype=torch.int16, device=dev)
@@ -145,6 +164,30 @@ class GoalEnv(GameBoyEnv):
             q = percentiles(self._dist, _QUANTILES)
             info["dist_p10"], info["dist_p50"], info["dist_p90"] = q[0], q[1], q[2]
         return obs, reward, done, trunc, info
+
+    # ------------------------------------------------------------------ StatefulEnv
+    _GOAL_FIELDS = ("_dist", "_prev", "_consec")
+
+    def env_state_dict(self) -> dict[str, Any]:
+        """The Game Boy batch's state plus the goal counters: the previous distance (for the
+        shaping reward) and the consecutive steps under tau of every env."""
+        state = super().env_state_dict()
+        state["goal"] = {k.lstrip("_"): getattr(self, k).clone() for k in self._GOAL_FIELDS}
+        return state
+
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
+        goal = state.get("goal")
+        if not isinstance(goal, Mapping):
+            raise ValueError("the saved env state has no goal counters: it was saved by "
+                             "another env; resume with the env the run was started with")
+        for key in self._GOAL_FIELDS:
+            dst, src = getattr(self, key), goal.get(key.lstrip("_"))
+            if not isinstance(src, torch.Tensor) or src.shape != dst.shape:
+                raise ValueError(f"saved goal counter {key.lstrip('_')!r} does not fit "
+                                 f"{list(dst.shape)}: resume with the same num_envs")
+        super().load_env_state_dict(state)
+        for key in self._GOAL_FIELDS:
+            getattr(self, key).copy_(goal[key.lstrip("_")].to(self.device))
 
     def meta(self) -> dict[str, Any]:
         cfg = self.config

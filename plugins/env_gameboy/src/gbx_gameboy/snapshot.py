@@ -200,6 +200,13 @@ class MaskedRestore:
     def seed(self, seed: int) -> None:
         self._gen.manual_seed(seed)
 
+    def generator_state(self) -> torch.Tensor:
+        """The state of the random stream :meth:`restore_random` draws from (for checkpoints)."""
+        return self._gen.get_state()
+
+    def set_generator_state(self, state: torch.Tensor) -> None:
+        self._gen.set_state(state)
+
     def restore(self, mask: torch.Tensor, index: torch.Tensor | int = 0) -> None:
         """Envs with ``mask[e]`` get bank entry ``index`` (an int or an int32 ``[N]`` tensor)."""
         if isinstance(index, int):

@@ -70,7 +70,15 @@ def _sha256(path: Path) -> str:
 
 
 class PyBoyEnv(GameBoyEnv):
-    """The ``gameboy`` env on a pool of PyBoy emulators."""
+    """The ``gameboy`` env on a pool of PyBoy emulators.
+
+    Not a :class:`gbx.api.StatefulEnv`: the emulators live in worker processes, so a
+    resumed run restarts its episodes (and says so). ``None`` withdraws the methods
+    inherited from the Warp env, which ``isinstance(env, StatefulEnv)`` then reports.
+    """
+
+    env_state_dict = None
+    load_env_state_dict = None
 
     def __init__(self, config: Any, num_envs: int, device: torch.device | str,
                  seed: int = 0) -> None:
@@ -130,6 +138,9 @@ class PyBoyEnv(GameBoyEnv):
 
 class PyBoyGoalEnv(GoalEnv, PyBoyEnv):
     """``gameboy-goal`` scoring over :class:`PyBoyEnv` (method order: goal, pyboy, gameboy)."""
+
+    env_state_dict = None  # not a StatefulEnv (see PyBoyEnv)
+    load_env_state_dict = None
 
     def meta(self) -> dict[str, Any]:
         out = super().meta()
