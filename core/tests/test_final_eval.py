@@ -15,10 +15,10 @@ def _clear_events():
     EVENTS.clear()
 
 
-def _run(invoke, tmp_path, *extra: str):
+def _run(invoke, tmp_path, *extra: str, exit_code: int = 0):
     result = invoke("run", "--algo", "counter", "--env", "toy", "--device", "cpu", "--steps",
                     "64", "--run-dir", str(tmp_path / "r"), "--observer", "recorder", *extra)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return [v for k, v in EVENTS if k == "eval"]
 
 
@@ -47,6 +47,8 @@ def test_final_evaluation_can_be_turned_off(invoke, tmp_path) -> None:
 def test_a_run_stopped_by_a_signal_skips_it(invoke, tmp_path) -> None:
     if os.name != "posix":
         pytest.skip("signals")
-    evals = _run(invoke, tmp_path, "--set", "algo.signal_at=32", "--steps", "1000")
+    # A run stopped by SIGTERM exits 143 (docs/observability.md), not 0.
+    evals = _run(invoke, tmp_path, "--set", "algo.signal_at=32", "--steps", "1000",
+                 exit_code=143)
     assert evals == []
     assert EVENTS[-1][1]["status"] == "stopped"
