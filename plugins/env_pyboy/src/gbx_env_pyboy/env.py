@@ -77,8 +77,9 @@ class PyBoyEnv(GameBoyEnv):
     inherited from the Warp env, which ``isinstance(env, StatefulEnv)`` then reports.
     """
 
-    env_state_dict = None
-    load_env_state_dict = None
+    # The base class types these as methods; withdrawing them is the point here.
+    env_state_dict = None  # type: ignore[assignment]
+    load_env_state_dict = None  # type: ignore[assignment]
 
     def __init__(self, config: Any, num_envs: int, device: torch.device | str,
                  seed: int = 0) -> None:
@@ -139,8 +140,8 @@ class PyBoyEnv(GameBoyEnv):
 class PyBoyGoalEnv(GoalEnv, PyBoyEnv):
     """``gameboy-goal`` scoring over :class:`PyBoyEnv` (method order: goal, pyboy, gameboy)."""
 
-    env_state_dict = None  # not a StatefulEnv (see PyBoyEnv)
-    load_env_state_dict = None
+    env_state_dict = None  # type: ignore[assignment]  # not a StatefulEnv (see PyBoyEnv)
+    load_env_state_dict = None  # type: ignore[assignment]
 
     def meta(self) -> dict[str, Any]:
         out = super().meta()
