@@ -59,7 +59,7 @@ lint: setup
 	  echo "mypy $$src"; MYPYPATH=core/src:$$src $(PY) -m mypy $$src; \
 	done
 
-# Test/conformance ROMs are built by the Game Boy plugin.
+# The bundled game (gbx quest) assembled from its source by the Game Boy plugin.
 roms: setup
 	$(GBX) gameboy build-roms
 

@@ -26,6 +26,17 @@ def test_build_command_writes_the_rom(tmp_path: Path) -> None:
     assert "wrote" in result.output and (tmp_path / ROM_NAME).stat().st_size == 32 * 1024
 
 
+def test_gbx_gameboy_build_roms_is_the_build_command(tmp_path: Path) -> None:
+    """`gbx gameboy build-roms` (what `make roms` calls) reaches the same build."""
+    from gbx.cli import build_cli
+    from gbx.plugins import load_plugins
+
+    result = CliRunner().invoke(build_cli(load_plugins()),
+                                ["gameboy", "build-roms", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / ROM_NAME).read_bytes() == (GAME_DIR / ROM_NAME).read_bytes()
+
+
 def test_rom_header() -> None:
     rom = (GAME_DIR / ROM_NAME).read_bytes()
     assert rom[0x134:0x13D] == b"GBX QUEST"

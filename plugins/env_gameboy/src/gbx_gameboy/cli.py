@@ -1,4 +1,4 @@
-"""``gbx gameboy ...``: run a ROM headless, run the conformance ROMs."""
+"""``gbx gameboy ...``: run a ROM headless, run the conformance ROMs, build the bundled game."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import sys
 
 import click
+
+from gbx_gameboy.game.build import build_roms_command
 
 EXIT_BAD_INPUT = 2
 
@@ -161,3 +163,7 @@ def gif(
     shots = record_frames(batch, frames, every=every, presses=presses)
     path = save_gif(shots, out, scale=scale, frame_ms=max(1, round(1000 * every / 60)))
     click.echo(f"gif: {path} ({len(shots)} frames)")
+
+
+# The bundled game's assembler build (its own module keeps the assembler out of the rest).
+gameboy.add_command(build_roms_command)
