@@ -12,7 +12,7 @@ per env is shaped ``(tiles, R, TILE)``, and env ``e`` owns column ``e % TILE`` o
   and reaches every fixed row (an IO register, a state field) with a constant offset
   in the load instruction. With the env count as the row stride (``(R, num_envs)``),
   every fixed row was a separately computed 64-bit address, and the run kernel spent
-  its registers holding them (see docs/emulator.md, "Third round").
+  its registers holding them (see docs/emulator-history.md, "Third round").
 
 The batch allocates ``ceil(num_envs / TILE)`` tiles; the columns past ``num_envs`` in
 the last tile are never run.
