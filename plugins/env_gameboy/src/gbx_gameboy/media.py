@@ -2,19 +2,19 @@
 
 Frames are shade indices 0..3 (``[144, 160]``, numpy or torch on any device);
 they are mapped through a palette, scaled with nearest-neighbour and written
-atomically (temporary file in the target folder, then ``os.replace``).
+atomically (:func:`gbx.config.atomic_file`).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
+
+from gbx.config import atomic_file
 
 # The grey levels of test-ROM reference screenshots (white = shade 0), and the
 # green tones of the original DMG screen.
@@ -55,17 +55,8 @@ def grey_levels(frame: Any) -> np.ndarray:
 
 
 def _atomic_save(path: Path, save: Any) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            save(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path) as f:
+        save(f)
     return path
 
 

@@ -15,12 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from gbx_observers.files import (
-    atomic_write_bytes,
-    atomic_write_json,
-    atomic_write_text,
-    dumps,
-)
+from gbx.config import write_atomic
+from gbx_observers.files import atomic_write_json, dumps
 
 # RGB of shades 0..3 as on the original Game Boy's green screen.
 DMG_GREENS: tuple[tuple[int, int, int], ...] = (
@@ -146,9 +142,9 @@ def write_rollout(
 ) -> dict[str, Path]:
     """Write ``rollout.gif``, ``rollout.jsonl`` and ``meta.json`` into ``out_dir`` atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    gif = atomic_write_bytes(out_dir / "rollout.gif", encode_gif(frames, scale=scale, fps=fps))
+    gif = write_atomic(out_dir / "rollout.gif", encode_gif(frames, scale=scale, fps=fps))
     lines = "".join(dumps(dict(row)) + "\n" for row in rows)
-    log = atomic_write_text(out_dir / "rollout.jsonl", lines)
+    log = write_atomic(out_dir / "rollout.jsonl", lines)
     summary = {
         "steps": len(rows),
         "return": sum(float(r["reward"]) for r in rows),
