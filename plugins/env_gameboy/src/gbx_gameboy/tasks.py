@@ -356,19 +356,3 @@ def baseline_cmd(env_name: str, episodes: int, num_envs: int, device: str, seed:
         write_atomic(out / BASELINE_FILE, json.dumps(result, indent=2, sort_keys=True) + "\n")
         meta = load_goal(out).meta
         (out / "README.md").write_text(stage_readme(task, meta, out), encoding="utf-8")
-
-
-@click.group()
-def main() -> None:
-    """gbx quest tasks: make-stages, capture-goal, baseline."""
-
-
-main.add_command(make_stages_cmd)
-main.add_command(baseline_cmd)
-
-
-if __name__ == "__main__":
-    from gbx_gameboy.capture import capture_goal_cmd
-
-    main.add_command(capture_goal_cmd)
-    main()

@@ -60,7 +60,3 @@ def build_roms_command(out_dir: Path) -> None:
     """Assemble the bundled game gbx quest from its source."""
     path = build_roms(out_dir)
     click.echo(f"wrote {path} ({path.stat().st_size} bytes)")
-
-
-if __name__ == "__main__":
-    build_roms_command()
