@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 
 import click
 
+from gbx.config import atomic_file
 from gbx.errors import GbxError
 
 # Parameters that identify one measurement (present ones only).
@@ -118,15 +117,8 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
 
 
 def _atomic_save(fig: Any, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=out.suffix)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(out) as fh:
+        fig.savefig(fh, format=out.suffix.lstrip(".") or "png", dpi=120, bbox_inches="tight")
 
 
 def scaling_series(records: Iterable[Mapping[str, Any]], metric: str

@@ -381,11 +381,16 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
         raise
 
 
+def write_atomic(path: str | Path, data: bytes | str) -> Path:
+    """Write ``data`` (bytes, or text as UTF-8) to ``path`` through :func:`atomic_file`."""
+    with atomic_file(Path(path)) as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)
+
+
 def write_json_atomic(path: Path, text: str) -> Path:
-    """Write text to ``path`` through a temporary file in the same directory."""
-    with atomic_file(path) as fh:
-        fh.write(text.encode("utf-8"))
-    return path
+    """Write JSON (or any) text to ``path`` atomically; see :func:`write_atomic`."""
+    return write_atomic(path, text)
 
 
 def remove_temporary_files(folder: Path) -> list[Path]:

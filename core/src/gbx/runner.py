@@ -37,7 +37,7 @@ from gbx.artifacts import (
 )
 from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
 from gbx.checkpoint_file import CheckpointError
-from gbx.config import Config, RunConfig, to_dict
+from gbx.config import Config, RunConfig, to_dict, write_atomic
 from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
@@ -521,9 +521,7 @@ def _write_fingerprint(run: Run, trainer: Any) -> None:
     data = {"rank": run.dist.rank, "world_size": run.dist.world_size, "step": run.last_step,
             "seed": run.seed, "modules": sorted(modules),
             "fingerprint": gdist.fingerprint(modules)}
-    tmp = out / f".rank{run.dist.rank}.json.tmp"
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, out / f"rank{run.dist.rank}.json")
+    write_atomic(out / f"rank{run.dist.rank}.json", json.dumps(data))
 
 
 def execute(

@@ -189,12 +189,6 @@ class Goal:
         return int(self.meta.get("consec_k", DEFAULT_CONSEC_K))
 
 
-def _atomic_bytes(path: Path, data: bytes) -> None:
-    from gbx_gameboy.savestate import atomic_write
-
-    atomic_write(path, data)
-
-
 def npy_bytes(array: np.ndarray) -> bytes:
     import io
 
@@ -211,9 +205,10 @@ def write_goal(out_dir: str | Path, template: np.ndarray, meta: dict[str, Any]) 
     out.mkdir(parents=True, exist_ok=True)
     if template.dtype != np.uint8 or template.ndim != 2 or int(template.max(initial=0)) > 3:
         raise GoalError("a goal template must be uint8 [H, W] shade indices 0..3")
-    _atomic_bytes(out / GOAL_FILE, npy_bytes(template))
-    text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
-    _atomic_bytes(out / META_FILE, text.encode())
+    from gbx.config import write_atomic
+
+    write_atomic(out / GOAL_FILE, npy_bytes(template))
+    write_atomic(out / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return save_png(template, out / PNG_FILE, scale=PNG_SCALE)
 
 

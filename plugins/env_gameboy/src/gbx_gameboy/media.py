@@ -1,27 +1,22 @@
 """Pictures of the screen: PNG screenshots and GIF clips from shade frames.
 
 Frames are shade indices 0..3 (``[144, 160]``, numpy or torch on any device);
-they are mapped through a palette, scaled with nearest-neighbour and written
-atomically (temporary file in the target folder, then ``os.replace``).
+they are encoded by :mod:`gbx.pictures` and written with
+:func:`gbx.config.write_atomic`.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
-# The grey levels of test-ROM reference screenshots (white = shade 0), and the
-# green tones of the original DMG screen.
-PALETTES: dict[str, tuple[tuple[int, int, int], ...]] = {
-    "grey": ((0xFF, 0xFF, 0xFF), (0xAA, 0xAA, 0xAA), (0x55, 0x55, 0x55), (0x00, 0x00, 0x00)),
-    "green": ((0xE0, 0xF8, 0xD0), (0x88, 0xC0, 0x70), (0x34, 0x68, 0x56), (0x08, 0x18, 0x20)),
-}
+from gbx.config import write_atomic
+from gbx.pictures import PALETTES, encode_gif, encode_png
+
+__all__ = ["PALETTES", "grey_levels", "record_frames", "save_gif", "save_png", "to_numpy_shades"]
 
 
 def to_numpy_shades(frame: Any) -> np.ndarray:
@@ -36,43 +31,14 @@ def to_numpy_shades(frame: Any) -> np.ndarray:
     return arr.astype(np.uint8, copy=False)
 
 
-def shades_to_image(frame: Any, *, scale: int = 1, palette: str = "grey") -> Image.Image:
-    """An RGB PIL image of a shade frame, each pixel drawn as a ``scale x scale`` block."""
-    if palette not in PALETTES:
-        raise ValueError(f"unknown palette {palette!r}; choose one of {', '.join(PALETTES)}")
-    if scale < 1:
-        raise ValueError(f"scale must be >= 1, got {scale}")
-    lut = np.asarray(PALETTES[palette], dtype=np.uint8)
-    rgb = lut[to_numpy_shades(frame)]
-    if scale > 1:
-        rgb = rgb.repeat(scale, axis=0).repeat(scale, axis=1)
-    return Image.fromarray(rgb, mode="RGB")
-
-
 def grey_levels(frame: Any) -> np.ndarray:
     """Shade indices -> 8-bit grey (0xFF, 0xAA, 0x55, 0x00), as reference screenshots use."""
     return np.asarray([0xFF, 0xAA, 0x55, 0x00], dtype=np.uint8)[to_numpy_shades(frame)]
 
 
-def _atomic_save(path: Path, save: Any) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            save(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
 def save_png(frame: Any, path: str | Path, *, scale: int = 1, palette: str = "grey") -> Path:
     """Write one shade frame as a PNG; return the path."""
-    img = shades_to_image(frame, scale=scale, palette=palette)
-    return _atomic_save(Path(path), lambda f: img.save(f, format="PNG"))
+    return write_atomic(path, encode_png(to_numpy_shades(frame), scale=scale, palette=palette))
 
 
 def save_gif(
@@ -85,27 +51,11 @@ def save_gif(
     loop: int = 0,
 ) -> Path:
     """Write a sequence of shade frames as an animated GIF (``frame_ms`` per frame)."""
-    images = [shades_to_image(f, scale=scale, palette=palette) for f in frames]
-    if not images:
+    shades = [to_numpy_shades(f) for f in frames]
+    if not shades:
         raise ValueError("save_gif needs at least one frame")
-    # A fixed 4-colour palette image keeps every frame's colours exact.
-    pal_img = Image.new("P", (1, 1))
-    flat = [c for rgb in PALETTES[palette] for c in rgb]
-    pal_img.putpalette(flat + [0] * (768 - len(flat)))
-    quantised = [im.quantize(palette=pal_img, dither=Image.Dither.NONE) for im in images]
-
-    def save(f: Any) -> None:
-        quantised[0].save(
-            f,
-            format="GIF",
-            save_all=True,
-            append_images=quantised[1:],
-            duration=frame_ms,
-            loop=loop,
-            optimize=False,
-        )
-
-    return _atomic_save(Path(path), save)
+    return write_atomic(path, encode_gif(shades, scale=scale, palette=palette,
+                                         frame_ms=frame_ms, loop=loop))
 
 
 def record_frames(

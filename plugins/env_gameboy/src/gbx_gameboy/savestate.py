@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gbx.config import write_atomic
 from gbx.errors import GbxError
 from gbx_gameboy.apu import apu_power_on_rows
 from gbx_gameboy.snapshot import EnvState, capture, check_compatible, write_env
@@ -180,22 +179,6 @@ def check_rom(state: SaveState, cart: Any, source: str = "savestate") -> None:
         )
 
 
-def atomic_write(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
 def read_state(path: str | Path) -> SaveState:
     path = Path(path)
     if not path.is_file():
@@ -206,7 +189,7 @@ def read_state(path: str | Path) -> SaveState:
 def save_state(batch: Any, env: int, path: str | Path) -> Path:
     """Write env ``env`` of ``batch`` to ``path`` in the gbx format."""
     arrays = capture(batch.state_tensors(), env)
-    return atomic_write(path, encode(RomId.of(batch.cart), arrays))
+    return write_atomic(path, encode(RomId.of(batch.cart), arrays))
 
 
 def load_into(

@@ -224,9 +224,9 @@ def make_stages(root: Path, rom: Path = DEFAULT_ROM, device: str = "cpu") -> dic
             "solution_steps": len(task.solution),
         })
     text = json.dumps(index, indent=2, sort_keys=True) + "\n"
-    from gbx_gameboy.savestate import atomic_write
+    from gbx.config import write_atomic
 
-    atomic_write(root / INDEX_FILE, text.encode())
+    write_atomic(root / INDEX_FILE, text)
     return index
 
 
@@ -348,28 +348,11 @@ def baseline_cmd(env_name: str, episodes: int, num_envs: int, device: str, seed:
     result = random_baseline(env_name, episodes, min(num_envs, episodes), device, seed, **over)
     click.echo(json.dumps(result))
     if record:
+        from gbx.config import write_atomic
         from gbx_gameboy.capture import load_goal
-        from gbx_gameboy.savestate import atomic_write
 
         task = STAGES_BY_ENV[env_name]
         out = task.goal_dir()
-        atomic_write(out / BASELINE_FILE, (json.dumps(result, indent=2, sort_keys=True)
-                                           + "\n").encode())
+        write_atomic(out / BASELINE_FILE, json.dumps(result, indent=2, sort_keys=True) + "\n")
         meta = load_goal(out).meta
         (out / "README.md").write_text(stage_readme(task, meta, out), encoding="utf-8")
-
-
-@click.group()
-def main() -> None:
-    """gbx quest tasks: make-stages, capture-goal, baseline."""
-
-
-main.add_command(make_stages_cmd)
-main.add_command(baseline_cmd)
-
-
-if __name__ == "__main__":
-    from gbx_gameboy.capture import capture_goal_cmd
-
-    main.add_command(capture_goal_cmd)
-    main()

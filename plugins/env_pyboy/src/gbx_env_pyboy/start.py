@@ -15,11 +15,12 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import attrs
 import numpy as np
+
+from gbx.config import write_atomic
 
 FORMAT = 1  # bump when the way start states are made changes
 
@@ -54,18 +55,6 @@ def _digest(rom: Path, state: str) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def build(rom: Path, state: str) -> StartState:
     """Make the start state on the Warp CPU emulator (no cache)."""
     from gbx_gameboy import pyboy_state
@@ -89,8 +78,8 @@ def load_or_build(rom: Path, state: str) -> StartState:
     start = build(rom, state)
     buf = io.BytesIO()
     np.save(buf, start.screen)
-    _atomic_write(screen_path, buf.getvalue())
-    _atomic_write(state_path, start.pyboy_state)
-    _atomic_write(folder / f"{key}.json", json.dumps(
+    write_atomic(screen_path, buf.getvalue())
+    write_atomic(state_path, start.pyboy_state)
+    write_atomic(folder / f"{key}.json", json.dumps(
         {"rom": str(rom), "state": state, "format": FORMAT}).encode())
     return start

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gbx_observers.files import atomic_write_bytes
+from gbx.config import write_atomic
 from gbx_observers.rollout import encode_gif, encode_png, frame_of
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
@@ -52,9 +52,9 @@ def write_failure_frames(run_dir: Path, payload: Mapping[str, Any]) -> Path:
     folder = bundle / "frames"
     width = max(3, len(str(len(shaded) - 1)))
     for index, frame in enumerate(shaded):
-        atomic_write_bytes(folder / f"frame_{index:0{width}d}.png", encode_png(frame, scale=2))
+        write_atomic(folder / f"frame_{index:0{width}d}.png", encode_png(frame, scale=2))
     if len(shaded) > 1:
-        atomic_write_bytes(bundle / "frames.gif", encode_gif(shaded, scale=2, fps=10))
+        write_atomic(bundle / "frames.gif", encode_gif(shaded, scale=2, fps=10))
     return folder
 
 
@@ -77,14 +77,14 @@ def write_media(run_dir: Path, payload: Mapping[str, Any]) -> Path:
         data = payload["data"]
         if not isinstance(data, bytes | bytearray):
             raise ValueError("media 'data' must be bytes of an encoded file")
-        return atomic_write_bytes(path, bytes(data))
+        return write_atomic(path, bytes(data))
     suffix = relative.suffix.lower()
     if "frame" in payload and suffix == ".png":
-        return atomic_write_bytes(path, encode_png(frame_of(payload["frame"]), scale=scale))
+        return write_atomic(path, encode_png(frame_of(payload["frame"]), scale=scale))
     if "frames" in payload and suffix == ".gif":
         fps = int(payload.get("fps", 15))
         gif = encode_gif(frames_of(payload["frames"]), scale=scale, fps=fps)
-        return atomic_write_bytes(path, gif)
+        return write_atomic(path, gif)
     raise ValueError(
         f"media {name!r}: give 'data' bytes, a 'frame' for a .png or 'frames' for a .gif"
     )

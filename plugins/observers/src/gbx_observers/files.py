@@ -1,4 +1,4 @@
-"""Atomic file writes and JSON conversion shared by the observers."""
+"""JSON conversion (and atomic JSON files) shared by the observers."""
 
 from __future__ import annotations
 
@@ -9,26 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gbx.config import atomic_file
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename.
-
-    Readers (and a run killed mid-write) see either the old file or the new
-    one, never a partial file.
-    """
-    with atomic_file(path) as handle:  # the core's helper: umask permissions, fsync
-        handle.write(data)
-    return path
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+from gbx.config import write_atomic
 
 
 def atomic_write_json(path: Path, obj: Any) -> Path:
-    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
+    """``obj`` as indented JSON, written with the core's atomic helper."""
+    return write_atomic(path, dumps(obj, indent=2) + "\n")
 
 
 def to_jsonable(value: Any) -> Any:

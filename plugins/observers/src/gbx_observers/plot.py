@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from gbx_observers.files import atomic_write_bytes
+from gbx.config import write_atomic
 from gbx_observers.logfile import LOG_NAME, LoadedLog, load_log
 
 
@@ -192,19 +192,19 @@ def _load_plottable(log_path: Path) -> LoadedLog:
 
 def plot_log(log_path: Path, out_path: Path) -> Path:
     """Plot ``log_path`` into ``out_path`` (PNG, written atomically)."""
-    return atomic_write_bytes(out_path, render_png(_load_plottable(log_path)))
+    return write_atomic(out_path, render_png(_load_plottable(log_path)))
 
 
 def plot_runs(paths: Sequence[Path], out_path: Path) -> Path:
     """Plot one run, or overlay several (run dirs or logs), into ``out_path`` (PNG)."""
     logs = [(path, _load_plottable(log_path_of(path))) for path in paths]
     if len(logs) == 1:
-        return atomic_write_bytes(out_path, render_png(logs[0][1]))
+        return write_atomic(out_path, render_png(logs[0][1]))
     names = [run_name(log, path) for path, log in logs]
     # Two runs may share an id (a copied folder): the legend keeps them apart.
     unique = [n if names.count(n) == 1 else f"{n} ({i + 1})" for i, n in enumerate(names)]
     runs = [(name, log) for name, (_, log) in zip(unique, logs, strict=True)]
-    return atomic_write_bytes(out_path, _png(draw_figure(runs)))
+    return write_atomic(out_path, _png(draw_figure(runs)))
 
 
 class PlotObserver:
@@ -223,4 +223,4 @@ class PlotObserver:
             return  # the jsonl observer is not selected: nothing to plot from
         log = load_log(log_path)
         if log.records:
-            atomic_write_bytes(self.run_dir / "media" / "train.png", render_png(log))
+            write_atomic(self.run_dir / "media" / "train.png", render_png(log))

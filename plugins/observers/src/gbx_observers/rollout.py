@@ -7,7 +7,6 @@ so pixels stay sharp.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,21 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from gbx_observers.files import (
-    atomic_write_bytes,
-    atomic_write_json,
-    atomic_write_text,
-    dumps,
-)
+from gbx import pictures
+from gbx.config import write_atomic
+from gbx.pictures import PALETTES
+from gbx_observers.files import atomic_write_json, dumps
 
 # RGB of shades 0..3 as on the original Game Boy's green screen.
-DMG_GREENS: tuple[tuple[int, int, int], ...] = (
-    (0xE0, 0xF8, 0xD0),
-    (0x88, 0xC0, 0x70),
-    (0x34, 0x68, 0x56),
-    (0x08, 0x18, 0x20),
-)
-_PALETTE = np.array(DMG_GREENS, dtype=np.uint8)
+DMG_GREENS: tuple[tuple[int, int, int], ...] = PALETTES["green"]
 
 Policy = Callable[..., torch.Tensor]
 
@@ -53,45 +44,25 @@ def frame_of(obs: torch.Tensor | np.ndarray) -> np.ndarray:
 
 def shades_to_rgb(frame: np.ndarray, scale: int = 2) -> np.ndarray:
     """Map shade indices 0..3 (values above are clamped) to DMG greens, scaled ``scale``x."""
+    return pictures.shades_to_rgb(_clamped(frame, scale), scale=scale, palette="green")
+
+
+def _clamped(frame: np.ndarray, scale: int) -> np.ndarray:
     if not 1 <= scale <= 8:
         raise ValueError(f"scale {scale} is out of range; use 1..8 (2-4 suits most screens)")
-    rgb = _PALETTE[np.minimum(frame, 3)]
-    return rgb.repeat(scale, axis=0).repeat(scale, axis=1)
+    return np.minimum(frame, 3)
 
 
 def encode_png(frame: np.ndarray, scale: int = 2) -> bytes:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.fromarray(shades_to_rgb(frame, scale), mode="RGB").save(buffer, format="PNG")
-    return buffer.getvalue()
+    return pictures.encode_png(_clamped(frame, scale), scale=scale, palette="green")
 
 
 def encode_gif(frames: Sequence[np.ndarray], *, scale: int = 2, fps: int = 15) -> bytes:
     """An endlessly looping GIF of shade-index frames."""
-    from PIL import Image
-
     if not frames:
         raise ValueError("no frames to encode")
-    # All frames share the 4-colour palette, so "P" mode images keep exact colours.
-    flat_palette = [c for rgb in DMG_GREENS for c in rgb]
-    images = []
-    for frame in frames:
-        shaded = np.minimum(frame, 3).repeat(scale, axis=0).repeat(scale, axis=1)
-        image = Image.fromarray(shaded.astype(np.uint8), mode="P")
-        image.putpalette(flat_palette)
-        images.append(image)
-    buffer = io.BytesIO()
-    images[0].save(
-        buffer,
-        format="GIF",
-        save_all=True,
-        append_images=images[1:],
-        duration=max(1000 // fps, 20),
-        loop=0,
-        optimize=False,
-    )
-    return buffer.getvalue()
+    return pictures.encode_gif([_clamped(f, scale) for f in frames], scale=scale,
+                               palette="green", frame_ms=max(1000 // fps, 20), loop=0)
 
 
 def run_rollout(
@@ -146,9 +117,9 @@ def write_rollout(
 ) -> dict[str, Path]:
     """Write ``rollout.gif``, ``rollout.jsonl`` and ``meta.json`` into ``out_dir`` atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    gif = atomic_write_bytes(out_dir / "rollout.gif", encode_gif(frames, scale=scale, fps=fps))
+    gif = write_atomic(out_dir / "rollout.gif", encode_gif(frames, scale=scale, fps=fps))
     lines = "".join(dumps(dict(row)) + "\n" for row in rows)
-    log = atomic_write_text(out_dir / "rollout.jsonl", lines)
+    log = write_atomic(out_dir / "rollout.jsonl", lines)
     summary = {
         "steps": len(rows),
         "return": sum(float(r["reward"]) for r in rows),

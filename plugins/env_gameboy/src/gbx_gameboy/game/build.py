@@ -7,12 +7,13 @@ on every run (no timestamps, no dictionaries in unordered form).
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
+
+from gbx.config import write_atomic
 
 from ..asm import assemble_file_with_symbols, format_symbols
 from ..resources import ROM_NAME, game_dir
@@ -37,25 +38,13 @@ def assemble_game(source: Path = SOURCE) -> BuiltRom:
     return BuiltRom(rom, symbols)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; built files are plain readable files
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def build_roms(out_dir: Path = GAME_DIR) -> Path:
     """Assemble gbx quest into ``out_dir``; returns the ``.gb`` path."""
     built = assemble_game()
     out_dir.mkdir(parents=True, exist_ok=True)
     rom_path = out_dir / ROM_NAME
-    _write_atomic(rom_path, built.rom)
-    _write_atomic(out_dir / SYM_NAME, format_symbols(built.symbols).encode("ascii"))
+    write_atomic(rom_path, built.rom)
+    write_atomic(out_dir / SYM_NAME, format_symbols(built.symbols))
     return rom_path
 
 
@@ -71,7 +60,3 @@ def build_roms_command(out_dir: Path) -> None:
     """Assemble the bundled game gbx quest from its source."""
     path = build_roms(out_dir)
     click.echo(f"wrote {path} ({path.stat().st_size} bytes)")
-
-
-if __name__ == "__main__":
-    build_roms_command()
