@@ -21,7 +21,6 @@ from gbx.evaluation import evaluate_policy
 from gbx.metrics import MetricsAccumulator
 from gbx.models import build_model
 from gbx.rl_common import (
-    EVAL_SEED_OFFSET,
     StepWindow,
     capture_rng_state,
     categorical_logprob,
@@ -33,6 +32,7 @@ from gbx.rl_common import (
     sample_categorical,
     seed_everything,
 )
+from gbx.seeds import Stream, derive, offset
 
 __all__ = ["OnPolicyTrainer"]
 
@@ -63,7 +63,7 @@ class OnPolicyTrainer:
         self.cfg = config
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        self.generator = seed_everything(int(ctx.seed), self.device)
+        self.generator = seed_everything(derive(ctx.seed, Stream.TRAIN_RNG), self.device)
         self.env_steps = 0
         self.opt_steps = 0
         self.model: nn.Module | None = None
@@ -243,7 +243,7 @@ class OnPolicyTrainer:
         (``baseline=False`` leaves it out unless this run has already computed it)."""
         # One episode per eval env and round; rounds repeat beyond 1024 episodes.
         num = min(int(episodes), 1024)
-        env = self.ctx.make_env(num, seed_offset=EVAL_SEED_OFFSET)
+        env = self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV))
         try:
             self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
             model = self.model_or_fail()
@@ -252,7 +252,7 @@ class OnPolicyTrainer:
             try:
                 # A separate generator keeps training's sampling stream untouched by evaluation.
                 eval_gen = torch.Generator(device=self.device)
-                eval_gen.manual_seed(int(self.ctx.seed) + EVAL_SEED_OFFSET)
+                eval_gen.manual_seed(derive(self.ctx.seed, Stream.EVAL_RNG))
                 forward = self.forward_fn()
 
                 def policy(obs: torch.Tensor) -> torch.Tensor:
@@ -267,7 +267,7 @@ class OnPolicyTrainer:
                 summary = evaluate_policy(
                     env, policy, int(episodes), greedy=greedy,
                     baseline=baseline and cached is None,
-                    seed=int(self.ctx.seed) + EVAL_SEED_OFFSET,
+                    seed=derive(self.ctx.seed, Stream.EVAL_RNG),
                 )
                 if cached is None and baseline:
                     cached = {k: v for k, v in summary.items() if k.startswith("random_")}

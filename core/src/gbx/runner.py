@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import torch
 
-from gbx import __version__
+from gbx import __version__, seeds
 from gbx import distributed as gdist
 from gbx.artifacts import (
     latest_checkpoint,
@@ -139,7 +139,7 @@ class Run:
         self.device = device
         # With several ranks (torchrun) each rank has its own seed, so env shards differ.
         self.dist = dist or gdist.DistInfo()
-        self.seed = gdist.rank_seed(config.run.seed, self.dist.rank)
+        self.seed = seeds.rank_seed(config.run.seed, self.dist.rank)
         self.resume_info = dict(resume) if resume else None
         self.argv = argv
         self.observers: list[Any] = []
@@ -275,7 +275,7 @@ class Run:
         if self.dist.enabled:
             meta["distributed"] = {"world_size": self.dist.world_size,
                                    "backend": self.dist.backend,
-                                   "seeds": [gdist.rank_seed(self.config.run.seed, r)
+                                   "seeds": [seeds.rank_seed(self.config.run.seed, r)
                                              for r in range(self.dist.world_size)]}
         if self.resume_info:
             meta["resume"] = self.resume_info
@@ -572,7 +572,7 @@ def _execute(
     status = "completed"
     with stop_on_signals(run):
         try:
-            torch.manual_seed(run.seed)
+            torch.manual_seed(seeds.derive(run.seed, seeds.Stream.TRAIN_RNG))
             trainer = algo.trainer_cls(run.config.algo, run)
             if checkpoint is not None:
                 restore_trainer(trainer, checkpoint["state"],

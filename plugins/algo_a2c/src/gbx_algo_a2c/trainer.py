@@ -25,7 +25,6 @@ from gbx.api import RunContext
 from gbx.guard import FiniteGuard
 from gbx.on_policy import OnPolicyTrainer
 from gbx.rl_common import (
-    EVAL_SEED_OFFSET,
     activation_bytes,
     compute_gae,
     explained_variance,
@@ -37,7 +36,7 @@ from gbx_algo_a2c import returns as rl
 from gbx_algo_a2c.config import A2CConfig
 from gbx_algo_a2c.window import Window, estimate_window_bytes
 
-__all__ = ["DIST_PERCENTILES", "EVAL_SEED_OFFSET", "A2CTrainer", "required_bytes"]
+__all__ = ["DIST_PERCENTILES", "A2CTrainer", "required_bytes"]
 
 # Per-step distance percentiles an env may report instead of per-env distances.
 DIST_PERCENTILES = ("dist_p10", "dist_p50", "dist_p90")
