@@ -47,7 +47,7 @@ class OnPolicyTrainer:
     """What PPO and A2C share around their updates (a :class:`gbx.api.Trainer` base).
 
     A subclass sets :attr:`algo` (the name in messages and checkpoints) and
-    :attr:`dist_keys` (the per-step distance statistics an env may report in
+    :attr:`distance_keys` (the per-step distance statistics an env may report in
     ``info`` that the records average), and implements
     :meth:`_build_optimizer`. Its config needs ``model``, ``model_options``,
     ``total_env_steps`` and ``batch_size``. ``_collect`` fills
@@ -57,7 +57,7 @@ class OnPolicyTrainer:
     """
 
     algo: ClassVar[str] = "on-policy"
-    dist_keys: ClassVar[tuple[str, ...]] = ()
+    distance_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Any, ctx: RunContext) -> None:
         self.cfg = config
@@ -195,7 +195,7 @@ class OnPolicyTrainer:
             final_obs = info.get("final_obs")
             if final_obs is not None:
                 buf.truncated.add(t, trunc, final_obs)
-            dist = info.get("dist")
+            goal_dist = info.get("dist")
             acc.add_step(
                 reward,
                 done,
@@ -203,11 +203,11 @@ class OnPolicyTrainer:
                 reset_mask=info.get("reset_mask"),
                 success=done,
                 actions=action,
-                dist=dist if isinstance(dist, torch.Tensor) else None,
+                dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None,
             )
-            if not isinstance(dist, torch.Tensor):
+            if not isinstance(goal_dist, torch.Tensor):
                 # Envs that report only percentiles: the record gets their window means.
-                stats = {k: info[k] for k in self.dist_keys if k in info}
+                stats = {k: info[k] for k in self.distance_keys if k in info}
                 if stats:
                     acc.add_scalars(**stats)
         self.obs = obs

@@ -111,7 +111,8 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def _host_value(value: Any) -> Any:
+def _cpu_value(value: Any) -> Any:
+    """A one-element tensor as a plain number in CPU memory; anything else unchanged."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.item()
     return value
@@ -237,7 +238,7 @@ class Run:
 
     def _stamp(self, metrics: Mapping[str, Any], kind: str) -> dict[str, Any]:
         self._seq += 1
-        rec = {k: _host_value(v) for k, v in metrics.items()}
+        rec = {k: _cpu_value(v) for k, v in metrics.items()}
         # ``step`` counts env steps; trainers using the metrics schema send ``env_steps``.
         rec.setdefault("step", rec.get("env_steps", self.last_step))
         rec.update(
@@ -678,5 +679,5 @@ def evaluate_checkpoint(
     summary = call_evaluate(trainer, episodes, greedy=greedy, baseline=baseline)
     summary.setdefault("checkpoint", str(ckpt_path))
     summary.setdefault("step", int(payload["step"]))
-    return {k: _host_value(v) for k, v in summary.items()}
+    return {k: _cpu_value(v) for k, v in summary.items()}
 

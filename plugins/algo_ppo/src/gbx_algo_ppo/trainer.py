@@ -66,7 +66,7 @@ class PPOTrainer(OnPolicyTrainer):
 
     algo = "ppo"
     # Envs without per-env distances may report the step's median distance.
-    dist_keys = ("dist_p50",)
+    distance_keys = ("dist_p50",)
 
     def __init__(self, config: PPOConfig, ctx: RunContext) -> None:
         require_model(config.model)  # fail before any env or buffer is built
