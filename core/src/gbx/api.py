@@ -95,7 +95,7 @@ class RunInfo(Protocol):
     run_id: str
     run_dir: Path
     device: torch.device
-    seed: int
+    seed: int  # this rank's seed (gbx.seeds.rank_seed); other streams: gbx.seeds.derive
     config: Any  # the resolved gbx.config.RunConfig
 
 

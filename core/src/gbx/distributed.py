@@ -8,7 +8,7 @@ joins the process group: NCCL when the run's device is CUDA, gloo on the CPU.
 What each rank does (see docs/scaling.md):
 
 * owns its own env shard on its own device (``cuda:LOCAL_RANK``) with its own
-  seed (:func:`rank_seed`), so ranks see different episodes;
+  seed (:func:`gbx.seeds.rank_seed`), so ranks see different episodes;
 * trains the same model: :func:`wrap_model` returns a
   ``DistributedDataParallel`` wrapper whose backward pass averages gradients
   over ranks (and whose construction copies rank 0's parameters to all);
@@ -43,8 +43,6 @@ SUM_KEYS = frozenset({
 })
 # A reduced record carries this key; reducing it again is a no-op.
 REDUCED_KEY = "ranks"
-# Distinct, far-apart per-rank seeds: rank r uses seed + r * SEED_STRIDE.
-SEED_STRIDE = 1_000_003
 _TIMEOUT = _dt.timedelta(minutes=10)
 # With NCCL, small host-side agreements (metric records, stop flags, checkpoints handed
 # from rank 0) go through a gloo group instead: no device copies and no stream syncs.
@@ -93,12 +91,6 @@ def world_size() -> int:
 
 def is_main() -> bool:
     return info().is_main
-
-
-def rank_seed(seed: int, rank_: int | None = None) -> int:
-    """The seed of a rank: the run's seed on rank 0, far-apart seeds on the others."""
-    r = rank() if rank_ is None else rank_
-    return int(seed) + r * SEED_STRIDE
 
 
 def device_for_rank(spec: str, local_rank: int) -> torch.device:

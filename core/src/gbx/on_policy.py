@@ -21,7 +21,6 @@ from gbx.evaluation import evaluate_policy
 from gbx.metrics import MetricsAccumulator
 from gbx.models import build_model
 from gbx.rl_common import (
-    EVAL_SEED_OFFSET,
     StepWindow,
     capture_rng_state,
     categorical_logprob,
@@ -33,6 +32,7 @@ from gbx.rl_common import (
     sample_categorical,
     seed_everything,
 )
+from gbx.seeds import Stream, derive, offset
 
 __all__ = ["OnPolicyTrainer"]
 
@@ -47,7 +47,7 @@ class OnPolicyTrainer:
     """What PPO and A2C share around their updates (a :class:`gbx.api.Trainer` base).
 
     A subclass sets :attr:`algo` (the name in messages and checkpoints) and
-    :attr:`dist_keys` (the per-step distance statistics an env may report in
+    :attr:`distance_keys` (the per-step distance statistics an env may report in
     ``info`` that the records average), and implements
     :meth:`_build_optimizer`. Its config needs ``model``, ``model_options``,
     ``total_env_steps`` and ``batch_size``. ``_collect`` fills
@@ -57,13 +57,13 @@ class OnPolicyTrainer:
     """
 
     algo: ClassVar[str] = "on-policy"
-    dist_keys: ClassVar[tuple[str, ...]] = ()
+    distance_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Any, ctx: RunContext) -> None:
         self.cfg = config
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        self.generator = seed_everything(int(ctx.seed), self.device)
+        self.generator = seed_everything(derive(ctx.seed, Stream.TRAIN_RNG), self.device)
         self.env_steps = 0
         self.opt_steps = 0
         self.model: nn.Module | None = None
@@ -195,7 +195,7 @@ class OnPolicyTrainer:
             final_obs = info.get("final_obs")
             if final_obs is not None:
                 buf.truncated.add(t, trunc, final_obs)
-            dist = info.get("dist")
+            goal_dist = info.get("dist")
             acc.add_step(
                 reward,
                 done,
@@ -203,11 +203,11 @@ class OnPolicyTrainer:
                 reset_mask=info.get("reset_mask"),
                 success=done,
                 actions=action,
-                dist=dist if isinstance(dist, torch.Tensor) else None,
+                dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None,
             )
-            if not isinstance(dist, torch.Tensor):
+            if not isinstance(goal_dist, torch.Tensor):
                 # Envs that report only percentiles: the record gets their window means.
-                stats = {k: info[k] for k in self.dist_keys if k in info}
+                stats = {k: info[k] for k in self.distance_keys if k in info}
                 if stats:
                     acc.add_scalars(**stats)
         self.obs = obs
@@ -243,7 +243,7 @@ class OnPolicyTrainer:
         (``baseline=False`` leaves it out unless this run has already computed it)."""
         # One episode per eval env and round; rounds repeat beyond 1024 episodes.
         num = min(int(episodes), 1024)
-        env = self.ctx.make_env(num, seed_offset=EVAL_SEED_OFFSET)
+        env = self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV))
         try:
             self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
             model = self.model_or_fail()
@@ -252,7 +252,7 @@ class OnPolicyTrainer:
             try:
                 # A separate generator keeps training's sampling stream untouched by evaluation.
                 eval_gen = torch.Generator(device=self.device)
-                eval_gen.manual_seed(int(self.ctx.seed) + EVAL_SEED_OFFSET)
+                eval_gen.manual_seed(derive(self.ctx.seed, Stream.EVAL_RNG))
                 forward = self.forward_fn()
 
                 def policy(obs: torch.Tensor) -> torch.Tensor:
@@ -267,7 +267,7 @@ class OnPolicyTrainer:
                 summary = evaluate_policy(
                     env, policy, int(episodes), greedy=greedy,
                     baseline=baseline and cached is None,
-                    seed=int(self.ctx.seed) + EVAL_SEED_OFFSET,
+                    seed=derive(self.ctx.seed, Stream.EVAL_RNG),
                 )
                 if cached is None and baseline:
                     cached = {k: v for k, v in summary.items() if k.startswith("random_")}

@@ -37,7 +37,6 @@ from gbx.errors import GbxError
 from gbx.metrics import MetricsAccumulator
 
 __all__ = [
-    "EVAL_SEED_OFFSET",
     "MemoryBudgetError",
     "StepWindow",
     "TruncatedObsBuffer",
@@ -63,9 +62,6 @@ __all__ = [
     "trunc_capacity",
     "window_bytes",
 ]
-
-# Eval envs are seeded apart from the training envs.
-EVAL_SEED_OFFSET = 1_000_003
 
 # ---------------------------------------------------------------------------
 # Config fields both on-policy algorithms have

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import torch
 
-from gbx import __version__
+from gbx import __version__, seeds
 from gbx import distributed as gdist
 from gbx.artifacts import (
     latest_checkpoint,
@@ -111,7 +111,8 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def _host_value(value: Any) -> Any:
+def _cpu_value(value: Any) -> Any:
+    """A one-element tensor as a plain number in CPU memory; anything else unchanged."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.item()
     return value
@@ -139,7 +140,7 @@ class Run:
         self.device = device
         # With several ranks (torchrun) each rank has its own seed, so env shards differ.
         self.dist = dist or gdist.DistInfo()
-        self.seed = gdist.rank_seed(config.run.seed, self.dist.rank)
+        self.seed = seeds.rank_seed(config.run.seed, self.dist.rank)
         self.resume_info = dict(resume) if resume else None
         self.argv = argv
         self.observers: list[Any] = []
@@ -237,7 +238,7 @@ class Run:
 
     def _stamp(self, metrics: Mapping[str, Any], kind: str) -> dict[str, Any]:
         self._seq += 1
-        rec = {k: _host_value(v) for k, v in metrics.items()}
+        rec = {k: _cpu_value(v) for k, v in metrics.items()}
         # ``step`` counts env steps; trainers using the metrics schema send ``env_steps``.
         rec.setdefault("step", rec.get("env_steps", self.last_step))
         rec.update(
@@ -275,7 +276,7 @@ class Run:
         if self.dist.enabled:
             meta["distributed"] = {"world_size": self.dist.world_size,
                                    "backend": self.dist.backend,
-                                   "seeds": [gdist.rank_seed(self.config.run.seed, r)
+                                   "seeds": [seeds.rank_seed(self.config.run.seed, r)
                                              for r in range(self.dist.world_size)]}
         if self.resume_info:
             meta["resume"] = self.resume_info
@@ -570,7 +571,7 @@ def _execute(
     status = "completed"
     with stop_on_signals(run):
         try:
-            torch.manual_seed(run.seed)
+            torch.manual_seed(seeds.derive(run.seed, seeds.Stream.TRAIN_RNG))
             trainer = algo.trainer_cls(run.config.algo, run)
             if checkpoint is not None:
                 restore_trainer(trainer, checkpoint["state"],
@@ -676,5 +677,5 @@ def evaluate_checkpoint(
     summary = call_evaluate(trainer, episodes, greedy=greedy, baseline=baseline)
     summary.setdefault("checkpoint", str(ckpt_path))
     summary.setdefault("step", int(payload["step"]))
-    return {k: _host_value(v) for k, v in summary.items()}
+    return {k: _cpu_value(v) for k, v in summary.items()}
 

@@ -25,7 +25,6 @@ from gbx.api import RunContext
 from gbx.guard import FiniteGuard
 from gbx.on_policy import OnPolicyTrainer
 from gbx.rl_common import (
-    EVAL_SEED_OFFSET,
     activation_bytes,
     compute_gae,
     explained_variance,
@@ -37,10 +36,10 @@ from gbx_algo_a2c import returns as rl
 from gbx_algo_a2c.config import A2CConfig
 from gbx_algo_a2c.window import Window, estimate_window_bytes
 
-__all__ = ["DIST_PERCENTILES", "EVAL_SEED_OFFSET", "A2CTrainer", "required_bytes"]
+__all__ = ["DISTANCE_PERCENTILES", "A2CTrainer", "required_bytes"]
 
 # Per-step distance percentiles an env may report instead of per-env distances.
-DIST_PERCENTILES = ("dist_p10", "dist_p50", "dist_p90")
+DISTANCE_PERCENTILES = ("dist_p10", "dist_p50", "dist_p90")
 # Record key of the window's non-finite flag; consumed here, never emitted.
 _NONFINITE = "nonfinite"
 
@@ -59,7 +58,7 @@ class A2CTrainer(OnPolicyTrainer):
     """A2C bound to one run (implements :class:`gbx.api.Trainer`)."""
 
     algo = "a2c"
-    dist_keys = DIST_PERCENTILES
+    distance_keys = DISTANCE_PERCENTILES
 
     def __init__(self, config: A2CConfig, ctx: RunContext) -> None:
         super().__init__(config, ctx)

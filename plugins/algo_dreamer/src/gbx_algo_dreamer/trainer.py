@@ -18,6 +18,7 @@ from gbx.evaluation import evaluate_policy
 from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx.metrics import MetricsAccumulator
 from gbx.rl_common import check_step_budget
+from gbx.seeds import Stream, derive, offset
 from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
@@ -53,9 +54,9 @@ class DreamerTrainer:
                              f"env (0..{self.num_actions - 1})")
         self.per_stream = cfg.replay_capacity // cfg.num_envs
         self.memory = check_memory(cfg, self.obs_shape, self.num_actions, self.device)
-        torch.manual_seed(int(ctx.seed))
+        torch.manual_seed(derive(ctx.seed, Stream.TRAIN_RNG))
         self.gen = torch.Generator(device=self.device)
-        self.gen.manual_seed(int(ctx.seed))
+        self.gen.manual_seed(derive(ctx.seed, Stream.TRAIN_RNG))
         size = cfg.preset()
         self.wm = WorldModel(self.obs_shape, self.num_actions, size, cfg.unimix,
                              cfg.bins).to(self.device)
@@ -355,7 +356,7 @@ class DreamerTrainer:
         """Episodes on fresh envs with the shared evaluator (plus its random baseline
         unless ``baseline=False``)."""
         num = max(1, min(episodes, self.cfg.num_envs))
-        env = _ResetTracking(self.ctx.make_env(num, seed_offset=10_007))
+        env = _ResetTracking(self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV)))
         player = Player(self.wm, self.behavior, num, self.device)
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
@@ -364,7 +365,8 @@ class DreamerTrainer:
 
         try:
             return evaluate_policy(
-                env, policy, episodes, greedy=greedy, baseline=baseline, seed=int(self.ctx.seed)
+                env, policy, episodes, greedy=greedy, baseline=baseline,
+                seed=derive(self.ctx.seed, Stream.EVAL_RNG),
             )
         finally:
             env.close()

@@ -23,7 +23,6 @@ from gbx.guard import FiniteGuard
 from gbx.models import require_model
 from gbx.on_policy import Forward, OnPolicyTrainer
 from gbx.rl_common import (
-    EVAL_SEED_OFFSET,
     activation_bytes,
     format_bytes,
     guarded_step,
@@ -33,7 +32,7 @@ from gbx_algo_ppo import losses
 from gbx_algo_ppo.buffer import RolloutBuffer, estimate_buffer_bytes
 from gbx_algo_ppo.config import PPOConfig
 
-__all__ = ["EVAL_SEED_OFFSET", "PPOTrainer"]
+__all__ = ["PPOTrainer"]
 
 
 class _GraphedForward:
@@ -67,7 +66,7 @@ class PPOTrainer(OnPolicyTrainer):
 
     algo = "ppo"
     # Envs without per-env distances may report the step's median distance.
-    dist_keys = ("dist_p50",)
+    distance_keys = ("dist_p50",)
 
     def __init__(self, config: PPOConfig, ctx: RunContext) -> None:
         require_model(config.model)  # fail before any env or buffer is built

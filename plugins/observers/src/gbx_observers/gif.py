@@ -8,14 +8,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gbx.seeds import Stream, offset
 from gbx_observers.rollout import record_rollout
 
 STEPS_ENV = "GBX_GIF_STEPS"
 SCALE_ENV = "GBX_GIF_SCALE"
 DEFAULT_STEPS = 200
 DEFAULT_SCALE = 2
-# Evaluation rollouts use env seeds far from the training envs' ones.
-EVAL_SEED_OFFSET = 1_000_003
 
 
 def policy_of(run: Any) -> Callable[..., Any] | None:
@@ -66,7 +65,7 @@ class GifObserver:
             return
         step = record.get("env_steps", len(self.written))
         out_dir = self.run_dir / "media" / f"eval_{step}"
-        env = make_env(1, seed_offset=EVAL_SEED_OFFSET)
+        env = make_env(1, seed_offset=offset(Stream.EVAL_ENV))
         meta = {"run_id": getattr(self.run, "run_id", None), "env_steps": step}
         paths = record_rollout(
             env, policy, out_dir, steps=self.steps, greedy=True, scale=self.scale, meta=meta
