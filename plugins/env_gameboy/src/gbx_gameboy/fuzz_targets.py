@@ -159,7 +159,6 @@ def gbxstate(rng: random.Random, workdir: Path) -> None:
     """A gbx savestate of a valid state with mutated fields, metadata or bytes (re-signed
     so it reaches the field checks), loaded into a batch that then runs a few frames."""
     from gbx_gameboy import savestate
-    from gbx_gameboy.env import load_start_state
 
     cart_type = rng.choice(STATE_CART_TYPES)
     arrays = {k: v.clone() for k, v in _valid_state(cart_type, rng.choice((0, 3, 20))).items()}
@@ -175,9 +174,16 @@ def gbxstate(rng: random.Random, workdir: Path) -> None:
     if rng.random() < 0.05:
         i = rng.randrange(len(data))
         data = data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
+    _load_and_run(rng, data, workdir / "fuzz.gbxstate", cart_type)
+
+
+def _load_and_run(rng: random.Random, data: bytes, path: Path, cart_type: int) -> None:
+    """Cut the file short now and then, write it, load it as ``env.state`` is loaded, and
+    run the batch a few frames."""
+    from gbx_gameboy.env import load_start_state
+
     if rng.random() < 0.05:
         data = data[: rng.randrange(len(data))]
-    path = workdir / "fuzz.gbxstate"
     path.write_bytes(data)
     batch = _batch(cart_type)
     load_start_state(batch, path)
@@ -189,7 +195,6 @@ def pyboy_state(rng: random.Random, workdir: Path) -> None:
     """A PyBoy-format state written by gbx with mutated fields (any value of the field's
     width) or bytes, loaded into a batch that then runs a few frames."""
     from gbx_gameboy import pyboy_state as ps
-    from gbx_gameboy.env import load_start_state
 
     cart_type = rng.choice(STATE_CART_TYPES)
     cart = _cart(cart_type)
@@ -206,13 +211,7 @@ def pyboy_state(rng: random.Random, workdir: Path) -> None:
     fields["bootrom_enabled"] = 0 if rng.random() < 0.95 else 1
     fields["cgb"] = fields["lcd_cgb"] = 0 if rng.random() < 0.95 else 1
     data = ps.encode(fields, cart)
-    if rng.random() < 0.05:
-        data = data[: rng.randrange(len(data))]
-    path = workdir / "fuzz.state"
-    path.write_bytes(data)
-    batch = _batch(cart_type)
-    load_start_state(batch, path)
-    _run(batch)
+    _load_and_run(rng, data, workdir / "fuzz.state", cart_type)
 
 
 Target = Callable[[random.Random, Path], None]
