@@ -122,14 +122,10 @@ def bytes_per_env(cart: Any, config: GameBoyConfig) -> int:
     """Device bytes one env of a batch takes: every emulator array (memory, cart RAM,
     registers, timers, serial buffer, framebuffer, phase clocks) and the observation
     buffers of a step (frame stack, final observations, frame, goal scratch)."""
-    from gbx_gameboy import layout as lay
-    from gbx_gameboy.machine import DEFAULT_SERIAL_CAPACITY
-    from gbx_gameboy.phase_clock import CLOCK_ROWS
+    from gbx_gameboy.machine import env_bytes
 
     h, w = obs_hw(config.obs_size)
-    emulator = (lay.MEM_BYTES + max(cart.ram_bytes, 1) + 4 * lay.ST_COUNT + 8 * lay.TM_COUNT
-                + DEFAULT_SERIAL_CAPACITY + lay.SCREEN_H * lay.SCREEN_W + 8 * CLOCK_ROWS)
-    return emulator + (2 * config.stack_k + 4) * h * w + 64
+    return env_bytes(cart) + (2 * config.stack_k + 4) * h * w + 64
 
 
 def _warp_device(device: torch.device) -> str:

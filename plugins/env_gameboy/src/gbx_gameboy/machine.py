@@ -70,15 +70,20 @@ def _torch_device(device: str) -> str:
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
 
+def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -> int:
+    """Device bytes of one env's arrays in a :class:`GameBoyBatch` (memory, cart RAM,
+    registers, timers, serial ring, APU, framebuffer, phase clocks when built with them)."""
+    return (L.MEM_BYTES + max(cart.ram_bytes, 1) + 4 * L.ST_COUNT + 8 * L.TM_COUNT
+            + serial_capacity + 4 * L.APU_COUNT + L.SCREEN_H * L.SCREEN_W
+            + (8 * CLOCK_ROWS if PHASE_CLOCKS else 0))
+
+
 def batch_bytes(cart: Cartridge, num_envs: int,
                 serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -> int:
-    """Device bytes the per-env arrays of a :class:`GameBoyBatch` take (as allocated there),
-    so a command can refuse a batch that cannot fit before Warp allocates anything."""
-    nt = L.tiles_for(num_envs)
-    per_tile = (L.MEM_BYTES + max(cart.ram_bytes, 1) + 4 * L.ST_COUNT + 8 * L.TM_COUNT
-                + serial_capacity) * L.TILE
-    clocks = 8 * CLOCK_ROWS * num_envs if PHASE_CLOCKS else 8
-    return nt * per_tile + num_envs * L.SCREEN_H * L.SCREEN_W + clocks + len(cart.data)
+    """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
+    tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
+    cannot fit before Warp allocates anything."""
+    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + len(cart.data)
 
 
 class GameBoyBatch:
