@@ -441,8 +441,6 @@ def _plan_run(
     resume_info: dict[str, Any] | None = None
     if resume_dir is not None:
         run_dir = Path(resume_dir)
-        for tmp in remove_partial_checkpoints(run_dir):
-            warn(f"gbx: removed {tmp}, a partial file of an interrupted write")
         try:
             ckpt_path, checkpoint = load_latest_good(run_dir, warn)
         except FileNotFoundError as exc:
@@ -466,9 +464,10 @@ def _plan_run(
             config, run=attrs.evolve(config.run, run_dir=str(run_dir), resume=None)
         )
     _make_run_dirs(run_dir)
-    if resume_dir is None:
-        for tmp in remove_partial_checkpoints(run_dir):
-            warn(f"gbx: removed {tmp}, a partial file of an interrupted write")
+    # Loading reads only whole checkpoint files, so the leftovers of a killed write can go
+    # once the directory is known, whether the run starts or resumes.
+    for tmp in remove_partial_checkpoints(run_dir):
+        warn(f"gbx: removed {tmp}, a partial file of an interrupted write")
     return config, run_dir, run_id, checkpoint, resume_info
 
 
