@@ -139,7 +139,9 @@ def build_cli(host: Any) -> click.Group:
         if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
             click.echo(f"gbx: run {summary['status']} at step {summary['step']} "
                        f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
-            for label, path in run_outputs(Path(summary["run_dir"])).items():
+            outputs = run_outputs(Path(summary["run_dir"]), _host(ctx).registry,
+                                  config.run.observers)
+            for label, path in outputs.items():
                 click.echo(f"gbx:   {label:<10} {path}", err=True)
         # 0 completed; 128 + N when signal N stopped it (143 SIGTERM, 130 SIGINT).
         if summary.get("exit_code"):
