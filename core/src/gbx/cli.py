@@ -217,13 +217,6 @@ def build_cli(host: Any) -> click.Group:
 
     for spec in sorted(host.registry.benchmarks.values(), key=lambda s: s.name):
         bench.add_command(spec.command, spec.name)
-    from gbx.bench_compare import compare_cmd, plot_cmd, runs_cmd
-    from gbx.bench_profile import profile_cmd
-
-    # Tools over any benchmark's records and any run, next to the plugins' benchmarks.
-    for tool in (compare_cmd, plot_cmd, profile_cmd, runs_cmd):
-        if tool.name not in bench.commands:
-            bench.add_command(tool)
 
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
