@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# CUDA check after the toolkit and bench tools left the core: the CUDA tests of the core,
-# the toolkit, the bench plugin and the algorithms pass, and `gbx bench train` / `profile`
+# CUDA check after the toolkit and bench tools left the core: the fast tests (CUDA ones
+# included) of the core, toolkit, bench plugin and algorithms pass, and `gbx bench train`/`profile`
 # still measure PPO on gbx-quest-1 on the GPU (figures comparable to docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-$PY -m pytest -q -m cuda core/tests toolkit/tests plugins/bench/tests \
+$PY -m pytest -q -n 8 core/tests toolkit/tests plugins/bench/tests \
   plugins/algo_ppo/tests plugins/algo_a2c/tests plugins/algo_dreamer/tests 2>&1 | tail -3
 $PY -m gbx bench --quiet train --algo ppo --env gbx-quest-1 --device cuda --envs 4096 \
   --steps 2000000 > /tmp/bench_train.json
