@@ -67,3 +67,22 @@ def test_no_core_module_names_another_distribution_its_package_or_folder() -> No
         if hits:
             found[str(path.relative_to(REPO))] = hits
     assert not found, f"the core names other distributions: {found}"
+
+
+def test_no_core_module_names_a_plugin_observer_or_its_files() -> None:
+    from gbx.plugins import load_plugins
+
+    registry = load_plugins(environ={}).registry
+    theirs = [s for s in registry.observers.values() if s.provider.distribution != "gbx-core"]
+    if not theirs:
+        import pytest
+
+        pytest.skip("no observer plugin is installed")
+    needles = {f'"{s.name}"' for s in theirs} | {p for s in theirs for p in s.outputs.values()}
+    found = {}
+    for path in _core_modules():
+        text = path.read_text(encoding="utf-8")
+        hits = sorted(n for n in needles if n in text)
+        if hits:
+            found[str(path.relative_to(REPO))] = hits
+    assert not found, f"the core names plugin observers or their files: {found}"

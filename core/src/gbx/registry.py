@@ -253,7 +253,7 @@ class ObserverRegistrar(_Registrar):
     """``register(name, factory, description=..., default=..., outputs=...)`` for one plugin.
 
     ``default=True``: a run that names no observers uses it. ``outputs``: ``{label: path}``
-    of the files it writes, relative to the run directory (``{"log": "train_log.jsonl"}``),
+    of the files it writes, relative to the run directory (``{"log": "my_log.jsonl"}``),
     which ``gbx run`` names when it ends.
     """
 
