@@ -17,9 +17,8 @@ from gbx.registry import AlgorithmSpec, EnvSpec, ObserverSpec, Registry
 
 
 def not_installed(registry: Registry, kind: str, name: str) -> PluginNotInstalledError:
-    tables: dict[str, Mapping[str, object]] = {
-        "env": registry.envs, "algorithm": registry.algorithms, "observer": registry.observers}
-    have = ", ".join(sorted(tables[kind])) or "none"
+    table: Mapping[str, object] = getattr(registry, f"{kind}s")  # env -> registry.envs, ...
+    have = ", ".join(sorted(table)) or "none"
     if registry.unloaded:
         unloaded = "; ".join(f"{p} ({why})" for p, why in sorted(registry.unloaded.items()))
         hint = (f"installed plugins that did not load may provide it: {unloaded}; "
