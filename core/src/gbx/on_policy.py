@@ -279,14 +279,6 @@ class OnPolicyTrainer:
         finally:
             env.close()
 
-    def _periodic_eval(self, counters: Mapping[str, int]) -> None:
-        """Evaluate with the config's episodes and greediness; record it with ``counters``."""
-        cfg = self.cfg
-        summary = self.evaluate(cfg.eval_episodes, greedy=cfg.eval_greedy)
-        self.ctx.record_eval(
-            {"step": self.env_steps, "env_steps": self.env_steps, **counters, **summary}
-        )
-
     # -- state ---------------------------------------------------------------------
 
     def _env_state(self) -> dict[str, Any] | None:

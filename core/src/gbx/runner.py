@@ -16,7 +16,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -41,7 +40,9 @@ from gbx.config import Config, RunConfig, to_dict, write_atomic
 from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
+from gbx.records import Stamper
 from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
+from gbx.schedule import Schedule, run_final_checkpoint
 
 OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_failure",
                    "on_run_end")
@@ -147,13 +148,16 @@ class Run:
         self.trainer: Any = None
         self.env_meta: dict[str, Any] = {}
         self.last_step = int(resume["step"]) if resume else 0
-        self.last_checkpoint_step: int | None = None
+        # a resumed run starts at its checkpoint: that step needs no second one
+        self.last_checkpoint_step: int | None = self.last_step if resume else None
         self.last_eval_step: int | None = None
+        # Evaluations and checkpoints on the run's cadence, continued from a resumed step.
+        self.schedule = Schedule.of(config.run, start_step=self.last_step)
         self._stop_reason: str | None = None
         self.stop_signal: int | None = None  # the signal that stopped the run, if one did
-        self._seq = 0
         self._started = False
-        self._t0 = time.monotonic()
+        # The common fields of every record (seq, wall time, sps, ...): computed here only.
+        self.stamper = Stamper(run_id, start_step=self.last_step)
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEEP_RECORDS)
 
     # -- RunContext ----------------------------------------------------------
@@ -173,6 +177,10 @@ class Run:
         if isinstance(rec.get("step"), int | float):
             self.last_step = max(self.last_step, int(rec["step"]))
         self._emit("on_record", rec)
+        # The trainer calls record between updates, so its state is whole here.
+        if self.schedule.after_record(self.last_step, self.trainer,
+                                      record_eval=self.record_eval, checkpoint=self.checkpoint):
+            self.stamper.restart_window()  # evaluation and checkpoint time is not training
 
     def record_eval(self, metrics: Mapping[str, Any]) -> None:
         rec = self._stamp(metrics, "eval")
@@ -232,22 +240,12 @@ class Run:
         return [Path(w.writer(self.run_dir, payload)) for w in self.host.registry.writers_for(kind)]
 
     def elapsed(self) -> float:
-        return time.monotonic() - self._t0
+        return self.stamper.elapsed()
 
     # -- internals -----------------------------------------------------------
 
     def _stamp(self, metrics: Mapping[str, Any], kind: str) -> dict[str, Any]:
-        self._seq += 1
-        rec = {k: _cpu_value(v) for k, v in metrics.items()}
-        # ``step`` counts env steps; trainers using the metrics schema send ``env_steps``.
-        rec.setdefault("step", rec.get("env_steps", self.last_step))
-        rec.update(
-            kind=kind,
-            run_id=self.run_id,
-            seq=self._seq,
-            wall_time_s=round(self.elapsed(), 4),
-            trace_id=f"{self.run_id}.{self._seq}",
-        )
+        rec = self.stamper.stamp({k: _cpu_value(v) for k, v in metrics.items()}, kind)
         self._records.append(rec)
         self._ensure_started()
         return rec
@@ -580,10 +578,7 @@ def _execute(
             # Run metadata goes out with the first record, checkpoint or failure, once
             # the trainer has built its env, so the env's facts are part of it.
             trainer.train()
-            if run.last_checkpoint_step != run.last_step:
-                # Whatever the trainer saved, a finished or stopped run can be resumed
-                # and evaluated from where it ended.
-                run.checkpoint(trainer.state_dict(), step=run.last_step)
+            run_final_checkpoint(run, trainer, run.last_step, run.last_checkpoint_step)
             if run.stop_reason != "signal":
                 final_evaluation(run, trainer)
             _write_fingerprint(run, trainer)

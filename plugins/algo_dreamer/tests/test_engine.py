@@ -15,7 +15,7 @@ from gbx_algo_dreamer.trainer import DreamerTrainer
 def _cfg(**kw) -> DreamerConfig:
     base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=16.0,
                 replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48,
-                checkpoint_every=0, engine="overlapped", overlap_chunk=4)
+                engine="overlapped", overlap_chunk=4)
     base.update(kw)
     return DreamerConfig(**base)
 
@@ -43,7 +43,7 @@ def test_overlapped_trains_like_sync_records_and_replay_ratio(tmp_path):
         ctx = FakeContext(tmp_path / engine)
         tr = DreamerTrainer(_cfg(engine=engine), ctx)
         actor0, wm0 = _params(tr.behavior.actor), _params(tr.wm)
-        tr.train()
+        ctx.run(tr)
         assert not torch.equal(actor0, _params(tr.behavior.actor))
         assert not torch.equal(wm0, _params(tr.wm))
         runs[engine] = (tr, ctx.records)
@@ -91,7 +91,7 @@ def test_overlapped_player_acts_with_the_chunk_snapshot(tmp_path):
 def test_overlapped_checkpoint_round_trip_resumes_exactly(tmp_path):
     cfg = _cfg(total_env_steps=40)
     a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
-    a.train()
+    a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])
     b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
     b.load_state_dict(state)
@@ -150,7 +150,7 @@ def test_bench_times_both_engine_loops_and_their_ratio():
 
     cfg = DreamerConfig(size="tiny", num_envs=4, batch_size=2, batch_length=8,
                         train_ratio=4.0, replay_capacity=512, learning_starts=32,
-                        checkpoint_every=0, overlap_chunk=2)
+                        overlap_chunk=2)
     records = run_engines(torch.device("cpu"), "toy", cfg, ["sync", "overlapped"], 4)
     by = {(r.get("engine"), r["metric"]): r["value"] for r in records}
     for engine in ("sync", "overlapped"):
@@ -165,7 +165,7 @@ def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
     cfg = _cfg(total_env_steps=0, record_every=4)
     ctx = FakeContext(tmp_path / "a", max_records=3)  # like --steps: stop after 3 records
     a = DreamerTrainer(cfg, ctx)
-    a.train()
+    ctx.run(a)
     steps = [r["env_steps"] for r in ctx.records]
     assert steps == [16, 32, 48]  # one record per chunk boundary, none repeated
     assert ctx.records[-1]["replay_ratio"] == pytest.approx(16.0)
