@@ -79,16 +79,11 @@ def _check_state_round_trips(run_dir: Path) -> None:
     import torch
 
     from gbx import checkpoint_file
-    from gbx.artifacts import load_checkpoint
-    from gbx.config import from_dict
     from gbx.plugins import load_plugins
-    from gbx.runner import Run, restore_trainer
+    from gbx.saved import load_trainer
 
-    host = load_plugins()
-    payload = load_checkpoint(run_dir)
-    config = from_dict(payload["config"], host.registry)
-    run = Run(config, host, run_dir=run_dir, run_id="check", device=torch.device("cpu"))
-    trainer = host.registry.algorithms[config.run.algo].trainer_cls(config.algo, run)
-    restore_trainer(trainer, payload["state"], str(run_dir))
+    loaded = load_trainer(run_dir, load_plugins(), device="cpu")
+    trainer, payload = loaded.trainer, loaded.checkpoint.payload
+    assert isinstance(payload["state"], dict) and loaded.run.device == torch.device("cpu")
     again = checkpoint_file.loads(checkpoint_file.dumps({**payload, "state": trainer.state_dict()}))
     assert again["state"].keys() == payload["state"].keys()
