@@ -3,7 +3,8 @@
 :class:`OnPolicyTrainer` does everything around an algorithm's update: seeding, the
 model and optimiser, the memory check, collecting steps into a
 :class:`gbx_toolkit.rl_common.StepWindow` without host reads, bootstrapping truncated episodes,
-evaluation wiring and the checkpoint state. A subclass implements its update.
+``evaluate`` and the checkpoint state (the run calls both on its schedule). A subclass
+implements its update.
 """
 
 from __future__ import annotations

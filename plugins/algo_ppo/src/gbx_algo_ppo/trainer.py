@@ -1,4 +1,4 @@
-"""The PPO trainer: collect on device, update, record, evaluate, checkpoint.
+"""The PPO trainer: collect on device, update, record (the run evaluates and checkpoints).
 
 The imperative shell around :mod:`gbx_algo_ppo.losses`; what it shares with
 A2C (seeding, model and optimiser, memory check, collection, bootstrapping,
