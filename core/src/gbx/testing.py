@@ -223,7 +223,7 @@ def train_and_resume(
 
 
 # Record fields that differ between two runs of the same computation.
-TIMING_KEYS = frozenset({"sps", "ups", "wall_time_s"})
+TIMING_KEYS = frozenset({"sps", "ups", "train_sps", "wall_time_s"})
 
 
 def comparable(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -295,7 +295,7 @@ def printed_records(stdout: str) -> dict[int, str]:
 
 # Fields of a log record that differ between an uninterrupted and a resumed run by
 # construction: wall-clock timings, the run id and the per-process record counter.
-RESUME_VOLATILE_KEYS = TIMING_KEYS | {"seq", "trace_id", "run_id", "train_sps", "time_s"}
+RESUME_VOLATILE_KEYS = TIMING_KEYS | {"seq", "trace_id", "run_id", "time_s"}
 
 
 def logged_records(run_dir: Path) -> dict[int, dict[str, Any]]:

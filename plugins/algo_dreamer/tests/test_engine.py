@@ -177,3 +177,24 @@ def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
     b.engine.advance(4)  # the pending updates run first, beside the next chunk
     assert b.trained_env_steps == counters["trained_env_steps"] + 16
     assert b.opt_steps == counters["opt_steps"] + 16 * 16 // (4 * 8)
+
+
+def test_the_runs_schedule_evaluates_between_chunks_without_changing_training():
+    """With the overlapped engine, the run evaluates and checkpoints at records (streams
+    joined); the evaluation has its own random streams, so training is the same with and
+    without it."""
+    from gbx.testing import InMemoryRunContext, comparable
+    from gbx.toy import ToyConfig
+
+    cfg = _cfg(record_every=4)
+    runs = {}
+    for every in (0, 32):
+        ctx = InMemoryRunContext(cfg, steps=48, seed=2, env_config=ToyConfig(height=24, width=32),
+                                 eval_every=every, checkpoint_every=32, eval_episodes=2)
+        runs[every] = (ctx.run(DreamerTrainer(cfg, ctx)), ctx)
+    (plain, plain_ctx), (evaluated, ctx) = runs[0], runs[32]
+    assert plain_ctx.evals == [] and [e["env_steps"] for e in ctx.evals] == [32]
+    assert ctx.evals[0]["episodes"] == 2 and ctx.evals[0]["greedy"] is True
+    assert [s for s, _ in ctx.checkpoints] == [32, 48]
+    assert [comparable(r) for r in ctx.records] == [comparable(r) for r in plain_ctx.records]
+    assert torch.equal(_params(plain.behavior.actor), _params(evaluated.behavior.actor))
