@@ -6,9 +6,9 @@ run loop adds the common fields in one place, :class:`Stamper` (``run_id``, ``se
 records, ``sps``), and every observer receives the result. Record kinds
 (:data:`KINDS`): ``train`` (``on_record``) and ``eval`` (``on_eval``).
 
-Schema v1 of ``train_log.jsonl`` (written by the ``jsonl`` observer, checked by
-``gbx log validate``) is defined here too, the one definition the writer and the
-validator share. A log is a sequence of JSON objects, one a line:
+Schema v1 of the run's JSON-lines log (written by the observer that declares a ``log``
+output, read back by the log commands) is defined here too, the one definition writers and
+validators share. A log is a sequence of JSON objects, one a line:
 
 * line 1: ``{"meta": {...}}``, the run's metadata (:class:`MetaLine`);
 * one training record per update, a flat object (:class:`TrainRecord`);
