@@ -67,6 +67,9 @@ class ObserverSpec:
     factory: Callable[..., Any]
     description: str
     provider: Provider
+    # The attrs class of the observer's ``observer.<name>`` config section; None when the
+    # observer takes no options. With a class, the factory is called ``factory(run, config)``.
+    config_cls: type | None = None
 
 
 @attrs.frozen
@@ -242,12 +245,22 @@ class ModelRegistrar(_Registrar):
 
 
 class ObserverRegistrar(_Registrar):
-    """``register(name, factory, description=...)`` for one plugin."""
+    """``register(name, factory, config_cls=None, description=...)`` for one plugin.
 
-    def __call__(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
+    ``config_cls`` (an attrs class) declares the observer's options: the config section
+    ``observer.<name>`` (``[observer.gif]`` in a file, ``--set observer.gif.steps=50``),
+    validated like the env and algorithm sections; the factory then gets the resolved
+    instance as its second argument.
+    """
+
+    def __call__(self, name: str, factory: Callable[..., Any], config_cls: type | None = None,
+                 *, description: str = "") -> None:
         name = _check_name("observer", name, self.provider)
         _check_unique("observer", self.registry.observers, name, self.provider)
-        self.registry.observers[name] = ObserverSpec(name, factory, description, self.provider)
+        if config_cls is not None:
+            config_cls = _check_config_cls("observer", name, config_cls, self.provider)
+        self.registry.observers[name] = ObserverSpec(name, factory, description, self.provider,
+                                                     config_cls)
 
 
 class WriterRegistrar(_Registrar):

@@ -41,6 +41,7 @@ from gbx.config import Config, RunConfig, to_dict, write_atomic
 from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
+from gbx.registry import ObserverSpec
 from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
 
 OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_failure",
@@ -565,7 +566,8 @@ def _execute(
         on_prepared(run)
     registry = host.registry
     if dist.is_main:
-        run.observers = [require_observer(registry, n).factory(run) for n in config.run.observers]
+        run.observers = [make_observer(require_observer(registry, n), run)
+                         for n in config.run.observers]
     algo = require_algorithm(registry, config.run.algo)
     status = "completed"
     with stop_on_signals(run):
@@ -606,6 +608,15 @@ def _execute(
     run.write_summary(summary)
     run._emit("on_run_end", summary)
     return summary
+
+
+def make_observer(spec: ObserverSpec, run: Run) -> Any:
+    """Build one observer; one that declares a config class gets its ``observer.<name>``
+    section (the class defaults when the config has none, e.g. a hand-built Config)."""
+    if spec.config_cls is None:
+        return spec.factory(run)
+    options = run.config.observer.get(spec.name)
+    return spec.factory(run, options if options is not None else spec.config_cls())
 
 
 def final_evaluation(run: Run, trainer: Any) -> None:

@@ -18,6 +18,7 @@ from gbx_observers.artifacts import write_failure_frames, write_media
 from gbx_observers.cli import log_group
 from gbx_observers.gif import GifObserver
 from gbx_observers.jsonl import JsonlObserver
+from gbx_observers.options import GifConfig
 from gbx_observers.plot import PlotObserver, plot_log
 from gbx_observers.rollout import DMG_GREENS, encode_gif, record_rollout, shades_to_rgb
 
@@ -114,7 +115,7 @@ def test_rollout_files_from_the_toy_env(tmp_path: Path) -> None:
 def test_gif_observer_at_each_eval(run: SimpleNamespace) -> None:
     run.make_env = lambda num_envs, seed_offset=0: _toy_env(num_envs, seed_offset)
     run.trainer = SimpleNamespace(act=_walk_to_goal)
-    observer = GifObserver(run, steps=8)
+    observer = GifObserver(run, GifConfig(steps=8))
     observer.on_eval({"env_steps": 1000, "reward_mean": 0.5})
     observer.on_eval({"env_steps": 2000, "reward_mean": 0.7})
     for step in (1000, 2000):
@@ -127,7 +128,7 @@ def test_gif_observer_at_each_eval(run: SimpleNamespace) -> None:
 def test_gif_observer_without_policy_warns_once(
     run: SimpleNamespace, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    observer = GifObserver(run, steps=4)
+    observer = GifObserver(run, GifConfig(steps=4))
     observer.on_eval({"env_steps": 10})
     observer.on_eval({"env_steps": 20})
     assert capsys.readouterr().err.count("no eval GIFs") == 1

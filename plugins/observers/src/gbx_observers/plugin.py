@@ -12,15 +12,18 @@ def register_observers(register: Any) -> None:
     from gbx_observers.console import ConsoleObserver
     from gbx_observers.gif import GifObserver
     from gbx_observers.jsonl import JsonlObserver
+    from gbx_observers.options import ConsoleConfig, GifConfig
     from gbx_observers.plot import PlotObserver
     from gbx_observers.tensorboard import TensorBoardObserver
 
     register("jsonl", JsonlObserver, description="train_log.jsonl (schema v1), flushed per record")
     register(
-        "console", ConsoleObserver, description="live progress on a TTY, sparse lines otherwise"
+        "console", ConsoleObserver, ConsoleConfig,
+        description="live progress on a TTY, sparse lines otherwise",
     )
     register("plot", PlotObserver, description="media/train.png training curves at run end")
-    register("gif", GifObserver, description="media/eval_<step>/rollout.gif at each evaluation")
+    register("gif", GifObserver, GifConfig,
+             description="media/eval_<step>/rollout.gif at each evaluation")
     register(
         "tensorboard", TensorBoardObserver,
         description="TensorBoard scalars (needs gbx-observers[tensorboard])",
