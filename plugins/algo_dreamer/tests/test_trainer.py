@@ -6,6 +6,7 @@ import torch
 from fakes import FakeContext, load_state
 
 from gbx.guard import NonFiniteError
+from gbx.rl_common import MemoryBudgetError
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.trainer import DreamerTrainer
 
@@ -104,7 +105,9 @@ def test_standing_still_and_recon_check_modes(tmp_path):
 
 def test_memory_estimate_refuses_cleanly(tmp_path):
     cfg = _cfg(replay_capacity=4_000_000_000, num_envs=4)
-    with pytest.raises(MemoryError, match="will not fit"):
+    # the shared toolkit's refusal: a GbxError, one line, naming what to lower
+    with pytest.raises(MemoryBudgetError, match=r"^dreamer_v3 needs .* will not fit; lower "
+                       r"algo.replay_capacity, algo.batch_size or algo.size$"):
         DreamerTrainer(cfg, FakeContext(tmp_path))
 
 
@@ -137,3 +140,53 @@ def test_checkpoint_holds_the_running_episode_sums(tmp_path):
     b.load_state_dict(state)
     for key, value in b.metrics.state_dict().items():
         assert torch.equal(value, sums[key]), key
+
+
+def test_evaluation_uses_its_own_seed_stream(tmp_path):
+    """Evaluating draws from the EVAL_RNG stream: it never moves the training generator,
+    and two evaluations of one policy replay the same episodes."""
+    tr = DreamerTrainer(_cfg(), FakeContext(tmp_path))
+    before = tr.gen.get_state()
+    first = tr.evaluate(4, greedy=False)
+    assert torch.equal(tr.gen.get_state(), before)
+    assert tr.evaluate(4, greedy=False) == first
+
+
+def test_checkpoint_keeps_the_shared_rng_and_env_batch_layout(tmp_path):
+    """The RNG streams and the live env batch are saved by the shared toolkit
+    (gbx.rl_common), like PPO's and A2C's."""
+    from gbx.rl_common import capture_rng_state
+
+    tr = DreamerTrainer(_cfg(), FakeContext(tmp_path))
+    assert tr.state_dict()["live"] is None  # nothing to save before the first reset
+    tr._ensure_started()
+    state = tr.state_dict()
+    assert set(state["rng"]) == set(capture_rng_state(tr.gen))
+    assert set(state["live"]) == {"obs", "env", "metrics", "is_first"}
+
+
+def test_engine_modules_do_not_import_each_other_in_a_cycle():
+    """The engines drive the trainer through the narrow ``engine.Learner`` protocol: no
+    module of the plugin imports one that imports it back."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    package = Path(importlib.util.find_spec("gbx_algo_dreamer").origin).parent
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "gbx_algo_dreamer."):
+                names.add(node.module.split(".")[1])
+        graph[path.stem] = names
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    assert "trainer" not in graph["engine"]
+    assert [m for m in graph if reaches(m, m, set())] == []
