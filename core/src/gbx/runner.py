@@ -566,7 +566,7 @@ def _execute(
         on_prepared(run)
     registry = host.registry
     if dist.is_main:
-        run.observers = [make_observer(require_observer(registry, n), run)
+        run.observers = [make_observer(require_observer(registry, n), run, config.observer)
                          for n in config.run.observers]
     algo = require_algorithm(registry, config.run.algo)
     status = "completed"
@@ -610,12 +610,12 @@ def _execute(
     return summary
 
 
-def make_observer(spec: ObserverSpec, run: Run) -> Any:
-    """Build one observer; one that declares a config class gets its ``observer.<name>``
-    section (the class defaults when the config has none, e.g. a hand-built Config)."""
+def make_observer(spec: ObserverSpec, run: Any, sections: Mapping[str, Any]) -> Any:
+    """Build one observer for ``run``; one that declares a config class gets its section of
+    ``sections`` (a config's ``observer`` table; the class defaults when it has none)."""
     if spec.config_cls is None:
         return spec.factory(run)
-    options = run.config.observer.get(spec.name)
+    options = sections.get(spec.name)
     return spec.factory(run, options if options is not None else spec.config_cls())
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import click
 import pytest
@@ -13,6 +12,7 @@ from click.testing import CliRunner
 from observer_testdata import simulate_run
 from PIL import Image
 
+from gbx.testing import InMemoryRunContext
 from gbx_observers.cli import gif_command
 from gbx_observers.console import ConsoleObserver
 from gbx_observers.jsonl import JsonlObserver
@@ -36,7 +36,7 @@ def test_plugin_registers_through_the_core() -> None:
     assert set(cli.commands["log"].commands) == {"validate", "plot"}  # type: ignore[attr-defined]
 
 
-def test_toy_run_produces_a_valid_log_and_plot(run: SimpleNamespace) -> None:
+def test_toy_run_produces_a_valid_log_and_plot(run: InMemoryRunContext) -> None:
     console_out = io.StringIO()
     observers = [JsonlObserver(run),
                  ConsoleObserver(run, ConsoleConfig(every=4), stream=console_out),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from observer_testdata import META, NUM_ENVS, a2c_record, dreamer_record, ppo_record
 
+from gbx.testing import InMemoryRunContext
 from gbx_observers.cli import log_group
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log, validate_log
@@ -21,7 +21,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _write_run(run: SimpleNamespace, make_record: Any, updates: int = 5) -> Path:
+def _write_run(run: InMemoryRunContext, make_record: Any, updates: int = 5) -> Path:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
     for step in range(1, updates + 1):
@@ -37,7 +37,7 @@ def _write_run(run: SimpleNamespace, make_record: Any, updates: int = 5) -> Path
 
 @pytest.mark.parametrize("make_record", [ppo_record, a2c_record, dreamer_record])
 def test_records_of_each_algorithm_validate(
-    run: SimpleNamespace, make_record: Any
+    run: InMemoryRunContext, make_record: Any
 ) -> None:
     path = _write_run(run, make_record)
     lines = _lines(path)
@@ -77,7 +77,7 @@ def test_bad_records_are_rejected(change: dict[str, Any], message: str) -> None:
 
 
 def test_observer_turns_a_bad_record_into_an_error_line(
-    run: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+    run: InMemoryRunContext, capsys: pytest.CaptureFixture[str]
 ) -> None:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
@@ -94,7 +94,7 @@ def test_observer_turns_a_bad_record_into_an_error_line(
     assert summary.ok and summary.records == 2 and summary.errors == 1
 
 
-def test_observer_fills_core_keys_when_absent(run: SimpleNamespace) -> None:
+def test_observer_fills_core_keys_when_absent(run: InMemoryRunContext) -> None:
     observer = JsonlObserver(run)
     observer.on_run_start({"run_id": "run-a"})
     bare = {k: v for k, v in ppo_record(1).items() if k not in ("run_id", "trace_id", "sps")}
@@ -107,7 +107,7 @@ def test_observer_fills_core_keys_when_absent(run: SimpleNamespace) -> None:
     assert validate_log(observer.path).ok
 
 
-def test_failure_lines(run: SimpleNamespace) -> None:
+def test_failure_lines(run: InMemoryRunContext) -> None:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
     observer.on_record(ppo_record(1))
@@ -127,7 +127,7 @@ def test_failure_lines(run: SimpleNamespace) -> None:
     assert validate_log(observer.path).errors == 1
 
 
-def test_core_stamped_records_and_evals(run: SimpleNamespace) -> None:
+def test_core_stamped_records_and_evals(run: InMemoryRunContext) -> None:
     """The core adds step, kind, seq, wall_time_s and trace_id; evals may lack env_steps."""
     observer = JsonlObserver(run)
     observer.on_run_start({**META, "num_envs": None, "config": {"algo": {"num_envs": 16}}})
@@ -163,7 +163,7 @@ def test_validator_needs_meta_first_and_matching_run_id(tmp_path: Path) -> None:
     assert "differs" in validate_log(path).first_problem["message"]  # type: ignore[index]
 
 
-def test_resume_repairs_a_torn_line_and_appends(run: SimpleNamespace) -> None:
+def test_resume_repairs_a_torn_line_and_appends(run: InMemoryRunContext) -> None:
     path = _write_run(run, ppo_record, updates=4)
     with open(path, "a") as handle:  # a run killed in the middle of a write
         handle.write('{"run_id": "run-a", "env_st')
@@ -194,7 +194,7 @@ def test_records_before_the_resume_step_are_flagged(tmp_path: Path) -> None:
     assert problem is not None and "before the resume step" in problem["message"]
 
 
-def test_cli_validate_exit_codes(run: SimpleNamespace, tmp_path: Path) -> None:
+def test_cli_validate_exit_codes(run: InMemoryRunContext, tmp_path: Path) -> None:
     path = _write_run(run, dreamer_record)
     result = CliRunner().invoke(log_group, ["validate", str(path)])
     assert result.exit_code == 0, result.output

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -64,11 +63,12 @@ def test_gif_and_console_options_from_a_config_file(tmp_path: Path) -> None:
     assert saved["observer"] == {"gif": {"steps": 7, "scale": 1}, "console": {"every": 1}}
     from gbx.config import build_config, read_config_file
     from gbx.runner import make_observer
+    from gbx.testing import InMemoryRunContext
 
     host = _host()
     config = build_config(host.registry, base=read_config_file(saved_path))
-    run = SimpleNamespace(config=config, run_dir=tmp_path / "x")
-    console = make_observer(host.registry.observers["console"], run)  # type: ignore[arg-type]
+    console = make_observer(host.registry.observers["console"], InMemoryRunContext(),
+                            config.observer)
     assert console.every == 1
 
 
