@@ -105,6 +105,13 @@ def test_observer_sections_resolve_like_the_others(host) -> None:
     with pytest.raises(ConfigError, match="observer.recorder: an observer without options"):
         build_config(host.registry, flags={"algo": "counter"},
                      overrides=["observer.recorder.x=1"])
+    # a checkpoint's config names observers that need not be installed where it is loaded
+    from gbx.config import from_dict, to_dict
+
+    saved = to_dict(config) | {"observer": {"elsewhere": {"every": 1}}}
+    with pytest.raises(ConfigError, match="observer.elsewhere: no installed observer"):
+        from_dict(saved, host.registry)
+    assert from_dict(saved, host.registry, observers=False).observer == {}
 
 
 def test_writer_kind_is_checked_and_several_writers_share_a_kind() -> None:

@@ -304,8 +304,13 @@ def observer_sections(data: Any, selected: Iterable[str], registry: Registry,
     return out
 
 
-def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
-    """Resolve a plain dict (e.g. a run's config.json) against the installed plugins."""
+def from_dict(data: Mapping[str, Any], registry: Registry, *, observers: bool = True) -> Config:
+    """Resolve a plain dict (e.g. a run's config.json) against the installed plugins.
+
+    ``observers=False`` leaves the ``observer`` section out unread: a trainer rebuilt from
+    a checkpoint (``gbx eval``, ``gbx gif``) runs no observers, so the observers of the run
+    that wrote it need not be installed.
+    """
     from gbx.resolve import require_algorithm, require_env
 
     if not isinstance(data, Mapping):
@@ -325,7 +330,8 @@ def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
             sections[name] = structure_section(data.get(name), cls, name)
         except ConfigError as exc:
             problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
-    observer = observer_sections(data.get("observer"), run.observers, registry, problems)
+    observer = observer_sections(data.get("observer"), run.observers, registry, problems) \
+        if observers else {}
     if problems:
         raise ConfigError(_one_line(problems))
     return Config(run=run, env=sections["env"], algo=sections["algo"], observer=observer)

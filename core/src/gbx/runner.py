@@ -674,7 +674,7 @@ def evaluate_checkpoint(
 
     ckpt_path = latest_checkpoint(Path(path))
     payload = load_checkpoint(ckpt_path)
-    config = from_dict(payload["config"], host.registry)
+    config = from_dict(payload["config"], host.registry, observers=False)
     if device is not None:
         config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
     run_dir = ckpt_path.parent.parent

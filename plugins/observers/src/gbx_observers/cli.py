@@ -111,7 +111,7 @@ def load_policy(checkpoint: Path, *, device: str, seed: int) -> LoadedPolicy:
         payload = load_checkpoint(path)
     except FileNotFoundError as exc:
         raise GbxError(str(exc)) from exc
-    config = from_dict(payload["config"], host.registry)
+    config = from_dict(payload["config"], host.registry, observers=False)
     config = attrs.evolve(config, run=attrs.evolve(config.run, device=device, seed=seed))
     run_dir = path.parent.parent
     run = Run(config, host, run_dir=run_dir, run_id=str(payload.get("run_id", run_dir.name)),
