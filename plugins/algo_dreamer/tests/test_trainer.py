@@ -143,13 +143,15 @@ def test_checkpoint_holds_the_running_episode_sums(tmp_path):
 
 
 def test_evaluation_uses_its_own_seed_stream(tmp_path):
-    """Evaluating draws from the EVAL_RNG stream: it never moves the training generator,
-    and two evaluations of one policy replay the same episodes."""
+    """Evaluating and acting draw from the EVAL_RNG stream: they never move the training
+    generator, and two evaluations of one policy replay the same episodes."""
     tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
     before = tr.gen.get_state()
     first = tr.evaluate(4, greedy=False)
     assert torch.equal(tr.gen.get_state(), before)
     assert tr.evaluate(4, greedy=False) == first
+    tr.act(torch.zeros(2, 1, 16, 16, dtype=torch.uint8), greedy=False)  # e.g. a rollout GIF
+    assert torch.equal(tr.gen.get_state(), before)
 
 
 def test_checkpoint_keeps_the_shared_rng_and_env_batch_layout(tmp_path):

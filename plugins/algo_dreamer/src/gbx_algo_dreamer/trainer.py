@@ -109,6 +109,7 @@ class DreamerTrainer:
         self._bad_index = torch.zeros(cfg.batch_size, cfg.batch_length, dtype=torch.int64,
                                       device=self.device)
         self._act_player: Player | None = None
+        self._act_gen: torch.Generator | None = None
         self.last_record: dict[str, Any] = {}
 
     # -- world model + behavior update ---------------------------------------------
@@ -360,11 +361,14 @@ class DreamerTrainer:
         n = obs.shape[0]
         if self._act_player is None or self._act_player.num_envs != n:
             self._act_player = Player(self.wm, self.behavior, n, self.device)
+            # the EVAL_RNG stream: acting for a tool or an observer (a rollout GIF) never
+            # moves the training generator, so it cannot change the run
+            self._act_gen = eval_generator(self.ctx, self.device)
             is_first = torch.ones(n, dtype=torch.bool, device=self.device)
         if is_first is None:
             is_first = torch.zeros(n, dtype=torch.bool, device=self.device)
         action, _, _ = self._act_player.step(obs.to(self.device), is_first.to(self.device),
-                                             greedy=greedy, generator=self.gen)
+                                             greedy=greedy, generator=self._act_gen)
         return action
 
     def evaluate(
