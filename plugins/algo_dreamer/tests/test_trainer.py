@@ -5,10 +5,10 @@ import pytest
 import torch
 from fakes import dot_context, load_state
 
-from gbx.guard import NonFiniteError
-from gbx.rl_common import MemoryBudgetError
+from gbx.memory import MemoryBudgetError
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.trainer import DreamerTrainer
+from gbx_toolkit.guard import NonFiniteError
 
 
 def _cfg(**kw) -> DreamerConfig:
@@ -156,8 +156,8 @@ def test_evaluation_uses_its_own_seed_stream(tmp_path):
 
 def test_checkpoint_keeps_the_shared_rng_and_env_batch_layout(tmp_path):
     """The RNG streams and the live env batch are saved by the shared toolkit
-    (gbx.rl_common), like PPO's and A2C's."""
-    from gbx.rl_common import capture_rng_state
+    (gbx_toolkit.rl_common), like PPO's and A2C's."""
+    from gbx_toolkit.rl_common import capture_rng_state
 
     tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
     assert tr.state_dict()["live"] is None  # nothing to save before the first reset

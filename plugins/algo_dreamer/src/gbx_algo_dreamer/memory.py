@@ -6,8 +6,8 @@ import sys
 
 import torch
 
-from gbx.rl_common import check_memory as check_free_memory
-from gbx.rl_common import format_bytes
+from gbx.memory import check_memory as check_free_memory
+from gbx.memory import format_bytes
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.replay import Replay
 
@@ -53,7 +53,7 @@ def estimate(cfg: DreamerConfig, obs_shape: tuple[int, int, int], num_actions: i
 def check_memory(cfg: DreamerConfig, obs_shape: tuple[int, int, int], num_actions: int,
                  device: torch.device) -> dict[str, int]:
     """Print the estimate and refuse the run (the shared toolkit's
-    :class:`gbx.rl_common.MemoryBudgetError`, one line) if it will not fit."""
+    :class:`gbx.memory.MemoryBudgetError`, one line) if it will not fit."""
     est = estimate(cfg, obs_shape, num_actions)
     parts = (f"replay {format_bytes(est['replay_bytes'])} + params/optimiser "
              f"{format_bytes(est['param_bytes'])} + activations "

@@ -12,18 +12,6 @@ import attrs
 import torch
 
 from gbx import distributed as gdist
-from gbx.evaluation import eval_generator, eval_seed, evaluate_policy, make_eval_env
-from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
-from gbx.metrics import MetricsAccumulator
-from gbx.rl_common import (
-    add_env_step,
-    capture_rng_state,
-    check_step_budget,
-    env_batch_state,
-    restore_env_batch,
-    restore_rng_state,
-    seed_everything,
-)
 from gbx.seeds import Stream, derive
 from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
@@ -34,6 +22,18 @@ from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
 from gbx_algo_dreamer.replay import Batch, Replay
 from gbx_algo_dreamer.world_model import WorldModel
+from gbx_toolkit.evaluation import eval_generator, eval_seed, evaluate_policy, make_eval_env
+from gbx_toolkit.guard import NonFiniteError, new_trace_id, tensor_stats
+from gbx_toolkit.metrics import MetricsAccumulator
+from gbx_toolkit.rl_common import (
+    add_env_step,
+    capture_rng_state,
+    check_step_budget,
+    env_batch_state,
+    restore_env_batch,
+    restore_rng_state,
+    seed_everything,
+)
 
 STATE_VERSION = 1
 
@@ -431,7 +431,7 @@ class DreamerTrainer:
 
     def _live_state(self) -> dict[str, Any] | None:
         """The live env batch (observation, env state, per-env episode sums: the shared
-        :func:`gbx.rl_common.env_batch_state`) plus the streams starting an episode."""
+        :func:`gbx_toolkit.rl_common.env_batch_state`) plus the streams starting an episode."""
         batch = env_batch_state(self.env, self._obs, self.metrics)
         if batch is None or self._is_first is None:
             return None
