@@ -15,6 +15,7 @@ import attrs
 import torch
 
 from gbx import hookimpl
+from gbx.seeds import Stream, offset
 
 
 @attrs.frozen
@@ -89,7 +90,8 @@ class RandomTrainer:
             ctx.checkpoint(self.state_dict(), step=self.steps)
 
     def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
-        env = self.ctx.make_env(1, seed_offset=10_000)
+        # the run's evaluation seed stream (gbx.seeds), apart from every training env
+        env = self.ctx.make_env(1, seed_offset=offset(Stream.EVAL_ENV))
         obs = env.reset()
         total, done_eps, ret = 0.0, 0, 0.0
         while done_eps < episodes:
