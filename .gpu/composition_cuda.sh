@@ -15,8 +15,11 @@ for target in plugins/env_gameboy/tests/test_env.py plugins/env_gameboy/tests/te
   row "pytest $target" $code "$(echo "$out" | tail -1)"
 done
 dir=$(mktemp -d)
-out=$($PY -m gbx run --algo dreamer_v3 --env toy --device cuda --steps 4096 --run-dir "$dir/r" \
-      --observer jsonl,gif --set observer.gif.steps=17 --set algo.size=tiny 2>&1); code=$?
+out=$($PY -m gbx run --algo dreamer_v3 --env toy --device "${GBX_CHECK_DEVICE:-cuda}" --steps 256 \
+      --run-dir "$dir/r" --observer jsonl,gif --set observer.gif.steps=17 --set algo.size=tiny \
+      --set algo.num_envs=4 --set algo.batch_size=4 --set algo.batch_length=8 \
+      --set algo.train_ratio=16.0 --set algo.replay_capacity=512 --set algo.learning_starts=32 \
+      2>&1); code=$?
 rows=$(cat "$dir"/r/media/eval_*/rollout.jsonl 2>/dev/null | wc -l)
 [ "$code" -eq 0 ] && [ "$rows" -ge 17 ] && [ $((rows % 17)) -eq 0 ]; ok=$?
 row "dreamer_v3 on cuda, observer.gif.steps=17" $ok "exit $code, $rows rollout rows"
