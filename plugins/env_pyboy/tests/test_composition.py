@@ -84,6 +84,7 @@ def test_the_pyboy_env_holds_a_gameboy_env_on_its_pool(fake_pool: type[FakePool]
     assert meta["env"] == "pyboy" and meta["backend"] == "pyboy" and meta["workers"] == 3
     assert meta["rom_sha256"] == hashlib.sha256(DEFAULT_ROM.read_bytes()).hexdigest()
     assert meta["start_pyboy_state_sha256"] == hashlib.sha256(b"state").hexdigest()
+    assert meta["rom_title"] == "GBX QUEST"  # the header, read as the Warp env reads it
     env.close()
     env.close()
     assert pool.closed == 1

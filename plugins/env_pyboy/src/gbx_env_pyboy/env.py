@@ -25,6 +25,7 @@ from gbx.config import option
 from gbx_env_pyboy.pool import PyBoyPool, default_workers
 from gbx_env_pyboy.start import load_or_build
 from gbx_gameboy.actions import BUTTON_BITS
+from gbx_gameboy.cartridge import header_title
 from gbx_gameboy.env import Emulators, GameBoyConfig, GameBoyEnv, resolve_rom
 from gbx_gameboy.goal import GoalConfig, GoalEnv
 
@@ -66,11 +67,6 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def rom_title(rom: bytes) -> str:
-    """The cartridge header's title (0x134..0x143, up to the first NUL)."""
-    return rom[0x134:0x144].split(b"\0", 1)[0].decode("ascii", "replace").strip()
-
-
 def _pyboy_version() -> str | None:
     try:
         return importlib.metadata.version("pyboy")
@@ -102,7 +98,7 @@ class PyBoyEnv:
         self.pool = PyBoyPool(rom, self.start, num_envs, workers, dev, BUTTON_BITS)
         data = rom.read_bytes()
         emulators = Emulators(self.pool, self.pool, hashlib.sha256(data).hexdigest(),
-                              state_sha256, rom_title(data))
+                              state_sha256, header_title(data))
         try:
             self.env = self.scoring(config, num_envs, dev, seed, emulators=emulators)
         except BaseException:
