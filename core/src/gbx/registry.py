@@ -9,7 +9,7 @@ and store a small spec object in the :class:`Registry`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -70,6 +70,10 @@ class ObserverSpec:
     # The attrs class of the observer's ``observer.<name>`` config section; None when the
     # observer takes no options. With a class, the factory is called ``factory(run, config)``.
     config_cls: type | None = None
+    # Selected when a run names no observers (``run.observers`` empty).
+    default: bool = False
+    # label -> file it writes, relative to the run directory; `gbx run` names those present.
+    outputs: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -116,6 +120,10 @@ class Registry:
     # (kind, name) -> one-line message, for names two plugins registered: such a name
     # is withdrawn, and only what asks for it fails (see gbx.resolve).
     clashes: dict[tuple[str, str], str] = attrs.field(factory=dict)
+    # plugin (entry-point name) -> "<distribution>, <why>" for installed plugins that did
+    # not load (left out by GBX_PLUGINS, failed to import or to register): the hint of a
+    # "not installed" error, since the core knows no plugin by name.
+    unloaded: dict[str, str] = attrs.field(factory=dict)
 
     def clash(self, kind: str, name: str) -> DuplicateRegistrationError | None:
         """The error to raise for a withdrawn ``name`` of ``kind``, or None."""
@@ -245,22 +253,27 @@ class ModelRegistrar(_Registrar):
 
 
 class ObserverRegistrar(_Registrar):
-    """``register(name, factory, config_cls=None, description=...)`` for one plugin.
+    """``register(name, factory, config_cls=None, description=..., default=..., outputs=...)``
+    for one plugin.
 
     ``config_cls`` (an attrs class) declares the observer's options: the config section
     ``observer.<name>`` (``[observer.gif]`` in a file, ``--set observer.gif.steps=50``),
     validated like the env and algorithm sections; the factory then gets the resolved
-    instance as its second argument.
+    instance as its second argument. ``default=True``: a run that names no observers uses
+    it. ``outputs``: ``{label: path}`` of the files it writes, relative to the run directory
+    (``{"log": "my_log.jsonl"}``), which ``gbx run`` names when it ends.
     """
 
     def __call__(self, name: str, factory: Callable[..., Any], config_cls: type | None = None,
-                 *, description: str = "") -> None:
+                 *, description: str = "", default: bool = False,
+                 outputs: Mapping[str, str] | None = None) -> None:
         name = _check_name("observer", name, self.provider)
         _check_unique("observer", self.registry.observers, name, self.provider)
         if config_cls is not None:
             config_cls = _check_config_cls("observer", name, config_cls, self.provider)
-        self.registry.observers[name] = ObserverSpec(name, factory, description, self.provider,
-                                                     config_cls)
+        self.registry.observers[name] = ObserverSpec(
+            name, factory, description, self.provider, config_cls=config_cls,
+            default=bool(default), outputs=dict(outputs or {}))
 
 
 class WriterRegistrar(_Registrar):

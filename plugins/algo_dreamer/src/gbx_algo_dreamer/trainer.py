@@ -13,7 +13,6 @@ import torch
 
 from gbx import distributed as gdist
 from gbx.seeds import Stream, derive
-from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import Engine, OverlappedEngine, PlayerWeights, SyncEngine
@@ -34,6 +33,7 @@ from gbx_toolkit.rl_common import (
     restore_rng_state,
     seed_everything,
 )
+from gbx_toolkit.shades import unpack_shades
 
 STATE_VERSION = 1
 
