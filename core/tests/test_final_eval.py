@@ -84,3 +84,32 @@ def test_the_run_evaluates_and_checkpoints_on_its_schedule(invoke, tmp_path) -> 
     kinds = [(k, v[1] if k == "checkpoint" else v.get("step")) for k, v in EVENTS
              if k in ("eval", "checkpoint")]
     assert kinds.index(("eval", 32)) < kinds.index(("checkpoint", 32))
+
+
+def test_a_run_saved_with_algorithm_cadence_keys_resumes_and_evaluates(invoke, tmp_path) -> None:
+    """A run written when the algorithm held its cadence (config.json and the checkpoint's
+    config with `algo.eval_episodes` & co.) still resumes and evaluates: the old keys are
+    upgraded on reading (eval_episodes/eval_greedy move to run, old cadences are dropped)."""
+    import json
+
+    from gbx import checkpoint_file
+
+    run_dir = tmp_path / "r"
+    _run(invoke, tmp_path)
+    config_json = run_dir / "config.json"
+    data = json.loads(config_json.read_text())
+    data["run"].pop("eval_episodes", None)
+    data["algo"].update(eval_every=3, eval_episodes=5, eval_greedy=True, checkpoint_every=7)
+    config_json.write_text(json.dumps(data))
+    checkpoints = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))
+    assert checkpoints
+    for path in checkpoints:
+        payload = checkpoint_file.read_file(path)
+        payload["config"] = data
+        checkpoint_file.write_file(path, payload)
+    result = invoke("eval", "--checkpoint", str(run_dir), "--episodes", "2", "--no-baseline")
+    assert result.exit_code == 0, result.output
+    result = invoke("run", "--resume", str(run_dir), "--steps", "96")
+    assert result.exit_code == 0, result.output
+    resumed = json.loads(config_json.read_text())
+    assert resumed["run"]["eval_episodes"] == 5 and "eval_every" not in resumed["algo"]

@@ -112,7 +112,7 @@ def build_cli(host: Any) -> click.Group:
         """
         import subprocess
 
-        from gbx.config import read_config_file
+        from gbx.config import read_config_file, upgrade_saved
         from gbx.distributed import launched_by_torchrun
         from gbx.runner import execute, run_outputs
 
@@ -126,7 +126,8 @@ def build_cli(host: Any) -> click.Group:
         if resume:
             if config_file:
                 raise GbxError("--resume reloads DIR/config.json; drop --config")
-            base = read_config_file(Path(resume) / "config.json")
+            base = upgrade_saved(read_config_file(Path(resume) / "config.json"),
+                                 _host(ctx).registry)
             flags.pop("run_dir", None)
         config = _build(_host(ctx), config_file, overrides, base=base, **flags)
 

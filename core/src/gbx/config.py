@@ -372,6 +372,32 @@ def _refuse_moved_keys(section: Any, cls: type) -> None:
                               f"the run's schedule has {new}")
 
 
+def upgrade_saved(data: Mapping[str, Any], registry: Registry) -> dict[str, Any]:
+    """A saved config (a run's ``config.json``, a checkpoint's config) in today's layout.
+
+    Runs saved before the run owned the schedule hold it in the ``algo`` section, in the
+    algorithm's own units. ``algo.eval_episodes``/``algo.eval_greedy`` move to ``run``;
+    the old cadences (``eval_every``, ``checkpoint_every``, in updates or optimiser steps)
+    are dropped, so the run's own cadence in env steps applies. An algorithm that declares
+    such a field itself keeps it. Resuming, evaluating or replaying an old run therefore
+    works; only files written by users are refused with the new key.
+    """
+    out: dict[str, Any] = json.loads(json.dumps(dict(data)))
+    algo = out.get("algo")
+    run = out.get("run")
+    if not isinstance(algo, dict) or not isinstance(run, dict):
+        return out
+    spec = registry.algorithms.get(run.get("algo", attrs.fields(RunConfig).algo.default))
+    if spec is None:
+        return out
+    for key in MOVED_KEYS:
+        if key in algo and not has_field(spec.config_cls, (key,)):
+            value = algo.pop(key)
+            if key in ("eval_episodes", "eval_greedy"):
+                run.setdefault(key, value)
+    return out
+
+
 def dumps_json(config: Config) -> str:
     return json.dumps(to_dict(config), indent=2, sort_keys=False) + "\n"
 

@@ -111,13 +111,14 @@ def load_trainer(
     saved ones): no observers, no files written, for evaluation and replays. With
     ``run`` (``gbx run --resume``) it is built in that run, whose config it keeps.
     """
-    from gbx.config import from_dict
+    from gbx.config import from_dict, upgrade_saved
     from gbx.resolve import require_algorithm, resolve_device
     from gbx.runner import Run
 
     saved = source if isinstance(source, SavedCheckpoint) else newest_checkpoint(Path(source))
     if run is None:
-        config = from_dict(saved.payload["config"], host.registry, observers=False)
+        config = from_dict(upgrade_saved(saved.payload["config"], host.registry),
+                           host.registry, observers=False)
         run_config = config.run
         if device is not None:
             run_config = attrs.evolve(run_config, device=device)
