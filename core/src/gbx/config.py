@@ -1,10 +1,12 @@
 """Run configuration: attrs classes, a strict cattrs converter, files and overrides.
 
-A resolved :class:`Config` has three sections:
+A resolved :class:`Config` has four sections:
 
 * ``run``  -- :class:`RunConfig` (algorithm, env, observers, device, seed, ...);
 * ``env``  -- the config class the selected env registered;
-* ``algo`` -- the config class the selected algorithm registered.
+* ``algo`` -- the config class the selected algorithm registered;
+* ``explore`` -- :class:`ExploreConfig`: ``explore.name`` picks an explorer (``none``,
+  the default, is off) and the section's other keys are that explorer's fields.
 
 Sources are merged in this order, later ones winning: class defaults,
 ``--config FILE`` (TOML or JSON with the same sections), the dedicated CLI
@@ -36,7 +38,8 @@ from gbx.errors import ConfigError
 if TYPE_CHECKING:
     from gbx.registry import Registry
 
-SECTIONS = ("run", "env", "algo")
+SECTIONS = ("run", "env", "algo", "explore")
+EXPLORE_OFF = "none"
 _NAME_RE = r"^[a-z0-9][a-z0-9_.\-]*$"
 _DEVICE_RE = r"^(auto|cpu|cuda(:[0-9]+)?)$"
 _TAG_RE = r"^[A-Za-z0-9_.\-]*$"
@@ -155,12 +158,31 @@ class RunConfig:
 
 
 @attrs.frozen
+class ExploreConfig:
+    """The ``explore`` section: which explorer wraps the training envs, and its fields.
+
+    In files and ``--set`` the section is flat (``explore.name``, ``explore.bonus``...);
+    here ``settings`` is the selected explorer's config class (None when off).
+    """
+
+    name: str = option(EXPLORE_OFF, "exploration method (see `gbx plugins`); none = off",
+                       _matches(_NAME_RE))
+    settings: Any = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.name != EXPLORE_OFF
+
+
+@attrs.frozen
 class Config:
-    """A resolved configuration: the run section plus the env and algorithm sections."""
+    """A resolved configuration: the run section, the env and algorithm sections and the
+    exploration section."""
 
     run: RunConfig
     env: Any
     algo: Any
+    explore: ExploreConfig = attrs.field(factory=ExploreConfig)
 
 
 # ---------------------------------------------------------------------------
@@ -260,12 +282,46 @@ def _one_line(problems: list[str]) -> str:
 
 
 def to_dict(config: Config) -> dict[str, Any]:
-    """Plain, JSON-ready nested dict with the three sections."""
+    """Plain, JSON-ready nested dict with the four sections."""
+    explore: dict[str, Any] = {"name": config.explore.name}
+    if config.explore.settings is not None:
+        explore.update(converter.unstructure(config.explore.settings))
     return {
         "run": converter.unstructure(config.run),
         "env": converter.unstructure(config.env),
         "algo": converter.unstructure(config.algo),
+        "explore": explore,
     }
+
+
+def explore_name(data: Any) -> Any:
+    """The ``name`` of an ``explore`` section of plain data (``none`` when absent)."""
+    if isinstance(data, Mapping):
+        return data.get("name", EXPLORE_OFF)
+    return EXPLORE_OFF
+
+
+def structure_explore(data: Any, registry: Registry) -> ExploreConfig:
+    """The ``explore`` section from plain data: ``name`` and the explorer's own fields."""
+    from gbx.resolve import require_explorer
+
+    if data is None:
+        return ExploreConfig()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"explore = {data!r}: expected a table with 'name' and the "
+                          "explorer's fields")
+    rest = {k: v for k, v in data.items() if k != "name"}
+    head = structure_section({"name": explore_name(data)}, ExploreConfig, "explore")
+    if not head.enabled:
+        if rest:
+            raise ConfigError(
+                f"invalid config: explore.{sorted(rest)[0]} is set but no explorer is "
+                f"selected; set explore.name (installed: "
+                f"{', '.join(sorted(registry.explorers)) or 'none'})")
+        return head
+    spec = require_explorer(registry, head.name)
+    return ExploreConfig(name=head.name,
+                         settings=structure_section(rest, spec.config_cls, "explore"))
 
 
 def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
@@ -289,9 +345,16 @@ def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
             sections[name] = structure_section(data.get(name), cls, name)
         except ConfigError as exc:
             problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
+    try:
+        sections["explore"] = structure_explore(data.get("explore"), registry)
+    except ConfigError as exc:
+        if not str(exc).startswith("invalid config"):
+            raise  # an explorer that is not installed: its own one-line error
+        problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
     if problems:
         raise ConfigError(_one_line(problems))
-    return Config(run=run, env=sections["env"], algo=sections["algo"])
+    return Config(run=run, env=sections["env"], algo=sections["algo"],
+                  explore=sections["explore"])
 
 
 def dumps_json(config: Config) -> str:
@@ -528,13 +591,20 @@ def build_config(
         if not isinstance(value, str):
             raise ConfigError(f"run.{key} = {value!r}: expected the name of an installed "
                               f"{'algorithm' if key == 'algo' else 'env'} (see `gbx plugins`)")
+    # explore.name decides which class the explore section's other keys belong to.
+    picks_explorer = [o for o in parsed if o.path == ("explore", "name")]
+    data = apply_overrides(data, picks_explorer, {"explore": ExploreConfig})
+    explorer = explore_name(data.get("explore"))
     classes = {
         "env": getattr(registry.envs.get(env_name) if isinstance(env_name, str) else None,
                        "config_cls", None),
         "algo": getattr(registry.algorithms.get(algo_name) if isinstance(algo_name, str)
                         else None, "config_cls", None),
+        "explore": getattr(registry.explorers.get(explorer) if isinstance(explorer, str)
+                           else None, "config_cls", None),
     }
-    data = apply_overrides(data, [o for o in parsed if o.path[0] != "run"], classes)
+    rest = [o for o in parsed if o.path[0] != "run" and o.path != ("explore", "name")]
+    data = apply_overrides(data, rest, classes)
     if not data["run"].get("observers"):
         data["run"]["observers"] = list(default_observers(registry))
     return from_dict(data, registry)

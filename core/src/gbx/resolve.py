@@ -11,7 +11,7 @@ import re
 import torch
 
 from gbx.errors import DeviceError, PluginNotInstalledError
-from gbx.registry import AlgorithmSpec, EnvSpec, ObserverSpec, Registry
+from gbx.registry import AlgorithmSpec, EnvSpec, ExplorerSpec, ObserverSpec, Registry
 
 # First-party names -> the distribution that provides them (and its source folder).
 FIRST_PARTY: dict[str, dict[str, str]] = {
@@ -22,6 +22,7 @@ FIRST_PARTY: dict[str, dict[str, str]] = {
         "pyboy": "gbx-env-pyboy",
         "pyboy-goal": "gbx-env-pyboy",
     },
+    "explorer": {"archive": "gbx-explore"},
     "observer": {
         name: "gbx-observers" for name in ("jsonl", "console", "plot", "gif", "tensorboard")
     },
@@ -39,6 +40,7 @@ _SOURCE_DIRS = {
     "gbx-env-gameboy": "plugins/env_gameboy",
     "gbx-env-pyboy": "plugins/env_pyboy",
     "gbx-observers": "plugins/observers",
+    "gbx-explore": "plugins/explore",
 }
 
 
@@ -59,9 +61,11 @@ def install_hint(dist: str) -> str:
 
 
 def missing_first_party(registry: Registry) -> dict[str, dict[str, str]]:
-    """First-party algorithms, envs and observers not installed: ``{kind: {name: dist}}``."""
+    """First-party algorithms, envs, explorers and observers not installed:
+    ``{kind: {name: dist}}``."""
     installed: dict[str, set[str]] = {"algorithm": set(registry.algorithms),
                                       "env": set(registry.envs),
+                                      "explorer": set(registry.explorers),
                                       "observer": set(registry.observers)}
     return {
         kind: {n: d for n, d in names.items() if n not in installed[kind]}
@@ -94,6 +98,13 @@ def require_algorithm(registry: Registry, name: str) -> AlgorithmSpec:
         known = list(registry.algorithms)
         raise registry.clash("algorithm", name) or not_installed("algorithm", name, known)
     return registry.algorithms[name]
+
+
+def require_explorer(registry: Registry, name: str) -> ExplorerSpec:
+    if name not in registry.explorers:
+        known = list(registry.explorers)
+        raise registry.clash("explorer", name) or not_installed("explorer", name, known)
+    return registry.explorers[name]
 
 
 def require_observer(registry: Registry, name: str) -> ObserverSpec:

@@ -29,6 +29,7 @@ import torch
 
 from gbx import __version__, seeds
 from gbx import distributed as gdist
+from gbx.api import SnapshotEnv
 from gbx.artifacts import (
     latest_checkpoint,
     load_checkpoint,
@@ -41,7 +42,13 @@ from gbx.config import Config, RunConfig, to_dict, write_atomic
 from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
-from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
+from gbx.resolve import (
+    require_algorithm,
+    require_env,
+    require_explorer,
+    require_observer,
+    resolve_device,
+)
 
 OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_failure",
                    "on_run_end")
@@ -158,13 +165,30 @@ class Run:
 
     # -- RunContext ----------------------------------------------------------
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
         spec = require_env(self.host.registry, self.config.run.env)
         env = spec.factory(self.config.env, num_envs, self.device, self.seed + seed_offset)
+        if training and self.config.explore.enabled:
+            env = self._explore(env)
+        if self.config.run.debug:
+            env = CheckedEnv(env)  # checks what the trainer sees, the explorer's output
         meta = getattr(env, "meta", None)
-        if callable(meta) and not self.env_meta:
+        if callable(meta) and (not self.env_meta or training):
             self.env_meta = dict(meta())
-        return CheckedEnv(env) if self.config.run.debug else env
+        return env
+
+    def _explore(self, env: Any) -> Any:
+        """Wrap training envs in the configured explorer (``explore.name``)."""
+        explore = self.config.explore
+        spec = require_explorer(self.host.registry, explore.name)
+        if not isinstance(env, SnapshotEnv):
+            env.close()
+            raise GbxError(
+                f"explorer {explore.name!r} needs an env with the gbx.api.SnapshotEnv "
+                f"capability (snapshot and restore selected envs on the device); env "
+                f"{self.config.run.env!r} lacks it: choose another env or set explore.name=none")
+        return spec.factory(explore.settings, env,
+                            seed=seeds.derive(self.seed, seeds.Stream.EXPLORE))
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         if self.dist.enabled:  # every rank ends up with the same global record

@@ -110,7 +110,8 @@ class InMemoryRunContext:
         assert ctx.records[-1]["env_steps"] == 4096
 
     ``stop_after_records`` makes :meth:`should_stop` return True once that
-    many train records arrived (a stop request between updates).
+    many train records arrived (a stop request between updates);
+    ``wrap_training(env)`` wraps the training envs as a configured explorer would.
     """
 
     def __init__(
@@ -123,8 +124,11 @@ class InMemoryRunContext:
         device: str = "cpu",
         run_dir: Path | None = None,
         stop_after_records: int | None = None,
+        wrap_training: Callable[[Any], Any] | None = None,
     ) -> None:
         self.run_id = "test"
+        # What the run loop's explorer does: wrap the training envs (make_env(training=True)).
+        self.wrap_training = wrap_training
         self.run_dir = run_dir or Path(".")
         self.device = torch.device(device)
         self.seed = seed
@@ -135,8 +139,11 @@ class InMemoryRunContext:
         self.checkpoints: list[tuple[int, dict[str, Any]]] = []
         self.stop_after_records = stop_after_records
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
-        return make_toy_env(self.env_config, num_envs, self.device, self.seed + seed_offset)
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
+        env = make_toy_env(self.env_config, num_envs, self.device, self.seed + seed_offset)
+        if training and self.wrap_training is not None:
+            env = self.wrap_training(env)
+        return env
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         self.records.append(dict(metrics))

@@ -83,8 +83,10 @@ def test_env_reported_percentiles_reach_the_record() -> None:
     cfg = small_config()
 
     class Ctx(InMemoryRunContext):
-        def make_env(self, num_envs: int, *, seed_offset: int = 0) -> object:
-            return _PercentileToy(super().make_env(num_envs, seed_offset=seed_offset))
+        def make_env(self, num_envs: int, *, seed_offset: int = 0,
+                     training: bool = False) -> object:
+            return _PercentileToy(super().make_env(num_envs, seed_offset=seed_offset,
+                                                   training=training))
 
     ctx = Ctx(cfg, steps=2 * cfg.batch_size)
     A2CTrainer(cfg, ctx).train()
