@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import torch
+from gbx_explore.config import ArchiveConfig
+from gbx_explore.explorer import ArchiveExplorer
 
 from gbx.api import SnapshotEnv, StatefulEnv
 from gbx.config import build_config
@@ -20,8 +22,6 @@ from gbx_algo_a2c.config import A2CConfig
 from gbx_algo_a2c.trainer import A2CTrainer
 from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer
-from gbx_explore.config import ArchiveConfig
-from gbx_explore.explorer import ArchiveExplorer
 
 torch.set_num_threads(1)  # small shared CPUs: tiny convolutions run faster on one thread
 SMALL = {"channels": (8, 16, 16), "hidden": 32}

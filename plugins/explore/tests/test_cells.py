@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from gbx_explore.cells import CellHasher
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 import torch
-
-from gbx.toy import ToyConfig, make_toy_env
 from gbx_explore.config import ArchiveConfig
 from gbx_explore.explorer import ArchiveExplorer
+
+from gbx.toy import ToyConfig, make_toy_env
 
 
 def _quest_env(n: int, device: str) -> Any:

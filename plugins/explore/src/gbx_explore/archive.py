@@ -72,21 +72,21 @@ class Archive:
         self.num_envs = n = int(num_envs)
         self.weighting = weighting or Weighting()
         dev = self.device = torch.device(device)
-        i64 = {"dtype": torch.int64, "device": dev}
-        self.keys = torch.full((c + 1,), EMPTY, **i64)
-        self.visits = torch.zeros(c + 1, **i64)
-        self.best = torch.zeros(c + 1, **i64)
-        self.found_at = torch.zeros(c + 1, **i64)
-        self.chosen = torch.zeros(c + 1, **i64)
+        i64 = torch.int64
+        self.keys = torch.full((c + 1,), EMPTY, dtype=i64, device=dev)
+        self.visits = torch.zeros(c + 1, dtype=i64, device=dev)
+        self.best = torch.zeros(c + 1, dtype=i64, device=dev)
+        self.found_at = torch.zeros(c + 1, dtype=i64, device=dev)
+        self.chosen = torch.zeros(c + 1, dtype=i64, device=dev)
         self.goal = torch.ones(c + 1, dtype=torch.float32, device=dev)
         # keys in ascending order and the slot of each: the lookup table (searchsorted)
-        self.sorted_keys = torch.full((c,), EMPTY, **i64)
-        self.sorted_slots = torch.arange(c, **i64)
-        self.discovered = torch.zeros((), **i64)  # cells ever added
-        self._now = torch.zeros((), **i64)
-        self._ones = torch.ones(n, **i64)
-        self._zeros = torch.zeros(n, **i64)
-        self._save = torch.full((n,), -1, **i64)
+        self.sorted_keys = torch.full((c,), EMPTY, dtype=i64, device=dev)
+        self.sorted_slots = torch.arange(c, dtype=i64, device=dev)
+        self.discovered = torch.zeros((), dtype=i64, device=dev)  # cells ever added
+        self._now = torch.zeros((), dtype=i64, device=dev)
+        self._ones = torch.ones(n, dtype=i64, device=dev)
+        self._zeros = torch.zeros(n, dtype=i64, device=dev)
+        self._save = torch.full((n,), -1, dtype=i64, device=dev)
 
     # -- lookups ---------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ exactly.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -39,12 +39,11 @@ class ArchiveExplorer:
 
     def __init__(self, config: ArchiveConfig, env: SnapshotEnv, *, seed: int) -> None:
         self.config = config
-        self.env = env
-        inner: Any = env
-        self.num_envs = n = int(inner.num_envs)
-        self.num_actions = int(inner.num_actions)
-        self.obs_shape = tuple(int(d) for d in inner.obs_shape)
-        self.device = dev = torch.device(inner.device)
+        self.env: Any = cast(Any, env)  # a gbx.api.Env that is also a SnapshotEnv
+        self.num_envs = n = int(self.env.num_envs)
+        self.num_actions = int(self.env.num_actions)
+        self.obs_shape = tuple(int(d) for d in self.env.obs_shape)
+        self.device = dev = torch.device(self.env.device)
         h, w = self.obs_shape[-2:]
         self.hasher = CellHasher((h, w), config.cell_rows, config.cell_cols, config.levels,
                                  n, dev)
