@@ -159,6 +159,7 @@ class Run:
         self._stop_reason: str | None = None
         self.stop_signal: int | None = None  # the signal that stopped the run, if one did
         self._seq = 0
+        self.explored = False  # whether the configured explorer wrapped a training env
         self._started = False
         self._t0 = time.monotonic()
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEEP_RECORDS)
@@ -187,6 +188,7 @@ class Run:
                 f"explorer {explore.name!r} needs an env with the gbx.api.SnapshotEnv "
                 f"capability (snapshot and restore selected envs on the device); env "
                 f"{self.config.run.env!r} lacks it: choose another env or set explore.name=none")
+        self.explored = True
         return spec.factory(explore.settings, env,
                             seed=seeds.derive(self.seed, seeds.Stream.EXPLORE))
 
@@ -604,6 +606,10 @@ def _execute(
             # Run metadata goes out with the first record, checkpoint or failure, once
             # the trainer has built its env, so the env's facts are part of it.
             trainer.train()
+            if run.config.explore.enabled and not run.explored:
+                _warn(f"gbx: warning: explore.name={run.config.explore.name} had no effect: "
+                      f"{run.config.run.algo} built no training envs with "
+                      "make_env(training=True)")
             if run.last_checkpoint_step != run.last_step:
                 # Whatever the trainer saved, a finished or stopped run can be resumed
                 # and evaluated from where it ended.
