@@ -241,3 +241,42 @@ def test_an_env_without_snapshots_is_refused_in_one_line(tmp_path: Path) -> None
     assert len(lines) == 1
     assert "SnapshotEnv" in lines[0] and "plain-toy" in lines[0]
     assert "explore.name=none" in lines[0]
+
+
+# ---------------------------------------------------------------------------------------
+# The explore config section
+# ---------------------------------------------------------------------------------------
+
+
+def test_the_explore_section_is_validated_and_round_trips() -> None:
+    from gbx.config import from_dict, to_dict
+    from gbx.errors import ConfigError
+
+    registry = load_plugins().registry
+    off = build_config(registry, flags={"env": "toy"})
+    assert not off.explore.enabled and to_dict(off)["explore"] == {"name": "none"}
+    on = build_config(registry, flags={"env": "toy"},
+                      overrides=["explore.bonus=0.25", "explore.name=archive"])
+    assert on.explore.settings == ArchiveConfig(bonus=0.25)
+    assert from_dict(to_dict(on), registry) == on
+    for bad, match in ((["explore.name=archive", "explore.bonus=-1"], "explore.bonus"),
+                       (["explore.name=archive", "explore.nope=1"], "explore.nope"),
+                       (["explore.capacity=8"], "no explorer is selected")):
+        with pytest.raises(ConfigError, match=match):
+            build_config(registry, flags={"env": "toy"}, overrides=bad)
+    with pytest.raises(Exception, match="explorer 'nope' is not installed"):
+        build_config(registry, flags={"env": "toy"}, overrides=["explore.name=nope"])
+
+
+def test_config_explain_lists_the_explorer_fields() -> None:
+    from click.testing import CliRunner
+
+    from gbx.cli import build_cli
+
+    cli = build_cli(load_plugins())
+    out = CliRunner().invoke(cli, ["config", "--env", "toy", "--explain"]).output
+    assert "explore.name (str, default 'none')" in out and "explore.bonus" not in out
+    out = CliRunner().invoke(cli, ["config", "--env", "toy", "--explain", "--set",
+                                   "explore.name=archive"]).output
+    assert "explore.bonus (float, default 0.01)" in out
+    assert "explore.settings" not in out
