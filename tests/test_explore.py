@@ -280,3 +280,37 @@ def test_config_explain_lists_the_explorer_fields() -> None:
                                    "explore.name=archive"]).output
     assert "explore.bonus (float, default 0.01)" in out
     assert "explore.settings" not in out
+
+
+# ---------------------------------------------------------------------------------------
+# A real run killed and resumed with the archive on (slow: two subprocess runs each)
+# ---------------------------------------------------------------------------------------
+
+_KILL_PPO = ["algo.num_envs=8", "algo.rollout_steps=8", "algo.minibatches=2",
+             "algo.update_epochs=1", "algo.checkpoint_every=1",
+             "algo.model_options={channels=[8,16,16], hidden=32}", "explore.name=archive",
+             "explore.capacity=32", "explore.bonus=0.05"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env", "env_settings", "plugins"), [
+    ("toy", ["env.max_steps=6"], "ppo,explore"),
+    ("gbx-quest-1", ["env.max_steps=4", "env.stack_k=2"], "ppo,explore,gameboy,gameboy_tasks"),
+])
+def test_sigkill_then_resume_with_the_archive_is_exact(
+        env: str, env_settings: list[str], plugins: str, tmp_path: Path) -> None:
+    import os
+    import random
+
+    from gbx.testing import check_sigkill_resume
+
+    if env not in load_plugins().registry.envs:
+        pytest.skip(f"{env} is not installed")
+    args = ["--algo", "ppo", "--env", env, "--device", "cpu", "--seed", "5", "--steps",
+            str(6 * 8 * 8)]
+    for item in (*_KILL_PPO, *env_settings):
+        args += ["--set", item]
+    seed = int(os.environ.get("GBX_TEST_KILL_SEED", random.randrange(1 << 30)))
+    print(f"kill seed {seed}")
+    check_sigkill_resume(args, tmp_path, plugins=plugins, total_steps=6 * 8 * 8,
+                         expected_records=6, seed=seed, timeout=600)
