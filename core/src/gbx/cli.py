@@ -65,8 +65,8 @@ def _config_options(f: Any) -> Any:
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
                      help="TOML or JSON file with run/env/algo/explore sections"),
         click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-                     help="override one value, e.g. --set algo.lr=3e-4 or --set "
-                          "explore.name=archive (repeatable)"),
+                     help="override one value, e.g. --set algo.lr=3e-4 (repeatable; "
+                          "sections run, env, algo, explore)"),
     ]
     for option in reversed(options):
         f = option(f)
