@@ -134,6 +134,11 @@ def test_collecting_with_the_explorer_reads_nothing_from_the_device() -> None:
     trainer._setup_training()
     with count_host_reads(forbid=True):
         trainer._collect()
+    assert trainer.metrics is not None
+    with count_host_reads(forbid=False) as reads:
+        record = trainer.metrics.summary()
+    assert reads == ["tolist"]  # the explorer's statistics come in the record's one read
+    assert record["explore_archive_size"] > 0
 
 
 def test_a2c_uses_the_explorer_too() -> None:
