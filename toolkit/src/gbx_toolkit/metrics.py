@@ -12,7 +12,6 @@ Record keys produced by :meth:`MetricsAccumulator.summary` follow the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -149,7 +148,6 @@ class MetricsAccumulator:
         self._dist_cursor = 0  # host-side ring position: known from shapes, no sync
         self._dist_count = 0
         self._window_steps = 0
-        self._window_start = time.perf_counter()
 
     # -- adding (device work only) -------------------------------------------------
 
@@ -275,17 +273,16 @@ class MetricsAccumulator:
         if names:
             extra.update(zip(names, host[len(host) - len(names):], strict=True))
             host = host[: len(host) - len(names)]
-        elapsed = max(time.perf_counter() - self._window_start, 1e-9)
-        record = self._record_from(host, has_dist, elapsed)
+        record = self._record_from(host, has_dist)
         record.update(extra)
         self.reset_window()
         return record
 
     def _record_from(
-        self, host: list[float], has_dist: bool, elapsed: float
+        self, host: list[float], has_dist: bool
     ) -> dict[str, float | int | list[int]]:
         steps = self._window_steps
-        out: dict[str, float | int | list[int]] = {"sps": self._window_steps / elapsed}
+        out: dict[str, float | int | list[int]] = {}
         if steps > 0:
             out["reward_mean"] = host[_REWARD] / steps
             out["done_rate"] = host[_DONE] / steps
@@ -338,4 +335,3 @@ class MetricsAccumulator:
         self._dist_cursor = 0
         self._dist_count = 0
         self._window_steps = 0
-        self._window_start = time.perf_counter()
