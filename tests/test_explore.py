@@ -37,7 +37,7 @@ EXPLORE_KEYS = ("explore_archive_size", "explore_cells_discovered",
 
 def _ppo(**over: Any) -> PPOConfig:
     base: dict[str, Any] = dict(num_envs=32, rollout_steps=32, minibatches=2, update_epochs=1,
-                                lr=1e-3, model_options=SMALL, checkpoint_every=0)
+                                lr=1e-3, model_options=SMALL)
     base.update(over)
     return PPOConfig(**base)
 
@@ -142,7 +142,7 @@ def test_collecting_with_the_explorer_reads_nothing_from_the_device() -> None:
 
 
 def test_a2c_uses_the_explorer_too() -> None:
-    cfg = A2CConfig(num_envs=8, update_every=8, model_options=SMALL, checkpoint_every=0)
+    cfg = A2CConfig(num_envs=8, update_every=8, model_options=SMALL)
     ctx = InMemoryRunContext(cfg, steps=cfg.num_envs * cfg.update_every * 2,
                              env_config=ToyConfig(), wrap_training=_wrap())
     A2CTrainer(cfg, ctx).train()
@@ -150,19 +150,20 @@ def test_a2c_uses_the_explorer_too() -> None:
 
 
 def test_resume_from_a_checkpoint_continues_the_archive_bit_for_bit() -> None:
-    cfg = _ppo(num_envs=4, rollout_steps=8, checkpoint_every=1)
+    cfg = _ppo(num_envs=4, rollout_steps=8)
     budget = cfg.batch_size * 3
     env_config = ToyConfig(max_steps=6, height=40, width=40)
     wrap = _wrap(cell_rows=8, cell_cols=8)
-    full = InMemoryRunContext(cfg, steps=budget, env_config=env_config, wrap_training=wrap)
-    full_trainer = PPOTrainer(cfg, full)
-    full_trainer.train()
-    _step, state = full.checkpoints[0]
+    full = InMemoryRunContext(cfg, steps=budget, env_config=env_config, wrap_training=wrap,
+                              checkpoint_every=cfg.batch_size)
+    full_trainer = full.run(PPOTrainer(cfg, full))
+    step, state = full.checkpoints[0]
     torch.manual_seed(12345)  # the checkpoint must restore every random stream
-    again = InMemoryRunContext(cfg, steps=budget, env_config=env_config, wrap_training=wrap)
+    again = InMemoryRunContext(cfg, steps=budget, env_config=env_config, wrap_training=wrap,
+                               checkpoint_every=cfg.batch_size)
     resumed = PPOTrainer(cfg, again)
     resumed.load_state_dict(roundtrip(state))
-    resumed.train()
+    again.run(resumed, resume_step=step)
     assert [comparable(r) for r in again.records] == [comparable(r) for r in full.records[1:]]
     end, end_again = full_trainer.state_dict(), resumed.state_dict()
     mine, theirs = end["env"]["env"]["explore"], end_again["env"]["env"]["explore"]
@@ -312,7 +313,7 @@ def test_config_explain_lists_the_explorer_fields() -> None:
 # ---------------------------------------------------------------------------------------
 
 _KILL_PPO = ["algo.num_envs=8", "algo.rollout_steps=8", "algo.minibatches=2",
-             "algo.update_epochs=1", "algo.checkpoint_every=1",
+             "algo.update_epochs=1", "run.checkpoint_every=64",
              "algo.model_options={channels=[8,16,16], hidden=32}", "explore.name=archive",
              "explore.capacity=32", "explore.bonus=0.05"]
 
