@@ -146,3 +146,27 @@ def test_default_observers_are_the_ones_registered_as_default() -> None:
     register("video", object)
     assert default_observers(reg) == ("chart", "log")
     assert reg.observers["log"].outputs == {"log": "log.txt"}
+
+
+def test_explorer_registrar_refuses_the_off_name_and_a_name_field() -> None:
+    from gbx.registry import ExplorerRegistrar
+
+    @attrs.frozen
+    class Good:
+        bonus: float = 0.1
+
+    @attrs.frozen
+    class Clashing:
+        name: str = "x"
+
+    registry = Registry()
+    register = ExplorerRegistrar(registry, Provider("p", "d", "1"))
+    register("walk", make_toy_env, Good, description="d")
+    assert registry.explorers["walk"].config_cls is Good
+    assert registry.provided_by("p")["explorers"] == ["walk"]
+    with pytest.raises(PluginError, match="means no explorer"):
+        register("none", make_toy_env, Good)
+    with pytest.raises(PluginError, match="explore.name"):
+        register("other", make_toy_env, Clashing)
+    with pytest.raises(DuplicateRegistrationError):
+        register("walk", make_toy_env, Good)

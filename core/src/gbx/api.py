@@ -84,6 +84,80 @@ class StatefulEnv(Protocol):
     def load_env_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class EnvSnapshots(Protocol):
+    """A fixed number of device slots, each holding the full state of one env of a batch.
+
+    Made by :meth:`SnapshotEnv.snapshot_slots`; bound to that env. Slot and env indices are
+    ``int64 [num_envs]`` device tensors, ``-1`` meaning "not this env", so a call never
+    reads the device from the host and never loops over envs in Python.
+    """
+
+    capacity: int
+
+    def save(self, slots: torch.Tensor) -> None:
+        """Copy env ``e``'s full state into slot ``slots[e]`` for every ``slots[e] >= 0``
+        (no two envs may name the same slot)."""
+        ...
+
+    def restore(self, slots: torch.Tensor) -> torch.Tensor:
+        """Start env ``e`` from slot ``slots[e]`` for every ``slots[e] >= 0``; return the
+        observations of the whole batch, ``uint8 [N, *obs_shape]``.
+
+        A restored env begins a new episode in the saved state: its emulator (or world)
+        state and frame stack are the slot's, its step counter (the time limit) and goal
+        counters start afresh, as after a reset to the start state."""
+        ...
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The slots' storage (device tensors), for checkpoints: a state saved from here
+        is put back with ``copy_`` into the same tensors of an equal env."""
+        ...
+
+    def nbytes(self) -> int:
+        """Device bytes the slots take."""
+        ...
+
+
+@runtime_checkable
+class SnapshotEnv(StatefulEnv, Protocol):
+    """An env that can snapshot and restore the full state of selected envs on the device.
+
+    An optional capability (exploration by restarting from saved states needs it):
+    ``snapshot_slots(capacity)`` allocates :class:`EnvSnapshots` for ``capacity`` env
+    states. Everything an env's future depends on goes into a slot (for the Game Boy
+    every emulator array and the frame stack), except the per-episode counters, which a
+    restore starts afresh.
+    """
+
+    def snapshot_slots(self, capacity: int) -> EnvSnapshots: ...
+
+
+@runtime_checkable
+class GoalDistanceEnv(Protocol):
+    """An env that scores pixel distance to a goal and shares it (an optional capability).
+
+    ``goal_distance()`` is ``float32 [N]``: each env's distance to its goal from its
+    current frame (0 on the goal; for an env reset in the latest step, from its new first
+    frame), on the device; the tensor is the env's own buffer.
+    """
+
+    def goal_distance(self) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class WindowMetrics(Protocol):
+    """An object (an env, an explorer) with statistics of its own for the training records.
+
+    ``window_metrics()`` returns ``{name: value}`` over the steps since its previous call
+    (and starts a new window): values are 0-d device tensors reduced on the device or
+    plain numbers. The trainer's metrics accumulator reads them in the same single
+    device-to-host transfer as its own record.
+    """
+
+    def window_metrics(self) -> dict[str, Any]: ...
+
+
 # ---------------------------------------------------------------------------
 # Runs, trainers, observers
 # ---------------------------------------------------------------------------
@@ -112,8 +186,13 @@ class RunContext(RunInfo, Protocol):
     checkpoints on its own.
     """
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Env:
-        """Build the configured env with ``num_envs`` copies."""
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Env:
+        """Build the configured env with ``num_envs`` copies.
+
+        ``training=True`` marks the trainer's training envs: when the config selects an
+        explorer (``explore.name``), it wraps them (archive starts, intrinsic reward).
+        Every other env (evaluation, rollouts) starts from the task's real start state.
+        """
         ...
 
     def record(self, metrics: Mapping[str, Any]) -> None:

@@ -63,9 +63,10 @@ def _config_options(f: Any) -> Any:
         click.option("--run-dir", help="run directory (run.run_dir)"),
         click.option("--tag", help="label appended to the run directory name (run.tag)"),
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
-                     help="TOML or JSON file with run/env/algo sections"),
+                     help="TOML or JSON file with run/env/algo/explore sections"),
         click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-                     help="override one value, e.g. --set algo.lr=3e-4 (repeatable)"),
+                     help="override one value, e.g. --set algo.lr=3e-4 (repeatable; "
+                          "sections run, env, algo, explore)"),
     ]
     for option in reversed(options):
         f = option(f)
@@ -241,18 +242,23 @@ def build_cli(host: Any) -> click.Group:
     def config_cmd(ctx: click.Context, config_file: str | None, overrides: tuple[str, ...],
                    fmt: str, explain: bool, **flags: Any) -> None:
         """Print the resolved configuration (a starting point for --config files)."""
-        from gbx.config import dumps_json, dumps_toml, field_docs
+        from gbx.config import ExploreConfig, dumps_json, dumps_toml, field_docs
 
         config = _build(_host(ctx), config_file, overrides, **flags)
         if explain:
-            classes = [(section, type(getattr(config, section)))
-                       for section in ("run", "env", "algo")]
+            sections: list[tuple[str, Any]] = [(s, type(getattr(config, s)))
+                                               for s in ("run", "env", "algo")]
+            sections.append(("explore", ExploreConfig))
+            if config.explore.settings is not None:
+                sections.append(("explore", type(config.explore.settings)))
             # Every installed observer's options, selected or not: this is where they are found.
-            classes += [(f"observer.{name}", spec.config_cls)
-                        for name, spec in sorted(_host(ctx).registry.observers.items())
-                        if spec.config_cls is not None]
-            for section, cls in classes:
+            sections += [(f"observer.{name}", spec.config_cls)
+                         for name, spec in sorted(_host(ctx).registry.observers.items())
+                         if spec.config_cls is not None]
+            for section, cls in sections:
                 for name, tp, default, help_text in field_docs(cls):
+                    if cls is ExploreConfig and name == "settings":
+                        continue  # the selected explorer's fields follow, flat
                     click.echo(f"{section}.{name} ({tp}, default {default!r}): {help_text}")
             return
         click.echo(dumps_json(config) if fmt == "json" else dumps_toml(config), nl=False)

@@ -7,6 +7,8 @@ A resolved :class:`Config` has four sections:
 * ``algo`` -- the config class the selected algorithm registered;
 * ``observer`` -- one sub-section ``observer.<name>`` per observer that registered a
   config class, for the selected observers and any other one the sources name.
+* ``explore`` -- :class:`ExploreConfig`: ``explore.name`` picks an explorer (``none``,
+  the default, is off) and the section's other keys are that explorer's fields.
 
 Sources are merged in this order, later ones winning: class defaults,
 ``--config FILE`` (TOML or JSON with the same sections), the dedicated CLI
@@ -38,7 +40,8 @@ from gbx.errors import ConfigError
 if TYPE_CHECKING:
     from gbx.registry import Registry
 
-SECTIONS = ("run", "env", "algo", "observer")
+SECTIONS = ("run", "env", "algo", "observer", "explore")
+EXPLORE_OFF = "none"
 _NAME_RE = r"^[a-z0-9][a-z0-9_.\-]*$"
 _DEVICE_RE = r"^(auto|cpu|cuda(:[0-9]+)?)$"
 _TAG_RE = r"^[A-Za-z0-9_.\-]*$"
@@ -172,14 +175,33 @@ class RunConfig:
 
 
 @attrs.frozen
+class ExploreConfig:
+    """The ``explore`` section: which explorer wraps the training envs, and its fields.
+
+    In files and ``--set`` the section is flat (``explore.name``, ``explore.bonus``...);
+    here ``settings`` is the selected explorer's config class (None when off).
+    """
+
+    name: str = option(EXPLORE_OFF, "exploration method (see `gbx plugins`); none = off",
+                       _matches(_NAME_RE))
+    settings: Any = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.name != EXPLORE_OFF
+
+
+@attrs.frozen
 class Config:
     """A resolved configuration: the run section, the env and algorithm sections and the
-    observers' sections (``observer[name]``, an instance of that observer's config class)."""
+    observers' sections (``observer[name]``, an instance of that observer's config class)
+    and the exploration section."""
 
     run: RunConfig
     env: Any
     algo: Any
     observer: Mapping[str, Any] = attrs.field(factory=dict)
+    explore: ExploreConfig = attrs.field(factory=ExploreConfig)
 
 
 # ---------------------------------------------------------------------------
@@ -280,10 +302,14 @@ def _one_line(problems: list[str]) -> str:
 
 def to_dict(config: Config) -> dict[str, Any]:
     """Plain, JSON-ready nested dict with the sections (``observer`` only when not empty)."""
-    out = {
+    explore: dict[str, Any] = {"name": config.explore.name}
+    if config.explore.settings is not None:
+        explore.update(converter.unstructure(config.explore.settings))
+    out: dict[str, Any] = {
         "run": converter.unstructure(config.run),
         "env": converter.unstructure(config.env),
         "algo": converter.unstructure(config.algo),
+        "explore": explore,
     }
     if config.observer:
         out["observer"] = {name: converter.unstructure(section)
@@ -319,6 +345,36 @@ def observer_sections(data: Any, selected: Iterable[str], registry: Registry,
     return out
 
 
+def explore_name(data: Any) -> Any:
+    """The ``name`` of an ``explore`` section of plain data (``none`` when absent)."""
+    if isinstance(data, Mapping):
+        return data.get("name", EXPLORE_OFF)
+    return EXPLORE_OFF
+
+
+def structure_explore(data: Any, registry: Registry) -> ExploreConfig:
+    """The ``explore`` section from plain data: ``name`` and the explorer's own fields."""
+    from gbx.resolve import require_explorer
+
+    if data is None:
+        return ExploreConfig()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"explore = {data!r}: expected a table with 'name' and the "
+                          "explorer's fields")
+    rest = {k: v for k, v in data.items() if k != "name"}
+    head = structure_section({"name": explore_name(data)}, ExploreConfig, "explore")
+    if not head.enabled:
+        if rest:
+            raise ConfigError(
+                f"invalid config: explore.{sorted(rest)[0]} is set but no explorer is "
+                f"selected; set explore.name (installed: "
+                f"{', '.join(sorted(registry.explorers)) or 'none'})")
+        return head
+    spec = require_explorer(registry, head.name)
+    return ExploreConfig(name=head.name,
+                         settings=structure_section(rest, spec.config_cls, "explore"))
+
+
 def from_dict(data: Mapping[str, Any], registry: Registry, *, observers: bool = True) -> Config:
     """Resolve a plain dict (e.g. a run's config.json) against the installed plugins.
 
@@ -346,11 +402,18 @@ def from_dict(data: Mapping[str, Any], registry: Registry, *, observers: bool = 
             sections[name] = structure_section(data.get(name), cls, name)
         except ConfigError as exc:
             problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
+    try:
+        sections["explore"] = structure_explore(data.get("explore"), registry)
+    except ConfigError as exc:
+        if not str(exc).startswith("invalid config"):
+            raise  # an explorer that is not installed: its own one-line error
+        problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
     observer = observer_sections(data.get("observer"), run.observers, registry, problems) \
         if observers else {}
     if problems:
         raise ConfigError(_one_line(problems))
-    return Config(run=run, env=sections["env"], algo=sections["algo"], observer=observer)
+    return Config(run=run, env=sections["env"], algo=sections["algo"], observer=observer,
+                  explore=sections["explore"])
 
 
 # Settings the run owns now; an algorithm section naming one (that its class does not
@@ -639,14 +702,21 @@ def build_config(
         if not isinstance(value, str):
             raise ConfigError(f"run.{key} = {value!r}: expected the name of an installed "
                               f"{'algorithm' if key == 'algo' else 'env'} (see `gbx plugins`)")
+    # explore.name decides which class the explore section's other keys belong to.
+    picks_explorer = [o for o in parsed if o.path == ("explore", "name")]
+    data = apply_overrides(data, picks_explorer, {"explore": ExploreConfig})
+    explorer = explore_name(data.get("explore"))
     classes = {
         "env": getattr(registry.envs.get(env_name) if isinstance(env_name, str) else None,
                        "config_cls", None),
         "algo": getattr(registry.algorithms.get(algo_name) if isinstance(algo_name, str)
                         else None, "config_cls", None),
         "observer": {name: spec.config_cls for name, spec in registry.observers.items()},
+        "explore": getattr(registry.explorers.get(explorer) if isinstance(explorer, str)
+                           else None, "config_cls", None),
     }
-    data = apply_overrides(data, [o for o in parsed if o.path[0] != "run"], classes)
+    rest = [o for o in parsed if o.path[0] != "run" and o.path != ("explore", "name")]
+    data = apply_overrides(data, rest, classes)
     if not data["run"].get("observers"):
         data["run"]["observers"] = list(default_observers(registry))
     return from_dict(data, registry)

@@ -334,6 +334,11 @@ def fuzz_config_values(rng: random.Random, workdir: Path) -> None:
     sections.update({f"observer.{name}": spec.config_cls
                      for name, spec in sorted(registry.observers.items()) if spec.config_cls})
     overrides = []
+    if registry.explorers and rng.random() < 0.3:
+        explorer = rng.choice(sorted(registry.explorers))
+        sections["explore"] = registry.explorers[explorer].config_cls
+        if rng.random() < 0.9:
+            overrides.append(f"explore.name={explorer}")
     for _ in range(rng.randrange(1, 4)):
         section = rng.choice(tuple(sections))
         fields = [f.name for f in attrs.fields(sections[section])]

@@ -244,12 +244,13 @@ _FIELDS = {
             "debug", "nope"],
     "env": ["grid", "height", "tau", "max_steps", "goal_bonus", "stack_k", "nope"],
     "algo": ["lr", "num_envs", "gamma", "rollout_steps", "model", "clip", "nope"],
+    "explore": ["name", "bonus", "capacity", "start_fraction", "nope"],
 }
 
 
 def _config_text(rng: random.Random, suffix: str) -> bytes:
     data: dict[str, Any] = {}
-    for section in rng.sample(sorted(_FIELDS), rng.randrange(4)):
+    for section in rng.sample(sorted(_FIELDS), rng.randrange(len(_FIELDS) + 1)):
         table: dict[str, Any] = {}
         for key in rng.sample(_FIELDS[section], rng.randrange(1, 4)):
             table[key] = _config_value(rng)

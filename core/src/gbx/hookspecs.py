@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # imports for annotations only: the contract loads nothing he
         AlgorithmRegistrar,
         BenchmarkRegistrar,
         EnvRegistrar,
+        ExplorerRegistrar,
         FuzzTargetRegistrar,
         ModelRegistrar,
         ObserverRegistrar,
@@ -59,6 +60,22 @@ def register_algorithms(register: AlgorithmRegistrar) -> None:
     and a :class:`gbx.api.RunContext`, it trains (``train``), evaluates
     (``evaluate``) and saves/restores its whole state (``state_dict`` /
     ``load_state_dict``) so a killed run resumes exactly.
+    """
+
+
+@hookspec
+def register_explorers(register: ExplorerRegistrar) -> None:
+    """Register named exploration methods (selected with ``explore.name``).
+
+    Call ``register(name, factory, config_cls, description=...)``. ``config_cls`` is a
+    frozen attrs class whose fields form the ``explore.*`` config section beside
+    ``explore.name``. ``factory(config, env, *, seed)`` gets the run's training env
+    batch, a :class:`gbx.api.SnapshotEnv` (the core refuses an env without that
+    capability with one line before calling it), and returns an env wrapping it: a
+    :class:`gbx.api.Env` and :class:`gbx.api.StatefulEnv` whose state holds the
+    explorer's own (so a resumed run continues exactly), usually also
+    :class:`gbx.api.WindowMetrics` for its statistics. It may restart finished episodes
+    from saved states and add an intrinsic reward; evaluation envs are never wrapped.
     """
 
 

@@ -33,6 +33,7 @@ from gbx.registry import (
     BenchmarkRegistrar,
     CommandSpec,
     EnvRegistrar,
+    ExplorerRegistrar,
     FuzzTargetRegistrar,
     ModelRegistrar,
     ObserverRegistrar,
@@ -56,6 +57,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
 _REGISTRARS: dict[str, Callable[[Registry, Provider], Any]] = {
     "register_envs": EnvRegistrar,
     "register_algorithms": AlgorithmRegistrar,
+    "register_explorers": ExplorerRegistrar,
     "register_models": ModelRegistrar,
     "register_observers": ObserverRegistrar,
     "register_artifact_writers": WriterRegistrar,

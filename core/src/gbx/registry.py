@@ -54,6 +54,15 @@ class AlgorithmSpec:
 
 
 @attrs.frozen
+class ExplorerSpec:
+    name: str
+    factory: Callable[..., Any]
+    config_cls: type
+    description: str
+    provider: Provider
+
+
+@attrs.frozen
 class ModelSpec:
     name: str
     builder: Callable[..., Any]
@@ -111,6 +120,7 @@ class Registry:
 
     envs: dict[str, EnvSpec] = attrs.field(factory=dict)
     algorithms: dict[str, AlgorithmSpec] = attrs.field(factory=dict)
+    explorers: dict[str, ExplorerSpec] = attrs.field(factory=dict)
     models: dict[str, ModelSpec] = attrs.field(factory=dict)
     observers: dict[str, ObserverSpec] = attrs.field(factory=dict)
     writers: list[WriterSpec] = attrs.field(factory=list)
@@ -159,6 +169,7 @@ class Registry:
         return {
             "algorithms": _names_of(self.algorithms, plugin),
             "envs": _names_of(self.envs, plugin),
+            "explorers": _names_of(self.explorers, plugin),
             "observers": _names_of(self.observers, plugin),
             "writers": sorted({w.kind for w in self.writers if w.provider.plugin == plugin}),
             "models": _names_of(self.models, plugin),
@@ -168,7 +179,7 @@ class Registry:
         }
 
 
-_TABLES = {"env": "envs", "algorithm": "algorithms", "model": "models",
+_TABLES = {"env": "envs", "algorithm": "algorithms", "explorer": "explorers", "model": "models",
            "observer": "observers", "benchmark": "benchmarks", "fuzz target": "fuzz_targets"}
 
 
@@ -241,6 +252,25 @@ class AlgorithmRegistrar(_Registrar):
         self.registry.algorithms[name] = AlgorithmSpec(
             name, trainer_cls, config_cls, description, self.provider
         )
+
+
+class ExplorerRegistrar(_Registrar):
+    """``register(name, factory, config_cls, description=...)`` for one plugin."""
+
+    def __call__(
+        self, name: str, factory: Callable[..., Any], config_cls: type, *, description: str = ""
+    ) -> None:
+        name = _check_name("explorer", name, self.provider)
+        if name == "none":
+            raise PluginError(f"{self.provider} registered explorer 'none': that name "
+                              "means no explorer; choose another")
+        _check_unique("explorer", self.registry.explorers, name, self.provider)
+        config_cls = _check_config_cls("explorer", name, config_cls, self.provider)
+        if "name" in attrs.fields_dict(config_cls):
+            raise PluginError(f"{self.provider} registered explorer {name!r} with a config "
+                              "field 'name'; explore.name selects the explorer, rename it")
+        self.registry.explorers[name] = ExplorerSpec(
+            name, factory, config_cls, description, self.provider)
 
 
 class ModelRegistrar(_Registrar):

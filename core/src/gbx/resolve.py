@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import torch
 
 from gbx.errors import DeviceError, PluginNotInstalledError
-from gbx.registry import AlgorithmSpec, EnvSpec, ObserverSpec, Registry
+from gbx.registry import AlgorithmSpec, EnvSpec, ExplorerSpec, ObserverSpec, Registry
 
 
 def not_installed(registry: Registry, kind: str, name: str) -> PluginNotInstalledError:
@@ -40,6 +40,12 @@ def require_algorithm(registry: Registry, name: str) -> AlgorithmSpec:
     if name not in registry.algorithms:
         raise registry.clash("algorithm", name) or not_installed(registry, "algorithm", name)
     return registry.algorithms[name]
+
+
+def require_explorer(registry: Registry, name: str) -> ExplorerSpec:
+    if name not in registry.explorers:
+        raise registry.clash("explorer", name) or not_installed(registry, "explorer", name)
+    return registry.explorers[name]
 
 
 def require_observer(registry: Registry, name: str) -> ObserverSpec:

@@ -28,6 +28,7 @@ import torch
 
 from gbx import __version__, seeds
 from gbx import distributed as gdist
+from gbx.api import SnapshotEnv
 from gbx.artifacts import latest_checkpoint, remove_partial_checkpoints
 from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
 from gbx.config import Config, RunConfig, to_dict, write_atomic
@@ -36,7 +37,13 @@ from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
 from gbx.records import Stamper
 from gbx.registry import ObserverSpec, Registry
-from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
+from gbx.resolve import (
+    require_algorithm,
+    require_env,
+    require_explorer,
+    require_observer,
+    resolve_device,
+)
 from gbx.saved import SavedCheckpoint, load_trainer, newest_checkpoint
 from gbx.schedule import Schedule, run_final_checkpoint
 
@@ -151,6 +158,7 @@ class Run:
         self.schedule = Schedule.of(config.run, start_step=self.last_step)
         self._stop_reason: str | None = None
         self.stop_signal: int | None = None  # the signal that stopped the run, if one did
+        self.explored = False  # whether the configured explorer wrapped a training env
         self._started = False
         # The common fields of every record (seq, wall time, sps, ...): computed here only.
         self.stamper = Stamper(run_id, start_step=self.last_step)
@@ -158,13 +166,31 @@ class Run:
 
     # -- RunContext ----------------------------------------------------------
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
         spec = require_env(self.host.registry, self.config.run.env)
         env = spec.factory(self.config.env, num_envs, self.device, self.seed + seed_offset)
+        if training and self.config.explore.enabled:
+            env = self._explore(env)
+        if self.config.run.debug:
+            env = CheckedEnv(env)  # checks what the trainer sees, the explorer's output
         meta = getattr(env, "meta", None)
-        if callable(meta) and not self.env_meta:
+        if callable(meta) and (not self.env_meta or training):
             self.env_meta = dict(meta())
-        return CheckedEnv(env) if self.config.run.debug else env
+        return env
+
+    def _explore(self, env: Any) -> Any:
+        """Wrap training envs in the configured explorer (``explore.name``)."""
+        explore = self.config.explore
+        spec = require_explorer(self.host.registry, explore.name)
+        if not isinstance(env, SnapshotEnv):
+            env.close()
+            raise GbxError(
+                f"explorer {explore.name!r} needs an env with the gbx.api.SnapshotEnv "
+                f"capability (snapshot and restore selected envs on the device); env "
+                f"{self.config.run.env!r} lacks it: choose another env or set explore.name=none")
+        self.explored = True
+        return spec.factory(explore.settings, env,
+                            seed=seeds.derive(self.seed, seeds.Stream.EXPLORE))
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         if self.dist.enabled:  # every rank ends up with the same global record
@@ -563,6 +589,10 @@ def _execute(
             # Run metadata goes out with the first record, checkpoint or failure, once
             # the trainer has built its env, so the env's facts are part of it.
             trainer.train()
+            if run.config.explore.enabled and not run.explored:
+                _warn(f"gbx: warning: explore.name={run.config.explore.name} had no effect: "
+                      f"{run.config.run.algo} built no training envs with "
+                      "make_env(training=True)")
             run_final_checkpoint(run, trainer, run.last_step, run.last_checkpoint_step)
             if run.stop_reason != "signal":
                 final_evaluation(run, trainer)

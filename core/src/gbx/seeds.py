@@ -44,6 +44,7 @@ class Stream(enum.IntEnum):
     EVAL_ENV = 1  # the evaluation envs (every evaluation replays the same episodes)
     TRAIN_RNG = 2  # model initialisation, global RNGs and the trainer's action sampling
     EVAL_RNG = 3  # evaluation's action sampling and its random-policy baseline
+    EXPLORE = 4  # the explorer's choices (which finished episodes restart from which state)
 
 
 # A prime width per stream: room for up to about a million env copies per stream.

@@ -129,6 +129,7 @@ class InMemoryRunContext:
     wrapper around it, or a test env); ``env_seeds`` lists the seed of every env built.
     ``trainer`` is None until :meth:`run` binds one or a test sets it (observers that
     roll out the policy read ``run.trainer.act``, as in a real run).
+    ``wrap_training(env)`` wraps the training envs as a configured explorer would.
     """
 
     def __init__(
@@ -143,6 +144,7 @@ class InMemoryRunContext:
         run_dir: Path | None = None,
         run_id: str = "test",
         stop_after_records: int | None = None,
+        wrap_training: Callable[[Any], Any] | None = None,
         eval_every: int = 0,
         checkpoint_every: int = 0,
         eval_episodes: int = 8,
@@ -150,6 +152,8 @@ class InMemoryRunContext:
         from gbx.schedule import Schedule
 
         self.run_id = run_id
+        # What the run loop's explorer does: wrap the training envs (make_env(training=True)).
+        self.wrap_training = wrap_training
         self.run_dir = run_dir or Path(".")
         self.device = torch.device(device)
         self.seed = seed
@@ -181,12 +185,16 @@ class InMemoryRunContext:
             run_final_checkpoint(self, trainer, self.last_step, last)
         return trainer
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
         seed = self.seed + seed_offset
         self.env_seeds.append(seed)
         if self.env_factory is not None:
-            return self.env_factory(num_envs, seed)
-        return make_toy_env(self.env_config, num_envs, self.device, seed)
+            env = self.env_factory(num_envs, seed)
+        else:
+            env = make_toy_env(self.env_config, num_envs, self.device, seed)
+        if training and self.wrap_training is not None:
+            env = self.wrap_training(env)
+        return env
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         self.records.append(dict(metrics))

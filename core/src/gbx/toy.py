@@ -202,6 +202,16 @@ class ToyEnv:
             setattr(self, key, value.to(device=current.device, dtype=current.dtype).clone())
         self._gen.set_state(state["generator"])
 
+    # -- gbx.api.SnapshotEnv and GoalDistanceEnv ------------------------------------
+
+    def snapshot_slots(self, capacity: int) -> ToySnapshots:
+        """``capacity`` slots of env states (position and frame stack) on the device."""
+        return ToySnapshots(self, capacity)
+
+    def goal_distance(self) -> torch.Tensor:
+        """Each env's pixel distance to the goal template (of its new start after a reset)."""
+        return self._dist
+
     def meta(self) -> dict[str, Any]:
         """Facts about the env for the run metadata."""
         return {
@@ -210,6 +220,47 @@ class ToyEnv:
             "frames_per_step": 1,
             "goal_cell": [self.config.grid - 1, self.config.grid - 1],
         }
+
+
+class ToySnapshots:
+    """Saved toy env states (:class:`gbx.api.EnvSnapshots`): the player's cell and the frame
+    stack of each slot. A restored env starts a new episode there: step and goal counters
+    at 0, distance recomputed from the restored cell."""
+
+    def __init__(self, env: ToyEnv, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"snapshot capacity must be >= 1, got {capacity}")
+        self.env = env
+        self.capacity = capacity
+        dev = env.device
+        # One spare row past the end absorbs the envs that are not saved, so a save is one
+        # index_copy_ over the batch, whatever the number of envs saved.
+        self._pos = torch.zeros(capacity + 1, 2, dtype=torch.int64, device=dev)
+        self._frames = torch.zeros(capacity + 1, *env.obs_shape, dtype=torch.uint8, device=dev)
+        self.pos, self.frames = self._pos[:capacity], self._frames[:capacity]
+
+    def save(self, slots: torch.Tensor) -> None:
+        env = self.env
+        rows = torch.where(slots >= 0, slots, self.capacity)
+        self._pos.index_copy_(0, rows, env._pos)
+        self._frames.index_copy_(0, rows, env._frames)
+
+    def restore(self, slots: torch.Tensor) -> torch.Tensor:
+        env = self.env
+        take = slots >= 0
+        idx = slots.clamp_min(0)
+        env._pos = torch.where(take.view(-1, 1), self.pos[idx], env._pos)
+        env._frames = torch.where(take.view(-1, 1, 1, 1), self.frames[idx], env._frames)
+        env._t = env._t.masked_fill(take, 0)
+        env._consec = env._consec.masked_fill(take, 0)
+        env._dist = torch.where(take, env._distance(env._cells(env._pos)), env._dist)
+        return env._frames.clone()
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"pos": self.pos, "frames": self.frames}
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self._pos, self._frames))
 
 
 def make_toy_env(

@@ -12,7 +12,8 @@ Record keys produced by :meth:`MetricsAccumulator.summary` follow the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -141,6 +142,9 @@ class MetricsAccumulator:
         self._no_success = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
         self._ones = torch.ones(num_envs, dtype=torch.float64, device=self.device)
         self._extra_slots: dict[str, int] = {}
+        # Callables returning {name: 0-d device tensor or number} (gbx.api.WindowMetrics):
+        # read in the record's single transfer.
+        self._sources: list[Callable[[], Mapping[str, Any]]] = []
         self._dist_cursor = 0  # host-side ring position: known from shapes, no sync
         self._dist_count = 0
         self._window_steps = 0
@@ -226,6 +230,11 @@ class MetricsAccumulator:
                 self._sums[slot] += float(value)
             self._sums[slot + 1] += 1.0
 
+    def add_source(self, source: Callable[[], Mapping[str, Any]]) -> None:
+        """Add ``source()``'s values to every record (``window_metrics`` of a
+        :class:`gbx.api.WindowMetrics`): its tensors come back in the same transfer."""
+        self._sources.append(source)
+
     def _add_dist(self, dist: torch.Tensor) -> None:
         flat = dist.reshape(-1).to(torch.float32)
         n = flat.numel()
@@ -251,8 +260,21 @@ class MetricsAccumulator:
         has_dist = self._dist_count > 0
         if has_dist:
             parts.append(percentiles(self._dist[: self._dist_count]).to(torch.float64))
+        extra: dict[str, float] = {}
+        names: list[str] = []
+        for source in self._sources:
+            for name, value in source().items():
+                if isinstance(value, torch.Tensor):
+                    names.append(name)
+                    parts.append(value.detach().reshape(1).to(torch.float64))
+                else:
+                    extra[name] = value
         host = torch.cat(parts).tolist()  # the single device-to-host transfer
+        if names:
+            extra.update(zip(names, host[len(host) - len(names):], strict=True))
+            host = host[: len(host) - len(names)]
         record = self._record_from(host, has_dist)
+        record.update(extra)
         self.reset_window()
         return record
 

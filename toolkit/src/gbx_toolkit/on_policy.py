@@ -17,7 +17,7 @@ import attrs
 import torch
 from torch import nn
 
-from gbx.api import Env, RunContext
+from gbx.api import Env, RunContext, WindowMetrics
 from gbx.memory import check_memory
 from gbx.seeds import Stream, derive
 from gbx_toolkit.evaluation import eval_generator, eval_seed, evaluate_policy, make_eval_env
@@ -145,7 +145,7 @@ class OnPolicyTrainer:
 
     def _setup_env(self, num_envs: int) -> tuple[Env, tuple[int, ...], nn.Module]:
         """Make the training envs and the model that fits them."""
-        env = self.ctx.make_env(num_envs)
+        env = self.ctx.make_env(num_envs, training=True)
         self.env = env
         obs_shape = tuple(int(d) for d in env.obs_shape)
         return env, obs_shape, self._setup_model(obs_shape, env.num_actions)
@@ -159,6 +159,8 @@ class OnPolicyTrainer:
         """Adopt ``storage``, reset the envs and apply a pending resumed env state."""
         self.storage = storage
         self.metrics = MetricsAccumulator(storage.num_envs, env.num_actions, self.device)
+        if isinstance(env, WindowMetrics):  # e.g. an explorer's archive statistics
+            self.metrics.add_source(env.window_metrics)
         self.obs = env.reset()
         if self._pending_env_state is not None:
             self._restore_env(self._pending_env_state)

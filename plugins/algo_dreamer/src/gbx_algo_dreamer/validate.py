@@ -34,7 +34,7 @@ class LocalContext:
         self.checkpoints = 0
         self.stop_reason: str | None = None
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
         return self.env_factory(num_envs, self.seed + seed_offset)
 
     def record(self, metrics: Mapping[str, Any]) -> None:

@@ -231,8 +231,9 @@ def profile_run(host: Any, algo: str, env: str, num_envs: int, device: str, step
         found: dict[str, str] = {}
         make_env = run.make_env
 
-        def instrumented_make_env(n: int, *, seed_offset: int = 0) -> Any:
-            e = make_env(n, seed_offset=seed_offset)
+        def instrumented_make_env(n: int, *, seed_offset: int = 0,
+                                  training: bool = False) -> Any:
+            e = make_env(n, seed_offset=seed_offset, training=training)
             found.update(instrument_env(e, timer))
             envs.append(e)
             return e

@@ -385,6 +385,15 @@ class GameBoyEnv:
                 dst.copy_(src.to(dst.device))
         self.restorer.set_generator_state(state["restore_rng"])
 
+    # ------------------------------------------------------------------ SnapshotEnv
+    def snapshot_slots(self, capacity: int) -> Any:
+        """``capacity`` device slots of full env states (:class:`gbx.api.SnapshotEnv`):
+        every emulator array and the frame stack; a restore starts a new episode
+        (step counter 0). See :mod:`gbx_gameboy.env_snapshots`."""
+        from gbx_gameboy.env_snapshots import GameBoySnapshots
+
+        return GameBoySnapshots(self, capacity)
+
     # ------------------------------------------------------------------ internals
     def _require_warp(self, what: str) -> None:
         if not self._warp:

@@ -166,6 +166,11 @@ class GoalEnv(GameBoyEnv):
             info["dist_p10"], info["dist_p50"], info["dist_p90"] = q[0], q[1], q[2]
         return obs, reward, done, trunc, info
 
+    def goal_distance(self) -> torch.Tensor:
+        """Each env's distance to the goal of its current frame (:class:`gbx.api.GoalDistanceEnv`;
+        for an env that was just reset, of its new first frame)."""
+        return self._prev
+
     # ------------------------------------------------------------------ StatefulEnv
     _GOAL_FIELDS = ("_dist", "_prev", "_consec")
 

@@ -17,7 +17,9 @@ take the place of envs). :class:`MaskedRestore` copies bank entry ``which[e]`` i
   Python loop over envs; ``which`` is computed on the device from the mask.
 
 All arrays are restored as raw bytes (``tensor.view(torch.uint8)``), so one
-kernel serves every dtype.
+kernel serves every dtype. Saving envs into a bank is the same copy the other way round:
+a :class:`MaskedRestore` whose "batch" is the bank and whose "bank" is the batch
+(``SnapshotBank.empty`` makes the zeroed bank; ``gbx_gameboy.env_snapshots``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gbx_gameboy.layout import TILE, TILE_SHIFT
+from gbx_gameboy.layout import TILE, TILE_SHIFT, tiles_for
 from gbx_gameboy.tiles import env_rows, tile_envs
 from gbx_gameboy.warp_setup import wp
 
@@ -114,6 +116,22 @@ class SnapshotBank:
             stacked = torch.stack([s[name] for s in states]).to(device)
             arrays[name] = stacked.contiguous() if name in ENV_FIRST else tile_envs(stacked)
         return cls(arrays, len(states))
+
+    @classmethod
+    def empty(cls, like: Mapping[str, torch.Tensor], size: int) -> SnapshotBank:
+        """A zeroed bank of ``size`` entries with the arrays, dtypes and layout of the
+        batch state ``like`` (slots to save envs into)."""
+        if size < 1:
+            raise ValueError(f"a snapshot bank needs at least one entry, got {size}")
+        arrays = {}
+        for name, t in like.items():
+            shape = (size, *t.shape[1:]) if name in ENV_FIRST else \
+                (tiles_for(size), int(t.shape[1]), TILE)
+            arrays[name] = torch.zeros(shape, dtype=t.dtype, device=t.device)
+        return cls(arrays, size)
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.arrays.values())
 
     def state(self, index: int) -> EnvState:
         if not 0 <= index < self.size:

@@ -1,0 +1,43 @@
+"""The ``explore`` section of the ``archive`` explorer (beside ``explore.name``)."""
+
+from __future__ import annotations
+
+import attrs
+
+from gbx.config import in_range, option
+
+_v = attrs.validators
+
+MAX_CAPACITY = 1 << 20
+
+
+@attrs.frozen
+class ArchiveConfig:
+    """Fields of ``explore.*`` when ``explore.name = "archive"``."""
+
+    capacity: int = option(
+        4096, "cells the archive holds (each with one saved env state); fixed device memory",
+        in_range(1, MAX_CAPACITY))
+    start_fraction: float = option(
+        0.5, "fraction of finished episodes that restart from an archived cell (the rest "
+        "from the task's real start state)", in_range(0.0, 1.0))
+    bonus: float = option(
+        0.01, "novelty bonus coefficient: intrinsic reward bonus / sqrt(visits of the cell); "
+        "0 = off", in_range(0.0))
+    cell_rows: int = option(9, "cell grid rows: the frame is cut into rows x cols blocks",
+                            in_range(1, 256))
+    cell_cols: int = option(10, "cell grid columns", in_range(1, 256))
+    levels: int = option(8, "levels each block's mean shade is rounded to", in_range(2, 16))
+    weight_visits: float = option(
+        1.0, "selection weight of rarely visited cells: w / sqrt(1 + visits)", in_range(0.0))
+    weight_recent: float = option(
+        0.5, "selection weight of recently discovered cells: w * 0.5**(age / halflife)",
+        in_range(0.0))
+    recent_halflife: float = option(
+        200.0, "age (explorer steps) at which the recency weight halves",
+        in_range(0.0, lo_open=True))
+    weight_goal: float = option(
+        0.5, "selection weight of cells closest to the goal (envs with a goal distance): "
+        "w * exp(-(dist - min dist) / goal_scale)", in_range(0.0))
+    goal_scale: float = option(
+        0.02, "goal distance over which the goal weight falls by e", in_range(0.0, lo_open=True))

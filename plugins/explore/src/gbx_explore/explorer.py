@@ -1,0 +1,182 @@
+"""The ``archive`` explorer: an env wrapper around a run's training envs.
+
+Each step, after the wrapped env stepped (all on the device, no host reads):
+
+1. the cell of every env's newest frame (``info["final_obs"]``, the frame the step
+   reached, also for envs that finished) is hashed (:mod:`gbx_explore.cells`);
+2. envs that did not finish insert new cells, or improve known ones, in the archive and
+   save their full state into the cell's slot (:mod:`gbx_explore.archive`);
+3. every env's cell gains a visit; the intrinsic reward ``bonus / sqrt(visits)`` is added
+   to the extrinsic reward the trainer sees;
+4. of the envs that finished, a ``start_fraction`` restart from archived cells drawn by
+   the selection weight; the rest keep the real start state the env reset them to.
+
+Each env carries its step count from the real start state (an env restarted from a
+cell inherits the cell's ``best``), which ranks the saved states of a cell. The
+trainer's records get the explorer's statistics through
+:class:`gbx.api.WindowMetrics`; its state (archive tables, saved env states, step
+counts, random stream) is part of :meth:`env_state_dict`, so a resumed run continues
+exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import torch
+
+from gbx.api import EnvSnapshots, GoalDistanceEnv, SnapshotEnv
+from gbx_explore.archive import Archive, Weighting
+from gbx_explore.cells import CellHasher
+from gbx_explore.config import ArchiveConfig
+
+_EXTRINSIC, _INTRINSIC, _STARTS, _RESETS = range(4)
+
+
+class ArchiveExplorer:
+    """A :class:`gbx.api.Env` wrapping a :class:`gbx.api.SnapshotEnv` batch."""
+
+    def __init__(self, config: ArchiveConfig, env: SnapshotEnv, *, seed: int) -> None:
+        self.config = config
+        self.env: Any = cast(Any, env)  # a gbx.api.Env that is also a SnapshotEnv
+        self.num_envs = n = int(self.env.num_envs)
+        self.num_actions = int(self.env.num_actions)
+        self.obs_shape = tuple(int(d) for d in self.env.obs_shape)
+        self.device = dev = torch.device(self.env.device)
+        h, w = self.obs_shape[-2:]
+        self.hasher = CellHasher((h, w), config.cell_rows, config.cell_cols, config.levels,
+                                 n, dev)
+        self.archive = Archive(config.capacity, n, dev, Weighting(
+            visits=config.weight_visits, recent=config.weight_recent,
+            halflife=config.recent_halflife, goal=config.weight_goal,
+            goal_scale=config.goal_scale))
+        self.slots: EnvSnapshots = env.snapshot_slots(config.capacity)
+        self.use_goal = isinstance(env, GoalDistanceEnv)
+        self.generator = torch.Generator(device=dev)
+        self.generator.manual_seed(int(seed))
+        self.t = 0  # explorer steps (batch steps), counted on the host
+        self.steps = torch.zeros(n, dtype=torch.int64, device=dev)  # from the real start
+        self._all = torch.ones(n, dtype=torch.bool, device=dev)
+        self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._sums = torch.zeros(4, dtype=torch.float64, device=dev)
+        self._window_steps = 0
+
+    # -- Env API -----------------------------------------------------------------------
+
+    def reset(self) -> torch.Tensor:
+        obs = self.env.reset()
+        self.steps.zero_()
+        self._observe(obs, self._all)
+        return obs
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        obs, reward, done, trunc, info = self.env.step(actions)
+        reset = info["reset_mask"]
+        final = info.get("final_obs")
+        reached = final if isinstance(final, torch.Tensor) else obs
+        self.steps += 1
+        counts = self._observe(reached, ~reset)
+        torch.rsqrt(counts.to(torch.float32), out=self._bonus)
+        self._bonus.mul_(self.config.bonus)
+        pick, slot = self.archive.choose(reset, self.config.start_fraction, self.generator,
+                                         self.t, self.use_goal)
+        obs = self.slots.restore(torch.where(pick, slot, -1))
+        start_steps = torch.where(pick, self.archive.best[slot], 0)
+        torch.where(reset, start_steps, self.steps, out=self.steps)
+        torch.add(reward, self._bonus, out=self._reward)
+        self._sums += torch.stack([reward.sum(), self._bonus.sum(), pick.sum(), reset.sum()])
+        self._window_steps += self.num_envs
+        self.t += 1
+        info["reward_extrinsic"] = reward
+        info["reward_intrinsic"] = self._bonus
+        info["archive_start"] = pick
+        return obs, self._reward, done, trunc, info
+
+    def _observe(self, obs: torch.Tensor, can_save: torch.Tensor) -> torch.Tensor:
+        """Archive the cells of ``obs`` (inserts and improvements of the envs in
+        ``can_save``, whose state is the one ``obs`` shows); return the visit counts."""
+        cells = self.hasher(obs[:, -1])
+        goal = self.env.goal_distance() if isinstance(self.env, GoalDistanceEnv) else None
+        self.slots.save(self.archive.update(cells, can_save, self.steps, goal, self.t))
+        return self.archive.visit(cells)
+
+    def close(self) -> None:
+        self.env.close()
+
+    # -- records and metadata -----------------------------------------------------------
+
+    def nbytes(self) -> int:
+        """Device bytes of the archive tables, the saved env states and the buffers."""
+        own = (self.steps, self._reward, self._bonus, self._sums, self._all)
+        hasher = (self.hasher._sums, self.hasher._levels, self.hasher._mult,
+                  self.hasher._forms, self.hasher._ints, self.hasher.out)
+        return (self.archive.nbytes() + self.slots.nbytes()
+                + sum(t.numel() * t.element_size() for t in (*own, *hasher)))
+
+    def window_metrics(self) -> dict[str, Any]:
+        """The explorer's record fields over the steps since the previous call
+        (:class:`gbx.api.WindowMetrics`): device tensors, read with the record."""
+        steps = max(self._window_steps, 1)
+        sums = self._sums.clone()
+        self._sums.zero_()
+        self._window_steps = 0
+        return {
+            "explore_archive_size": self.archive.size(),
+            "explore_cells_discovered": self.archive.discovered.clone(),
+            "explore_archive_start_frac": sums[_STARTS] / sums[_RESETS].clamp_min(1.0),
+            "explore_reward_extrinsic_mean": sums[_EXTRINSIC] / steps,
+            "explore_reward_intrinsic_mean": sums[_INTRINSIC] / steps,
+            "explore_bytes": self.nbytes(),
+        }
+
+    def meta(self) -> dict[str, Any]:
+        inner = getattr(self.env, "meta", None)
+        out = dict(inner()) if callable(inner) else {}
+        out["explore"] = {"explorer": "archive", "capacity": self.config.capacity,
+                          "bytes": self.nbytes(), "goal_weighting": self.use_goal}
+        return out
+
+    # -- gbx.api.StatefulEnv ---------------------------------------------------------
+
+    def env_state_dict(self) -> dict[str, Any]:
+        """The wrapped env's state plus the explorer's: archive tables, saved env states,
+        step counts from the real start, the random stream and the step clock."""
+        return {
+            "env": self.env.env_state_dict(),
+            "explore": {
+                "archive": self.archive.state_dict(),
+                "slots": {k: t.clone() for k, t in self.slots.tensors().items()},
+                "steps": self.steps.clone(),
+                "generator": self.generator.get_state(),
+                "t": self.t,
+            },
+        }
+
+    def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
+        mine = state.get("explore")
+        if not isinstance(mine, Mapping):
+            raise ValueError("the saved env state has no explorer state: it was saved "
+                             "without explore.name=archive; resume with the same config")
+        slots = self.slots.tensors()
+        saved = mine["slots"]
+        for key, dst in slots.items():
+            src = saved.get(key)
+            if not isinstance(src, torch.Tensor) or src.shape != dst.shape:
+                raise ValueError(f"saved env states {key!r} do not fit {list(dst.shape)}: "
+                                 "resume with the same env config and explore.capacity")
+        self.env.load_env_state_dict(state["env"])
+        self.archive.load_state_dict(mine["archive"])
+        for key, dst in slots.items():
+            dst.copy_(saved[key].to(dst.device))
+        self.steps.copy_(mine["steps"].to(self.device))
+        self.generator.set_state(mine["generator"])
+        self.t = int(mine["t"])
+
+
+def make_archive_explorer(config: ArchiveConfig, env: SnapshotEnv, *, seed: int
+                          ) -> ArchiveExplorer:
+    return ArchiveExplorer(config, env, seed=seed)
