@@ -48,6 +48,26 @@ Mix:
 """
 
 
+class EnvCounts(click.ParamType):
+    """A comma-separated list of batch sizes (``64`` or ``1,64,1024``), each >= 1."""
+
+    name = "N[,N...]"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> list[int]:
+        if isinstance(value, list):
+            return value
+        text = str(value)
+        try:
+            sizes = [int(s) for s in text.split(",") if s.strip()]
+        except ValueError:
+            self.fail(f"expected comma-separated integers such as 1,64,1024, got {text!r}",
+                      param, ctx)
+        if not sizes or min(sizes) < 1:
+            self.fail(f"expected batch sizes >= 1 such as 1,64,1024, got {text!r}", param, ctx)
+        return sizes
+
+
 def busy_rom() -> bytes:
     """The busy micro-ROM, assembled with the project's assembler."""
     from gbx_gameboy.asm import assemble
@@ -151,7 +171,8 @@ def measure(
 
 @click.command()
 @click.option("--rom", default=None, help="ROM path (default: the built-in busy micro-ROM)")
-@click.option("--envs", type=int, default=64, show_default=True)
+@click.option("--envs", type=EnvCounts(), default="64", show_default=True,
+              help="batch sizes, comma separated (1,64,1024): one record per size")
 @click.option("--frames", type=int, default=240, show_default=True,
               help="measured frames per env (after warm-up), in steps of 24")
 @click.option("--device", default="cpu", show_default=True)
@@ -161,10 +182,13 @@ def measure(
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=WARMUP_STEPS, show_default=True,
               help="untimed 24-frame steps after boot (random buttons diverge the envs)")
 def emulator_bench(
-    rom: str | None, envs: int, frames: int, device: str, game: bool | None, cold: bool,
+    rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
     warmup_steps: int,
 ) -> None:
-    """Emulated frames/s and instructions/s; prints one JSON record."""
+    """Emulated frames/s and instructions/s; prints one JSON record per batch size.
+
+    Each size gets its own batch and its own warm-up; the kernel is compiled (or loaded
+    from the cache) once, by the first."""
     from gbx_gameboy.cartridge import RomError, parse_cartridge
 
     if rom is not None:
@@ -175,6 +199,7 @@ def emulator_bench(
         except RomError as exc:
             raise click.BadParameter(str(exc), param_hint="--rom") from exc
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
-    record = measure(image, envs, frames, device, game if game is not None else rom is not None,
-                     cold=cold, warmup_steps=warmup_steps)
-    click.echo(json.dumps(record))
+    for i, n in enumerate(envs):
+        record = measure(image, n, frames, device, game if game is not None else rom is not None,
+                         cold=cold and i == 0, warmup_steps=warmup_steps)
+        click.echo(json.dumps(record))

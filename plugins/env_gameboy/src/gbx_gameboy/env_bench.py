@@ -17,6 +17,7 @@ from typing import Any
 import click
 import torch
 
+from gbx_gameboy.bench import EnvCounts
 from gbx_gameboy.env import DEFAULT_ROM, GameBoyConfig, GameBoyEnv
 
 
@@ -124,8 +125,8 @@ _TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_
 @click.command("env")
 @click.option("--rom", default=str(DEFAULT_ROM), show_default=True, help="ROM to run")
 @click.option("--state", default="", help="start savestate (gbx or PyBoy)")
-@click.option("--num-envs", "--envs", "num_envs", default="64", show_default=True,
-              help="comma-separated batch sizes, e.g. 64,1024")
+@click.option("--num-envs", "--envs", "num_envs", type=EnvCounts(), default="64",
+              show_default=True, help="comma-separated batch sizes, e.g. 64,1024")
 @click.option("--backend", "backends", default=None,
               help="compare backends on --task instead, e.g. gameboy,pyboy: the same as "
                    "`gbx bench backends` (provided by gbx-env-pyboy)")
@@ -141,7 +142,7 @@ _TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_
               help="fail if memory grows by more than this many MiB after warm-up")
 @click.pass_context
 def env_bench(
-    ctx: click.Context, rom: str, state: str, num_envs: str, backends: str | None,
+    ctx: click.Context, rom: str, state: str, num_envs: list[int], backends: str | None,
     task: str | None, device: str, steps: int, warmup: int, frames_per_step: int,
     obs_size: str, stack_k: int, max_mem_delta: float | None,
 ) -> None:
@@ -156,17 +157,13 @@ def env_bench(
         raise click.UsageError("--task needs --backend (e.g. --backend gameboy,pyboy)")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        sizes = [int(s) for s in num_envs.split(",") if s.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {num_envs!r}") from None
     cfg = GameBoyConfig(
         rom=rom, state=state, frames_per_step=frames_per_step,
         release_after_frames=min(8, frames_per_step), obs_size=obs_size, stack_k=stack_k,
         max_steps=10**9,
     )
     failed = []
-    for n in sizes:
+    for n in num_envs:
         rec = measure(cfg, n, device, steps, warmup)
         click.echo(json.dumps(rec))
         if max_mem_delta is not None and rec["mem_delta_bytes"] > max_mem_delta * 2**20:
@@ -177,7 +174,7 @@ def env_bench(
 
 
 def _forward_to_backends(
-    ctx: click.Context, backends: str, task: str | None, num_envs: str, device: str,
+    ctx: click.Context, backends: str, task: str | None, num_envs: list[int], device: str,
     steps: int, warmup: int,
 ) -> None:
     """Run `gbx bench backends` with this command's common options."""
@@ -200,6 +197,7 @@ def _forward_to_backends(
             "backend provides: pip install -e plugins/env_pyboy"
         )
     ctx.invoke(
-        other, envs=None, task=task or "gbx-quest-1", backends=backends, num_envs=num_envs,
+        other, envs=None, task=task or "gbx-quest-1", backends=backends,
+        num_envs=",".join(str(n) for n in num_envs),
         device=device, steps=steps, warmup=warmup, overrides=(),
     )
