@@ -87,7 +87,7 @@ def _versions() -> dict[str, str]:
 
 def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
-    cold: bool = False, warmup_steps: int = WARMUP_STEPS,
+    cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate).
 
@@ -104,7 +104,7 @@ def measure(
         wp.config.kernel_cache_dir = tempfile.mkdtemp(prefix="gbx-warp-cache-")
     from gbx_gameboy.machine import GameBoyBatch
 
-    batch = GameBoyBatch(rom, envs, device)
+    batch = GameBoyBatch(rom, envs, device, threads=threads)
     compile_s = batch.compile()
     tdev = "cuda" if batch.device.startswith("cuda") else "cpu"
     n_steps = max(1, frames // STEP_FRAMES)
@@ -155,6 +155,10 @@ def measure(
         "frames_per_env": n_steps * STEP_FRAMES,
         "warmup_steps": warmup_steps,
         "device": batch.device,
+        # CPU device: the worker threads the launches ran on (a GPU ignores the count)
+        "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
+        # other work on the machine skews CPU figures: how busy it was while measuring
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": env_frames / run_s,
         "steady_frames_per_s": step_frames * len(second_half) / sum(second_half),
         "step_frames_per_s": [round(step_frames / s, 1) for s in step_s],
@@ -181,9 +185,12 @@ def measure(
 @click.option("--cold", is_flag=True, help="compile into an empty kernel cache (cold compile time)")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=WARMUP_STEPS, show_default=True,
               help="untimed 24-frame steps after boot (random buttons diverge the envs)")
+@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
+              help="CPU device: worker threads, each stepping a contiguous chunk of envs "
+                   "(0: every core)")
 def emulator_bench(
     rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
-    warmup_steps: int,
+    warmup_steps: int, threads: int,
 ) -> None:
     """Emulated frames/s and instructions/s; prints one JSON record per batch size.
 
@@ -201,5 +208,5 @@ def emulator_bench(
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
     for i, n in enumerate(envs):
         record = measure(image, n, frames, device, game if game is not None else rom is not None,
-                         cold=cold and i == 0, warmup_steps=warmup_steps)
+                         cold=cold and i == 0, warmup_steps=warmup_steps, threads=threads)
         click.echo(json.dumps(record))

@@ -380,8 +380,13 @@ def run_kernel(
     buttons: wp.array(dtype=wp.int32),
     use_buttons: int,
     release_after: int,
+    env_base: int,
 ):
     """Run each env for ``amount`` cycles (mode 0) or frames (mode 1).
+
+    Thread ``i`` runs env ``env_base + i``: the CPU device runs a batch as contiguous
+    chunks of envs, one launch per worker thread (machine.CpuChunks); a GPU launch covers
+    the whole batch from env 0.
 
     One iteration of the loop is one instruction in four phases: fetch (opcode and
     immediates), reads, register work, writes. Memory is touched only in the fetch, read
@@ -396,7 +401,7 @@ def run_kernel(
     event earlier, and any catch-up they trigger happens only once an event is due, which
     the next iteration's catch-up sees too.
     """
-    env = wp.tid()
+    env = wp.tid() + env_base
     if sget(g, env, S_LOCKED) != 0:
         return
     r = vec8i()

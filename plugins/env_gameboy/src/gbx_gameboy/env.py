@@ -84,6 +84,10 @@ class GameBoyConfig:
         (), "more start savestates (gbx or PyBoy); each episode starts from a random one",
         _v.deep_iterable(_v.instance_of(str)),
     )
+    cpu_threads: int = option(
+        0, "Warp CPU device: threads that step the emulator, each a contiguous chunk of "
+        "envs (0: every core); no effect on a GPU", _v.ge(0),
+    )
 
 
 def resolve_rom(path: str) -> Path:
@@ -161,7 +165,7 @@ class GameBoyEnv:
         cart = parse_cartridge(str(rom))
         # Refused before the batch allocates anything (a huge env count is a one-line error).
         check_env_memory("gameboy", num_envs, bytes_per_env(cart, config), self.device)
-        self.batch = GameBoyBatch(cart, num_envs, wdev)
+        self.batch = GameBoyBatch(cart, num_envs, wdev, threads=config.cpu_threads)
         self.rom_sha256 = self.batch.cart.sha256
         self.codec = make_codec(config.action_codec, self.device)
         self.num_actions = self.codec.num_actions
@@ -275,6 +279,9 @@ class GameBoyEnv:
             "random_noop_max": cfg.random_noop_max,
             "start_states": list(cfg.start_states),
             "start_states_sha256": self.start_states_sha256,
+            # threads the emulator steps on (Warp CPU device; None on a GPU)
+            "cpu_threads": (self.batch.cpu_workers
+                            if self.batch is not None and self.device.type == "cpu" else None),
         }
 
     # ------------------------------------------------------------------ StatefulEnv
