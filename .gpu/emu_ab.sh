@@ -21,6 +21,9 @@ ENVS=${ENVS:-1,64,1024,4096,16384,65536}
 FRAMES=${FRAMES:-120}
 WARMUP=${WARMUP:-10}
 DEVICE=${DEVICE:-cuda}  # cpu: a dry run of the script without a GPU
+# MAXREG=N: build this tree's run kernel with __maxnreg__ N (GBX_GAMEBOY_CUDA_MAX_REGISTERS),
+# e.g. 128 or 168, to see whether more resident warps per SM beat the extra spills
+MAXREG=${MAXREG:-}
 ROM=${ROM:-}
 for cand in "$ROM" shared/testroms/games/flappyboy/flappyboy.gb \
     ../shared/testroms/games/flappyboy/flappyboy.gb "${GBX_TESTROMS:-/nonexistent}/games/flappyboy/flappyboy.gb"; do
@@ -47,14 +50,20 @@ path_of() { # the PYTHONPATH that selects a tree's emulator package
   else echo "$PWD/plugins/env_gameboy/src:$PWD/core/src"; fi
 }
 
+reg_env() { # the register cap applies to this tree only
+  if [ "$1" = this ] && [ -n "$MAXREG" ]; then echo "GBX_GAMEBOY_CUDA_MAX_REGISTERS=$MAXREG"
+  else echo "GBX_GAMEBOY_CUDA_MAX_REGISTERS="; fi
+}
+
 bench() { # tree envs -> one JSON line (the bench command of that tree, called directly)
-  PYTHONPATH=$(path_of "$1") timeout 300 "$PY" -c '
+  env "$(reg_env "$1")" PYTHONPATH="$(path_of "$1")" timeout 300 "$PY" -c '
 import sys
 from gbx_gameboy.bench import emulator_bench
 emulator_bench(sys.argv[1:])' --device "$DEVICE" --rom "$ROM" --envs "$2" --frames "$FRAMES" \
     --warmup-steps "$WARMUP" 2>>"$work/stderr.log" | tail -n 1
 }
 
+[ -n "$MAXREG" ] && echo "this tree built with GBX_GAMEBOY_CUDA_MAX_REGISTERS=$MAXREG"
 echo "| envs | base env-frames/s (steady) | this tree (steady) | this / base | base fps/env | this fps/env |"
 echo "|---:|---:|---:|---:|---:|---:|"
 IFS=, read -r -a sizes <<< "$ENVS"
@@ -83,7 +92,7 @@ echo
 echo "| build | registers/thread | local bytes/thread (stack+spill) | 32-thread blocks/SM | cuobjdump |"
 echo "|---|---:|---:|---:|---|"
 for tree in base this; do
-  PYTHONPATH=$(path_of "$tree") "$PY" - "$tree" "$ROM" 2>>"$work/stderr.log" <<'PYEOF' || echo "| $tree | query failed (see stderr) | | | |"
+  env "$(reg_env "$tree")" PYTHONPATH="$(path_of "$tree")" "$PY" - "$tree" "$ROM" 2>>"$work/stderr.log" <<'PYEOF' || echo "| $tree | query failed (see stderr) | | | |"
 import ctypes, glob, os, shutil, subprocess, sys
 from gbx_gameboy.warp_setup import wp
 from gbx_gameboy.cpu import run_kernel
