@@ -69,7 +69,8 @@ def test_bench_prints_one_json_record() -> None:
     assert res.exit_code == 0, res.output
     rec = json.loads(_last_line(res.output))
     assert rec["envs"] == 2 and rec["frames_per_s"] > 0 and rec["instructions_per_s"] > 0
-    assert {"compile_s", "run_s", "warp", "torch", "device"} <= rec.keys()
+    assert {"compile_s", "run_s", "warp", "torch", "device", "threads", "loadavg_1m"} <= rec.keys()
+    assert rec["process_cpu_s"] > 0 and rec["frames_per_cpu_s"] > 0
     # One rate per timed step; the steady rate covers the second half of them.
     assert rec["warmup_steps"] == 1 and len(rec["step_frames_per_s"]) == 3
     half = rec["step_frames_per_s"][1:]

@@ -133,6 +133,7 @@ def measure(
         clocks.zero_()  # count the timed steps only
     i0 = int(batch.instruction_count.sum())
     step_s: list[float] = []
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for i in range(n_steps):
         ts = time.perf_counter()
@@ -140,6 +141,9 @@ def measure(
         batch.synchronize()
         step_s.append(time.perf_counter() - ts)
     run_s = time.perf_counter() - t0
+    # CPU seconds of this process (all its threads) over the timed steps: on the CPU
+    # device, frames per CPU second is the speed per core, whatever else loads the machine.
+    cpu_s = time.process_time() - cpu0
     instrs = int(batch.instruction_count.sum()) - i0
     env_frames = n_steps * STEP_FRAMES * envs
     step_frames = STEP_FRAMES * envs
@@ -165,6 +169,8 @@ def measure(
         "instructions_per_s": instrs / run_s,
         "instructions": instrs,
         "run_s": run_s,
+        "process_cpu_s": cpu_s,
+        "frames_per_cpu_s": env_frames / cpu_s if cpu_s > 0 else None,
         "compile_s": compile_s,
         "compile_cold": cold,
         "locked_envs": int((batch.locked != 0).sum()),
