@@ -29,9 +29,9 @@ import torch
 
 from gbx.config import in_range, option
 from gbx.goal_math import count_under, goal_distance, goal_reward, reached
-from gbx.metrics import percentiles
 from gbx_gameboy.capture import Goal, npy_bytes
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
+from gbx_toolkit.metrics import percentiles
 
 INFO_MODES = ("full", "stats", "none")
 _QUANTILES = (0.1, 0.5, 0.9)

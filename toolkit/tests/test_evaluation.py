@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from gbx.evaluation import evaluate_policy, run_episodes, summarize
 from gbx.toy import ToyConfig, make_toy_env
+from gbx_toolkit.evaluation import evaluate_policy, run_episodes, summarize
 
 
 class Corridor:
