@@ -106,11 +106,11 @@ cuda = ctypes.CDLL("libcuda.so.1")
 def attr(code):  # CU_FUNC_ATTRIBUTE_*: 4 NUM_REGS, 3 LOCAL_SIZE_BYTES
     v = ctypes.c_int()
     with wp.ScopedDevice(dev):
-        rc = cuda.cuFuncGetAttribute(ctypes.byref(v), code, func)
+        rc = cuda.cuFuncGetAttribute(ctypes.byref(v), ctypes.c_int(code), func)
     return v.value if rc == 0 else f"rc={rc}"
 blocks = ctypes.c_int()
 with wp.ScopedDevice(dev):
-    rc = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(blocks), func, 32, 0)
+    rc = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(blocks), func, ctypes.c_int(32), ctypes.c_size_t(0))
 obj = "cuobjdump not found"
 tool = shutil.which("cuobjdump")
 cubins = sorted(glob.glob(os.path.join(wp.config.kernel_cache_dir, "**", "*gbx_gameboy.cpu*.cubin"),
