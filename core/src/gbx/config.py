@@ -1,10 +1,12 @@
 """Run configuration: attrs classes, a strict cattrs converter, files and overrides.
 
-A resolved :class:`Config` has three sections:
+A resolved :class:`Config` has four sections:
 
 * ``run``  -- :class:`RunConfig` (algorithm, env, observers, device, seed, ...);
 * ``env``  -- the config class the selected env registered;
-* ``algo`` -- the config class the selected algorithm registered.
+* ``algo`` -- the config class the selected algorithm registered;
+* ``observer`` -- one sub-section ``observer.<name>`` per observer that registered a
+  config class, for the selected observers and any other one the sources name.
 
 Sources are merged in this order, later ones winning: class defaults,
 ``--config FILE`` (TOML or JSON with the same sections), the dedicated CLI
@@ -36,7 +38,7 @@ from gbx.errors import ConfigError
 if TYPE_CHECKING:
     from gbx.registry import Registry
 
-SECTIONS = ("run", "env", "algo")
+SECTIONS = ("run", "env", "algo", "observer")
 _NAME_RE = r"^[a-z0-9][a-z0-9_.\-]*$"
 _DEVICE_RE = r"^(auto|cpu|cuda(:[0-9]+)?)$"
 _TAG_RE = r"^[A-Za-z0-9_.\-]*$"
@@ -148,6 +150,21 @@ class RunConfig:
         3, "checkpoint files kept in the run directory (the newest ones)", attrs.validators.ge(1)
     )
     debug: bool = option(False, "check every env step output at the boundary (slow)")
+    eval_every: int = option(
+        0, "evaluate every this many env steps during training, at the first record past "
+        "each multiple; 0 = only the evaluation at the end (run.final_eval_episodes)",
+        attrs.validators.ge(0),
+    )
+    eval_episodes: int = option(
+        32, "episodes per evaluation during training (run.eval_every)", attrs.validators.ge(1)
+    )
+    eval_greedy: bool = option(
+        True, "evaluations during training act greedily (else they sample the policy)"
+    )
+    checkpoint_every: int = option(
+        1_000_000, "checkpoint every this many env steps, at the first record past each "
+        "multiple; 0 = only the checkpoint at the end", attrs.validators.ge(0),
+    )
     final_eval_episodes: int = option(
         8, "greedy evaluation episodes when training ends, sent to every observer "
         "(the gif observer draws a rollout); 0 = none", attrs.validators.ge(0),
@@ -156,11 +173,13 @@ class RunConfig:
 
 @attrs.frozen
 class Config:
-    """A resolved configuration: the run section plus the env and algorithm sections."""
+    """A resolved configuration: the run section, the env and algorithm sections and the
+    observers' sections (``observer[name]``, an instance of that observer's config class)."""
 
     run: RunConfig
     env: Any
     algo: Any
+    observer: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 # ---------------------------------------------------------------------------
@@ -260,16 +279,53 @@ def _one_line(problems: list[str]) -> str:
 
 
 def to_dict(config: Config) -> dict[str, Any]:
-    """Plain, JSON-ready nested dict with the three sections."""
-    return {
+    """Plain, JSON-ready nested dict with the sections (``observer`` only when not empty)."""
+    out = {
         "run": converter.unstructure(config.run),
         "env": converter.unstructure(config.env),
         "algo": converter.unstructure(config.algo),
     }
+    if config.observer:
+        out["observer"] = {name: converter.unstructure(section)
+                           for name, section in config.observer.items()}
+    return out
 
 
-def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
-    """Resolve a plain dict (e.g. a run's config.json) against the installed plugins."""
+def observer_sections(data: Any, selected: Iterable[str], registry: Registry,
+                      problems: list[str]) -> dict[str, Any]:
+    """The ``observer`` section: one config instance per selected observer that declares a
+    config class, and per observer ``data`` names. Problems are appended to ``problems``."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        problems.append(f"observer = {data!r}: expected a table of observer sections, "
+                        "e.g. [observer.gif]")
+        return {}
+    with_options = sorted(n for n, s in registry.observers.items() if s.config_cls is not None)
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys([*selected, *data]):
+        spec = registry.observers.get(name)
+        if name in data and (spec is None or spec.config_cls is None):
+            what = "no installed observer" if spec is None else "an observer without options"
+            problems.append(f"observer.{name}: {what} is named {name!r} (observers with "
+                            f"options: {', '.join(with_options) or 'none'})")
+            continue
+        if spec is None or spec.config_cls is None:
+            continue  # an unknown selected observer is reported when the run builds it
+        try:
+            out[name] = structure_section(data.get(name), spec.config_cls, f"observer.{name}")
+        except ConfigError as exc:
+            problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
+    return out
+
+
+def from_dict(data: Mapping[str, Any], registry: Registry, *, observers: bool = True) -> Config:
+    """Resolve a plain dict (e.g. a run's config.json) against the installed plugins.
+
+    ``observers=False`` leaves the ``observer`` section out unread: a trainer rebuilt from
+    a checkpoint (``gbx eval``, ``gbx gif``) runs no observers, so the observers of the run
+    that wrote it need not be installed.
+    """
     from gbx.resolve import require_algorithm, require_env
 
     if not isinstance(data, Mapping):
@@ -282,6 +338,7 @@ def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
     run = structure_section(data.get("run"), RunConfig, "run")
     env_spec = require_env(registry, run.env)
     algo_spec = require_algorithm(registry, run.algo)
+    _refuse_moved_keys(data.get("algo"), algo_spec.config_cls)
     problems: list[str] = []
     sections: dict[str, Any] = {}
     for name, cls in (("env", env_spec.config_cls), ("algo", algo_spec.config_cls)):
@@ -289,9 +346,30 @@ def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
             sections[name] = structure_section(data.get(name), cls, name)
         except ConfigError as exc:
             problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
+    observer = observer_sections(data.get("observer"), run.observers, registry, problems) \
+        if observers else {}
     if problems:
         raise ConfigError(_one_line(problems))
-    return Config(run=run, env=sections["env"], algo=sections["algo"])
+    return Config(run=run, env=sections["env"], algo=sections["algo"], observer=observer)
+
+
+# Settings the run owns now; an algorithm section naming one (that its class does not
+# declare itself) gets the new key in its error.
+MOVED_KEYS = {
+    "eval_every": "run.eval_every (env steps)",
+    "eval_episodes": "run.eval_episodes",
+    "eval_greedy": "run.eval_greedy",
+    "checkpoint_every": "run.checkpoint_every (env steps)",
+}
+
+
+def _refuse_moved_keys(section: Any, cls: type) -> None:
+    if not isinstance(section, Mapping):
+        return
+    for key, new in MOVED_KEYS.items():
+        if key in section and not has_field(cls, (key,)):
+            raise ConfigError(f"invalid config: algo.{key} is not an algorithm setting; "
+                              f"the run's schedule has {new}")
 
 
 def dumps_json(config: Config) -> str:
@@ -440,6 +518,9 @@ def parse_override(text: str) -> Override:
             f"--set {text!r}: the key must start with a section ({', '.join(SECTIONS)}), "
             "e.g. algo.lr=3e-4 or run.seed=1"
         )
+    if path[0] == "observer" and len(path) < 3:
+        raise ConfigError(f"--set {text!r}: an observer key names the observer and the "
+                          "option, e.g. observer.gif.steps=50")
     return Override(path, parse_value(raw.strip()), raw.strip())
 
 
@@ -478,17 +559,21 @@ def _wants_text(tp: Any) -> bool:
 
 
 def apply_overrides(
-    data: dict[str, Any], overrides: Iterable[Override], classes: Mapping[str, type | None]
+    data: dict[str, Any], overrides: Iterable[Override], classes: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Set each override into a copy of ``data``.
 
-    For a text field the raw text is kept (``run.tag=123`` stays ``"123"``),
-    unless it was written as a quoted string.
+    ``classes`` maps a section to its config class; ``classes["observer"]``, when given,
+    maps observer names to theirs. For a text field the raw text is kept
+    (``run.tag=123`` stays ``"123"``), unless it was written as a quoted string.
     """
     out = json.loads(json.dumps(data))  # deep copy of plain data
     for ov in overrides:
         value = ov.value
-        tp = _field_type(classes.get(ov.path[0]), ov.path[1:])
+        cls, rest = classes.get(ov.path[0]), ov.path[1:]
+        if isinstance(cls, Mapping):  # a section of named sub-sections
+            cls, rest = cls.get(rest[0]), rest[1:]
+        tp = _field_type(cls, rest)
         if tp is not None and _wants_text(tp) and not isinstance(value, str | list):
             value = ov.raw
         node = out
@@ -533,6 +618,7 @@ def build_config(
                        "config_cls", None),
         "algo": getattr(registry.algorithms.get(algo_name) if isinstance(algo_name, str)
                         else None, "config_cls", None),
+        "observer": {name: spec.config_cls for name, spec in registry.observers.items()},
     }
     data = apply_overrides(data, [o for o in parsed if o.path[0] != "run"], classes)
     if not data["run"].get("observers"):

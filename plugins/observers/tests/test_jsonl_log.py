@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from observer_testdata import META, NUM_ENVS, a2c_record, dreamer_record, ppo_record
 
+from gbx.records import SchemaError, TrainRecord, parse, required_keys
+from gbx.testing import InMemoryRunContext
 from gbx_observers.cli import log_group
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log, validate_log
-from gbx_observers.schema import SchemaError, TrainRecord, parse, required_keys
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _write_run(run: SimpleNamespace, make_record: Any, updates: int = 5) -> Path:
+def _write_run(run: InMemoryRunContext, make_record: Any, updates: int = 5) -> Path:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
     for step in range(1, updates + 1):
@@ -37,7 +37,7 @@ def _write_run(run: SimpleNamespace, make_record: Any, updates: int = 5) -> Path
 
 @pytest.mark.parametrize("make_record", [ppo_record, a2c_record, dreamer_record])
 def test_records_of_each_algorithm_validate(
-    run: SimpleNamespace, make_record: Any
+    run: InMemoryRunContext, make_record: Any
 ) -> None:
     path = _write_run(run, make_record)
     lines = _lines(path)
@@ -77,7 +77,7 @@ def test_bad_records_are_rejected(change: dict[str, Any], message: str) -> None:
 
 
 def test_observer_turns_a_bad_record_into_an_error_line(
-    run: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+    run: InMemoryRunContext, capsys: pytest.CaptureFixture[str]
 ) -> None:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
@@ -94,20 +94,31 @@ def test_observer_turns_a_bad_record_into_an_error_line(
     assert summary.ok and summary.records == 2 and summary.errors == 1
 
 
-def test_observer_fills_core_keys_when_absent(run: SimpleNamespace) -> None:
+def test_observer_writes_the_runs_common_fields_and_computes_none(
+    run: InMemoryRunContext
+) -> None:
+    """The run loop stamps the common fields (gbx.records.Stamper); a record without them
+    (not from a run) is rejected, not completed with numbers of the observer's own."""
+    from gbx.records import Stamper
+
     observer = JsonlObserver(run)
     observer.on_run_start({"run_id": "run-a"})
-    bare = {k: v for k, v in ppo_record(1).items() if k not in ("run_id", "trace_id", "sps")}
-    bare.pop("wall_time_s")
+    bare = {k: v for k, v in ppo_record(1).items()
+            if k not in ("run_id", "trace_id", "sps", "wall_time_s")}
     observer.on_record(bare)
+    clock = iter([0.0, 2.0])
+    observer.on_record(Stamper("run-a", clock=lambda: next(clock)).stamp(bare, "train"))
     observer.on_run_end({})
-    line = _lines(observer.path)[1]
-    assert line["run_id"] == "run-a" and line["trace_id"] == "run-a:4"
-    assert line["wall_time_s"] >= 0 and line["sps"] > 0
+    lines = _lines(observer.path)
+    error = lines[1]["error"]
+    assert error["kind"] == "invalid_record" and "run_id" in error["message"]
+    line = lines[2]
+    assert line["run_id"] == "run-a" and line["trace_id"] == "run-a.1" and line["seq"] == 1
+    assert line["wall_time_s"] == 2.0 and line["sps"] == 128.0  # 256 env steps in 2 s
     assert validate_log(observer.path).ok
 
 
-def test_failure_lines(run: SimpleNamespace) -> None:
+def test_failure_lines(run: InMemoryRunContext) -> None:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
     observer.on_record(ppo_record(1))
@@ -127,7 +138,7 @@ def test_failure_lines(run: SimpleNamespace) -> None:
     assert validate_log(observer.path).errors == 1
 
 
-def test_core_stamped_records_and_evals(run: SimpleNamespace) -> None:
+def test_core_stamped_records_and_evals(run: InMemoryRunContext) -> None:
     """The core adds step, kind, seq, wall_time_s and trace_id; evals may lack env_steps."""
     observer = JsonlObserver(run)
     observer.on_run_start({**META, "num_envs": None, "config": {"algo": {"num_envs": 16}}})
@@ -163,7 +174,7 @@ def test_validator_needs_meta_first_and_matching_run_id(tmp_path: Path) -> None:
     assert "differs" in validate_log(path).first_problem["message"]  # type: ignore[index]
 
 
-def test_resume_repairs_a_torn_line_and_appends(run: SimpleNamespace) -> None:
+def test_resume_repairs_a_torn_line_and_appends(run: InMemoryRunContext) -> None:
     path = _write_run(run, ppo_record, updates=4)
     with open(path, "a") as handle:  # a run killed in the middle of a write
         handle.write('{"run_id": "run-a", "env_st')
@@ -194,7 +205,7 @@ def test_records_before_the_resume_step_are_flagged(tmp_path: Path) -> None:
     assert problem is not None and "before the resume step" in problem["message"]
 
 
-def test_cli_validate_exit_codes(run: SimpleNamespace, tmp_path: Path) -> None:
+def test_cli_validate_exit_codes(run: InMemoryRunContext, tmp_path: Path) -> None:
     path = _write_run(run, dreamer_record)
     result = CliRunner().invoke(log_group, ["validate", str(path)])
     assert result.exit_code == 0, result.output

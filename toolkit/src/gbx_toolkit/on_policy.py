@@ -3,7 +3,8 @@
 :class:`OnPolicyTrainer` does everything around an algorithm's update: seeding, the
 model and optimiser, the memory check, collecting steps into a
 :class:`gbx_toolkit.rl_common.StepWindow` without host reads, bootstrapping truncated episodes,
-evaluation wiring and the checkpoint state. A subclass implements its update.
+``evaluate`` and the checkpoint state (the run calls both on its schedule). A subclass
+implements its update.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from torch import nn
 
 from gbx.api import Env, RunContext
 from gbx.memory import check_memory
-from gbx.seeds import Stream, derive, offset
-from gbx_toolkit.evaluation import evaluate_policy
+from gbx.seeds import Stream, derive
+from gbx_toolkit.evaluation import eval_generator, eval_seed, evaluate_policy, make_eval_env
 from gbx_toolkit.metrics import MetricsAccumulator
 from gbx_toolkit.models import build_model
 from gbx_toolkit.rl_common import (
     StepWindow,
+    add_env_step,
     capture_rng_state,
     categorical_logprob,
     check_step_budget,
@@ -195,21 +197,7 @@ class OnPolicyTrainer:
             final_obs = info.get("final_obs")
             if final_obs is not None:
                 buf.truncated.add(t, trunc, final_obs)
-            goal_dist = info.get("dist")
-            acc.add_step(
-                reward,
-                done,
-                trunc,
-                reset_mask=info.get("reset_mask"),
-                success=done,
-                actions=action,
-                dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None,
-            )
-            if not isinstance(goal_dist, torch.Tensor):
-                # Envs that report only percentiles: the record gets their window means.
-                stats = {k: info[k] for k in self.distance_keys if k in info}
-                if stats:
-                    acc.add_scalars(**stats)
+            add_env_step(acc, action, reward, done, trunc, info, self.distance_keys)
         self.obs = obs
         self.env_steps += buf.steps * buf.num_envs
 
@@ -243,7 +231,7 @@ class OnPolicyTrainer:
         (``baseline=False`` leaves it out unless this run has already computed it)."""
         # One episode per eval env and round; rounds repeat beyond 1024 episodes.
         num = min(int(episodes), 1024)
-        env = self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV))
+        env = make_eval_env(self.ctx, num)
         try:
             self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
             model = self.model_or_fail()
@@ -251,8 +239,7 @@ class OnPolicyTrainer:
             model.eval()
             try:
                 # A separate generator keeps training's sampling stream untouched by evaluation.
-                eval_gen = torch.Generator(device=self.device)
-                eval_gen.manual_seed(derive(self.ctx.seed, Stream.EVAL_RNG))
+                eval_gen = eval_generator(self.ctx, self.device)
                 forward = self.forward_fn()
 
                 def policy(obs: torch.Tensor) -> torch.Tensor:
@@ -267,7 +254,7 @@ class OnPolicyTrainer:
                 summary = evaluate_policy(
                     env, policy, int(episodes), greedy=greedy,
                     baseline=baseline and cached is None,
-                    seed=derive(self.ctx.seed, Stream.EVAL_RNG),
+                    seed=eval_seed(self.ctx),
                 )
                 if cached is None and baseline:
                     cached = {k: v for k, v in summary.items() if k.startswith("random_")}
@@ -278,14 +265,6 @@ class OnPolicyTrainer:
                 model.train(was_training)
         finally:
             env.close()
-
-    def _periodic_eval(self, counters: Mapping[str, int]) -> None:
-        """Evaluate with the config's episodes and greediness; record it with ``counters``."""
-        cfg = self.cfg
-        summary = self.evaluate(cfg.eval_episodes, greedy=cfg.eval_greedy)
-        self.ctx.record_eval(
-            {"step": self.env_steps, "env_steps": self.env_steps, **counters, **summary}
-        )
 
     # -- state ---------------------------------------------------------------------
 

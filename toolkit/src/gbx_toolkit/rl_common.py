@@ -1,4 +1,5 @@
-"""Helpers shared by the on-policy trainers (PPO, A2C): one canonical copy of each.
+"""Helpers shared by the trainers (PPO and A2C; DreamerV3 too for RNG, env batch and step
+metrics): one canonical copy of each.
 
 * RNG state capture/restore, so a resumed run samples exactly what an
   uninterrupted one would have;
@@ -7,6 +8,7 @@
   (log-probabilities, Gumbel-max sampling, explained variance, GAE);
 * a side buffer that compacts the final observations of truncated envs on
   the device, so bootstrapping from ``info["final_obs"]`` needs no host sync;
+* :func:`add_env_step`, how a trainer folds each env step into its metrics;
 * saving and restoring the live env batch (observation, env state, the
   metrics accumulator's per-env episode sums) inside a checkpoint;
 * :class:`StepWindow`, the preallocated ``[T, N]`` storage of on-policy
@@ -39,6 +41,7 @@ __all__ = [
     "StepWindow",
     "TruncatedObsBuffer",
     "activation_bytes",
+    "add_env_step",
     "capture_rng_state",
     "categorical_logprob",
     "check_step_budget",
@@ -95,19 +98,6 @@ def vf_coef_field() -> Any:
 
 def max_grad_norm_field() -> Any:
     return _field(0.5, "global gradient norm clip; 0 = off", attrs.validators.ge(0.0))
-
-
-def every_field(default: int, what: str, unit: str) -> Any:
-    """A cadence ``0 = off``: ``what`` (evaluate, checkpoint) every this many ``unit``."""
-    return _field(default, f"{what} every this many {unit}; 0 = off", attrs.validators.ge(0))
-
-
-def eval_episodes_field() -> Any:
-    return _field(32, "episodes per evaluation", attrs.validators.gt(0))
-
-
-def eval_greedy_field() -> Any:
-    return _field(True, "periodic evaluations act greedily (else sample)")
 
 
 def model_field() -> Any:
@@ -376,6 +366,34 @@ class TruncatedObsBuffer:
     def estimate_bytes(steps: int, num_envs: int, obs_shape: Sequence[int]) -> int:
         frame = math.prod(int(d) for d in obs_shape)
         return (trunc_capacity(num_envs, steps) + 1) * (frame + 8)
+
+
+# ---------------------------------------------------------------------------
+# Step metrics
+# ---------------------------------------------------------------------------
+
+
+def add_env_step(
+    metrics: MetricsAccumulator,
+    action: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    trunc: torch.Tensor,
+    info: Mapping[str, Any],
+    distance_keys: Sequence[str] = (),
+) -> None:
+    """Fold one ``env.step`` into the trainer's metrics: the one way every trainer counts
+    its steps (episode sums, rates, actions, goal distance). An episode that ends ``done``
+    succeeded (goal envs end at the goal). Envs that report only distance percentiles
+    (``distance_keys`` present in ``info``, no ``dist`` tensor) get their window means."""
+    goal_dist = info.get("dist")
+    metrics.add_step(reward, done, trunc, reset_mask=info.get("reset_mask"), success=done,
+                     actions=action,
+                     dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None)
+    if not isinstance(goal_dist, torch.Tensor):
+        stats = {k: info[k] for k in distance_keys if k in info}
+        if stats:
+            metrics.add_scalars(**stats)
 
 
 # ---------------------------------------------------------------------------
