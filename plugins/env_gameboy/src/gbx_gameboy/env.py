@@ -324,6 +324,8 @@ class GameBoyEnv:
         self.bank = None
 
     def meta(self) -> dict[str, Any]:
+        from gbx_gameboy.machine import GameBoyBatch
+
         cfg = self.config
         return {
             "env": "gameboy",
@@ -342,9 +344,10 @@ class GameBoyEnv:
             "random_noop_max": cfg.random_noop_max,
             "start_states": list(cfg.start_states),
             "start_states_sha256": self.start_states_sha256,
-            # threads the emulator steps on (Warp CPU device; None on a GPU)
+            # threads the Warp emulator steps on (CPU device; None on a GPU or another backend)
             "cpu_threads": (self.batch.cpu_workers
-                            if self.batch is not None and self.device.type == "cpu" else None),
+                            if isinstance(self.batch, GameBoyBatch) and self.device.type == "cpu"
+                            else None),
         }
 
     # ------------------------------------------------------------------ StatefulEnv
