@@ -70,6 +70,7 @@ def test_backend_mode_forwards_the_common_options() -> None:
     @click.option("--device", default="auto")
     @click.option("--steps", default=20)
     @click.option("--warmup", default=3)
+    @click.option("--cpu-threads", "cpu_threads", default="1,0")
     @click.option("--set", "overrides", multiple=True)
     def fake_backends(**kwargs: object) -> None:
         seen.update(kwargs)
@@ -80,4 +81,7 @@ def test_backend_mode_forwards_the_common_options() -> None:
     assert res.exit_code == 0, res.output
     assert seen == {"envs": None, "task": "gbx-quest-1", "backends": "gameboy,pyboy",
                     "num_envs": "8,16", "device": "cpu", "steps": 5, "warmup": 2,
-                    "overrides": ()}
+                    "overrides": (), "cpu_threads": "1,0"}
+    res = CliRunner().invoke(group, ["env", "--backend", "gameboy", "--threads", "2"])
+    assert res.exit_code == 0, res.output
+    assert seen["cpu_threads"] == "2"

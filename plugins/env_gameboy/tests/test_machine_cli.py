@@ -69,11 +69,30 @@ def test_bench_prints_one_json_record() -> None:
     assert res.exit_code == 0, res.output
     rec = json.loads(_last_line(res.output))
     assert rec["envs"] == 2 and rec["frames_per_s"] > 0 and rec["instructions_per_s"] > 0
-    assert {"compile_s", "run_s", "warp", "torch", "device"} <= rec.keys()
+    assert {"compile_s", "run_s", "warp", "torch", "device", "threads", "loadavg_1m"} <= rec.keys()
+    assert rec["process_cpu_s"] > 0 and rec["frames_per_cpu_s"] > 0
     # One rate per timed step; the steady rate covers the second half of them.
     assert rec["warmup_steps"] == 1 and len(rec["step_frames_per_s"]) == 3
     half = rec["step_frames_per_s"][1:]
     assert min(half) * 0.99 <= rec["steady_frames_per_s"] <= max(half) * 1.01
+
+
+def test_bench_envs_list_prints_one_record_per_size() -> None:
+    res = CliRunner().invoke(
+        emulator_bench, ["--envs", "1,3", "--frames", "24", "--warmup-steps", "0"]
+    )
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
+    assert [r["envs"] for r in recs] == [1, 3]
+    for r in recs:
+        assert r["frames_per_env"] == 24 and r["frames_per_s"] > 0
+        assert len(r["step_frames_per_s"]) == 1 and r["steady_frames_per_s"] > 0
+
+
+@pytest.mark.parametrize("bad", ["0", "4,x", ",", "-2"])
+def test_bench_envs_list_refuses_bad_sizes(bad: str) -> None:
+    res = CliRunner().invoke(emulator_bench, ["--envs", bad])
+    assert res.exit_code == 2 and "--envs" in res.output and "1,64,1024" in res.output
 
 
 def _fresh_python(

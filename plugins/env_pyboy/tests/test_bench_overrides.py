@@ -8,7 +8,7 @@ import pytest
 
 from gbx.config import option
 from gbx.registry import EnvSpec, Provider, Registry
-from gbx_env_pyboy.bench import route_overrides
+from gbx_env_pyboy.bench import measured_runs, route_overrides
 
 
 @attrs.frozen
@@ -19,12 +19,14 @@ class Inner:
 @attrs.frozen
 class WarpCfg:
     tau: float = option(0.05, "tau")
+    cpu_threads: int = option(0, "threads")
     model: Inner = option(Inner(), "nested")
 
 
 @attrs.frozen
 class PyBoyCfg:
     tau: float = option(0.05, "tau")
+    cpu_threads: int = option(0, "inherited, unused")
     workers: int = option(0, "workers")
 
 
@@ -55,3 +57,12 @@ def test_env_prefix_sets_one_env_only() -> None:
 def test_errors_name_the_problem(text: str, match: str) -> None:
     with pytest.raises(click.BadParameter, match=match):
         route_overrides(_registry(), ["warp", "pyboy"], (text,))
+
+
+def test_cpu_runs_the_warp_env_once_per_thread_count_and_pyboy_once() -> None:
+    reg = _registry()
+    routed = route_overrides(reg, ["warp", "pyboy"], ("tau=0.1",))
+    runs = measured_runs(reg, ["warp", "pyboy"], routed, [1, 0], "cpu")
+    assert runs == [("warp@threads=1", "warp", ("tau=0.1", "cpu_threads=1")),
+                    ("warp@threads=all", "warp", ("tau=0.1", "cpu_threads=0")),
+                    ("pyboy", "pyboy", ("tau=0.1",))]

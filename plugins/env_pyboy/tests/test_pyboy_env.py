@@ -123,15 +123,19 @@ def test_bench_backends_prints_records_and_ratio(stage1) -> None:
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     recs = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
-    assert [r["env"] for r in recs[:2]] == ["gameboy", "pyboy"]
-    assert recs[0]["backend"] == "gameboy" and recs[1]["backend"] == "pyboy"
-    assert recs[1]["episode_resets"] == 2  # 2 envs truncated once in the 2 timed steps
-    assert all(r["env_steps_per_s"] > 0 and r["versions"]["torch"] for r in recs[:2])
-    assert recs[1]["config"]["state"] == stage1["state"]
-    ratio = recs[2]
-    assert ratio["bench"] == "backends-ratio" and ratio["relative_to"] == "gameboy"
+    # On the CPU the Warp env runs on one thread and on every core, side by side.
+    assert [r["env"] for r in recs[:3]] == ["gameboy@threads=1", "gameboy@threads=all", "pyboy"]
+    assert [r["env_name"] for r in recs[:3]] == ["gameboy", "gameboy", "pyboy"]
+    assert recs[0]["cpu_threads"] == 1 and recs[1]["cpu_threads"] >= 1
+    assert recs[0]["frames_per_s_per_core"] == recs[0]["frames_per_s"]
+    assert recs[0]["backend"] == "gameboy" and recs[2]["backend"] == "pyboy"
+    assert recs[2]["episode_resets"] == 2  # 2 envs truncated once in the 2 timed steps
+    assert all(r["env_steps_per_s"] > 0 and r["versions"]["torch"] for r in recs[:3])
+    assert recs[2]["config"]["state"] == stage1["state"]
+    ratio = recs[4]
+    assert ratio["bench"] == "backends-ratio" and ratio["relative_to"] == "gameboy@threads=1"
     assert ratio["ratio"] == pytest.approx(
-        recs[1]["env_steps_per_s"] / recs[0]["env_steps_per_s"], rel=1e-3)
+        recs[2]["env_steps_per_s"] / recs[0]["env_steps_per_s"], rel=1e-3)
 
 
 def test_bench_backends_set_workers_reaches_only_pyboy(stage1) -> None:
@@ -143,12 +147,13 @@ def test_bench_backends_set_workers_reaches_only_pyboy(stage1) -> None:
 
     cli = build_cli(get_host())
     args = ["bench", "backends", "--env", "gbx-quest-1,pyboy-quest-1", "--envs", "2",
-            "--steps", "2", "--warmup", "1", "--device", "cpu", "--set", "workers=2",
+            "--steps", "2", "--warmup", "1", "--device", "cpu", "--cpu-threads", "1",
+            "--set", "workers=2",
             "--set", f"state={stage1['state']}", "--set", f"goal_dir={stage1['goal_dir']}"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     recs = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
-    assert [r["env"] for r in recs[:2]] == ["gbx-quest-1", "pyboy-quest-1"]
+    assert [r["env"] for r in recs[:2]] == ["gbx-quest-1@threads=1", "pyboy-quest-1"]
     assert "workers" not in recs[0]["config"] and recs[1]["config"]["workers"] == 2
     assert recs[1]["workers"] == 2
     bad = CliRunner().invoke(cli, ["bench", "backends", "--env", "gbx-quest-1,pyboy-quest-1",
@@ -165,13 +170,13 @@ def test_bench_env_backend_runs_both_backends_on_the_task() -> None:
     from gbx.plugins import get_host
 
     args = ["bench", "env", "--backend", "gameboy,pyboy", "--task", "gbx-quest-1",
-            "--envs", "2", "--steps", "1", "--warmup", "1", "--device", "cpu"]
+            "--envs", "2", "--steps", "1", "--warmup", "1", "--device", "cpu", "--threads", "1"]
     result = CliRunner().invoke(build_cli(get_host()), args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     recs = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
     measured = [r for r in recs if r["bench"] == "backends"]
     assert [(r["backend"], r["env"], r["num_envs"]) for r in measured] == [
-        ("gameboy", "gbx-quest-1", 2), ("pyboy", "pyboy-quest-1", 2)]
+        ("gameboy", "gbx-quest-1@threads=1", 2), ("pyboy", "pyboy-quest-1", 2)]
     assert all(r["env_steps_per_s"] > 0 for r in measured)
     ratio = [r for r in recs if r["bench"] == "backends-ratio"]
     assert len(ratio) == 1 and ratio[0]["env"] == "pyboy-quest-1" and ratio[0]["ratio"] > 0

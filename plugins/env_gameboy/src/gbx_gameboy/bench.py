@@ -48,6 +48,26 @@ Mix:
 """
 
 
+class EnvCounts(click.ParamType):
+    """A comma-separated list of batch sizes (``64`` or ``1,64,1024``), each >= 1."""
+
+    name = "N[,N...]"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> list[int]:
+        if isinstance(value, list):
+            return value
+        text = str(value)
+        try:
+            sizes = [int(s) for s in text.split(",") if s.strip()]
+        except ValueError:
+            self.fail(f"expected comma-separated integers such as 1,64,1024, got {text!r}",
+                      param, ctx)
+        if not sizes or min(sizes) < 1:
+            self.fail(f"expected batch sizes >= 1 such as 1,64,1024, got {text!r}", param, ctx)
+        return sizes
+
+
 def busy_rom() -> bytes:
     """The busy micro-ROM, assembled with the project's assembler."""
     from gbx_gameboy.asm import assemble
@@ -67,7 +87,7 @@ def _versions() -> dict[str, str]:
 
 def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
-    cold: bool = False, warmup_steps: int = WARMUP_STEPS,
+    cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate).
 
@@ -84,7 +104,7 @@ def measure(
         wp.config.kernel_cache_dir = tempfile.mkdtemp(prefix="gbx-warp-cache-")
     from gbx_gameboy.machine import GameBoyBatch
 
-    batch = GameBoyBatch(rom, envs, device)
+    batch = GameBoyBatch(rom, envs, device, threads=threads)
     compile_s = batch.compile()
     tdev = "cuda" if batch.device.startswith("cuda") else "cpu"
     n_steps = max(1, frames // STEP_FRAMES)
@@ -113,6 +133,7 @@ def measure(
         clocks.zero_()  # count the timed steps only
     i0 = int(batch.instruction_count.sum())
     step_s: list[float] = []
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for i in range(n_steps):
         ts = time.perf_counter()
@@ -120,6 +141,9 @@ def measure(
         batch.synchronize()
         step_s.append(time.perf_counter() - ts)
     run_s = time.perf_counter() - t0
+    # CPU seconds of this process (all its threads) over the timed steps: on the CPU
+    # device, frames per CPU second is the speed per core, whatever else loads the machine.
+    cpu_s = time.process_time() - cpu0
     instrs = int(batch.instruction_count.sum()) - i0
     env_frames = n_steps * STEP_FRAMES * envs
     step_frames = STEP_FRAMES * envs
@@ -135,12 +159,18 @@ def measure(
         "frames_per_env": n_steps * STEP_FRAMES,
         "warmup_steps": warmup_steps,
         "device": batch.device,
+        # CPU device: the worker threads the launches ran on (a GPU ignores the count)
+        "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
+        # other work on the machine skews CPU figures: how busy it was while measuring
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": env_frames / run_s,
         "steady_frames_per_s": step_frames * len(second_half) / sum(second_half),
         "step_frames_per_s": [round(step_frames / s, 1) for s in step_s],
         "instructions_per_s": instrs / run_s,
         "instructions": instrs,
         "run_s": run_s,
+        "process_cpu_s": cpu_s,
+        "frames_per_cpu_s": env_frames / cpu_s if cpu_s > 0 else None,
         "compile_s": compile_s,
         "compile_cold": cold,
         "locked_envs": int((batch.locked != 0).sum()),
@@ -151,7 +181,8 @@ def measure(
 
 @click.command()
 @click.option("--rom", default=None, help="ROM path (default: the built-in busy micro-ROM)")
-@click.option("--envs", type=int, default=64, show_default=True)
+@click.option("--envs", type=EnvCounts(), default="64", show_default=True,
+              help="batch sizes, comma separated (1,64,1024): one record per size")
 @click.option("--frames", type=int, default=240, show_default=True,
               help="measured frames per env (after warm-up), in steps of 24")
 @click.option("--device", default="cpu", show_default=True)
@@ -160,11 +191,17 @@ def measure(
 @click.option("--cold", is_flag=True, help="compile into an empty kernel cache (cold compile time)")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=WARMUP_STEPS, show_default=True,
               help="untimed 24-frame steps after boot (random buttons diverge the envs)")
+@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
+              help="CPU device: worker threads, each stepping a contiguous chunk of envs "
+                   "(0: every core)")
 def emulator_bench(
-    rom: str | None, envs: int, frames: int, device: str, game: bool | None, cold: bool,
-    warmup_steps: int,
+    rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
+    warmup_steps: int, threads: int,
 ) -> None:
-    """Emulated frames/s and instructions/s; prints one JSON record."""
+    """Emulated frames/s and instructions/s; prints one JSON record per batch size.
+
+    Each size gets its own batch and its own warm-up; the kernel is compiled (or loaded
+    from the cache) once, by the first."""
     from gbx_gameboy.cartridge import RomError, parse_cartridge
 
     if rom is not None:
@@ -175,6 +212,7 @@ def emulator_bench(
         except RomError as exc:
             raise click.BadParameter(str(exc), param_hint="--rom") from exc
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
-    record = measure(image, envs, frames, device, game if game is not None else rom is not None,
-                     cold=cold, warmup_steps=warmup_steps)
-    click.echo(json.dumps(record))
+    for i, n in enumerate(envs):
+        record = measure(image, n, frames, device, game if game is not None else rom is not None,
+                         cold=cold and i == 0, warmup_steps=warmup_steps, threads=threads)
+        click.echo(json.dumps(record))

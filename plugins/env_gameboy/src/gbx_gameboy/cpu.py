@@ -23,6 +23,7 @@ from gbx_gameboy.decode import (
     A_SP_DOWN,
     CB_BASE,
     CC_SHIFT,
+    D8_NONE,
     D16_NONE,
     DST8_SHIFT,
     DST16_SHIFT,
@@ -91,6 +92,7 @@ from gbx_gameboy.decode import (
     SRC8_SHIFT,
     SRC16_SHIFT,
     W_PUSH,
+    W_RES8,
     W_RES16,
     WADDR_SHIFT,
     WDOWN_SHIFT,
@@ -98,7 +100,7 @@ from gbx_gameboy.decode import (
     WVAL_SHIFT,
     WWAIT_SHIFT,
 )
-from gbx_gameboy.kstate import GB, ld_i32, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.kstate import GB, ldg_i32, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     FAULT_BUDGET,
@@ -380,8 +382,13 @@ def run_kernel(
     buttons: wp.array(dtype=wp.int32),
     use_buttons: int,
     release_after: int,
+    env_base: int,
 ):
     """Run each env for ``amount`` cycles (mode 0) or frames (mode 1).
+
+    Thread ``i`` runs env ``env_base + i``: the CPU device runs a batch as contiguous
+    chunks of envs, one launch per worker thread (machine.CpuChunks); a GPU launch covers
+    the whole batch from env 0.
 
     One iteration of the loop is one instruction in four phases: fetch (opcode and
     immediates), reads, register work, writes. Memory is touched only in the fetch, read
@@ -396,7 +403,7 @@ def run_kernel(
     event earlier, and any catch-up they trigger happens only once an event is due, which
     the next iteration's catch-up sees too.
     """
-    env = wp.tid()
+    env = wp.tid() + env_base
     if sget(g, env, S_LOCKED) != 0:
         return
     r = vec8i()
@@ -550,9 +557,9 @@ def run_kernel(
         else:
             op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
         desc = op * DESC_BYTES
-        w0 = ld_i32(g.dec_ptr, desc)
-        w1 = ld_i32(g.dec_ptr, desc + 4)
-        w2 = ld_i32(g.dec_ptr, desc + 8)
+        w0 = ldg_i32(g.dec_ptr, desc)
+        w1 = ldg_i32(g.dec_ptr, desc + 4)
+        w2 = ldg_i32(g.dec_ptr, desc + 8)
         if halt_bug != 0:
             # PC was not advanced past the opcode: its byte is read again as the next one.
             halt_bug = int(0)
@@ -578,9 +585,9 @@ def run_kernel(
         code = wp.where(op == 0xCB, imm & 0xFF, op)
         if op == 0xCB:
             desc = (CB_BASE + code) * DESC_BYTES
-            w0 = ld_i32(g.dec_ptr, desc)
-            w1 = ld_i32(g.dec_ptr, desc + 4)
-            w2 = ld_i32(g.dec_ptr, desc + 8)
+            w0 = ldg_i32(g.dec_ptr, desc)
+            w1 = ldg_i32(g.dec_ptr, desc + 4)
+            w2 = ldg_i32(g.dec_ptr, desc + 8)
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[2] += c1 - c0
@@ -592,8 +599,14 @@ def run_kernel(
 
         # ---- reads: n_rd bytes from raddr (little-endian in rv), after r_wait cycles
         # Both addresses come from the registers before this instruction.
-        raddr = bus_address(field(w0, RADDR_SHIFT, 3), r, sp, imm)
-        waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
+        # Only instructions that read (write) need the address: most touch no memory, and
+        # on the CPU device the eight selects of an address are a good part of their cost.
+        raddr = int(0)
+        waddr = int(0)
+        if field(w0, NRD_SHIFT, 2) != 0:
+            raddr = bus_address(field(w0, RADDR_SHIFT, 3), r, sp, imm)
+        if field(w0, NWR_SHIFT, 2) != 0:
+            waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
         t += 4 * field(w0, RWAIT_SHIFT, 1)
         n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
         rv = int(0)
@@ -620,28 +633,36 @@ def run_kernel(
         if op8 != OP_LD:
             out8 = alu(op8, a, v8, f, (code >> 3) & 7)
         res8 = out8 >> 8
-        src16 = field(w2, SRC16_SHIFT, 3)
-        v16 = wp.where(src16 == R16_SP, sp, hl)
-        v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
-        v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
-        v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
-        v16 = wp.where(src16 == R16_IMM, imm, v16)
-        v16 = wp.where(src16 == R16_MEM, rv, v16)
-        v16 = wp.where(src16 == R16_PC, pc, v16)
+        # The 16-bit path only for instructions that use its result: the adder, a 16-bit
+        # destination, a 16-bit or pushed write value, or the adder's flags.
         op16 = field(w2, OP16_SHIFT, 3)
-        out16 = v16 << 8
-        if op16 != OP16_PASS:
-            out16 = add16(op16, v16, hl, e)
+        dst16 = field(w2, DST16_SHIFT, 3)
+        vsel = field(w0, WVAL_SHIFT, 2)
+        f16 = field(w1, F16_SHIFT, 1)
+        out16 = int(0)
+        if op16 != OP16_PASS or dst16 != D16_NONE or vsel != W_RES8 or f16 != 0:
+            src16 = field(w2, SRC16_SHIFT, 3)
+            v16 = wp.where(src16 == R16_SP, sp, hl)
+            v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
+            v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
+            v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
+            v16 = wp.where(src16 == R16_IMM, imm, v16)
+            v16 = wp.where(src16 == R16_MEM, rv, v16)
+            v16 = wp.where(src16 == R16_PC, pc, v16)
+            out16 = v16 << 8
+            if op16 != OP16_PASS:
+                out16 = add16(op16, v16, hl, e)
         res16 = out16 >> 8
         # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
-        calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
+        calc = wp.where(f16 != 0, out16 & 0xF0, out8 & 0xF0)
         r[R_F] = (
             (f & (field(w1, FKEEP_SHIFT, 4) << 4))
             | (field(w1, FSET_SHIFT, 4) << 4)
             | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
         )
-        r = rset(r, field(w1, DST8_SHIFT, 4), res8)
-        dst16 = field(w2, DST16_SHIFT, 3)
+        dst8 = field(w1, DST8_SHIFT, 4)
+        if dst8 != D8_NONE:
+            r = rset(r, dst8, res8)
         if dst16 != D16_NONE:
             hi = res16 >> 8
             lo = res16 & 0xFF
@@ -656,7 +677,6 @@ def run_kernel(
             sp = wp.where(dst16 == R16_SP, res16, sp)
         # writes (to waddr, chosen with the read address above)
         wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
-        vsel = field(w0, WVAL_SHIFT, 2)
         wval = wp.where(vsel == W_RES16, res16, res8)
         wval = wp.where(vsel == W_PUSH, ((res16 & 0xFF) << 8) | (res16 >> 8), wval)
         n_wr = wp.where(taken, field(w0, NWR_SHIFT, 2), 0)

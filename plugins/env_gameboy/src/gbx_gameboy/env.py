@@ -88,6 +88,10 @@ class GameBoyConfig:
         (), "more start savestates (gbx or PyBoy); each episode starts from a random one",
         _v.deep_iterable(_v.instance_of(str)),
     )
+    cpu_threads: int = option(
+        0, "Warp CPU device: threads that step the emulator, each a contiguous chunk of "
+        "envs (0: every core); no effect on a GPU", _v.ge(0),
+    )
 
 
 def resolve_rom(path: str) -> Path:
@@ -231,7 +235,7 @@ class GameBoyEnv:
         cart = parse_cartridge(str(rom))
         # Refused before the batch allocates anything (a huge env count is a one-line error).
         check_env_memory("gameboy", num_envs, bytes_per_env(cart, config), self.device)
-        self.batch = GameBoyBatch(cart, num_envs, wdev)
+        self.batch = GameBoyBatch(cart, num_envs, wdev, threads=config.cpu_threads)
         self.rom_sha256 = self.batch.cart.sha256
         self._rom_title = self.batch.cart.title
 
@@ -320,6 +324,8 @@ class GameBoyEnv:
         self.bank = None
 
     def meta(self) -> dict[str, Any]:
+        from gbx_gameboy.machine import GameBoyBatch
+
         cfg = self.config
         return {
             "env": "gameboy",
@@ -338,6 +344,10 @@ class GameBoyEnv:
             "random_noop_max": cfg.random_noop_max,
             "start_states": list(cfg.start_states),
             "start_states_sha256": self.start_states_sha256,
+            # threads the Warp emulator steps on (CPU device; None on a GPU or another backend)
+            "cpu_threads": (self.batch.cpu_workers
+                            if isinstance(self.batch, GameBoyBatch) and self.device.type == "cpu"
+                            else None),
         }
 
     # ------------------------------------------------------------------ StatefulEnv

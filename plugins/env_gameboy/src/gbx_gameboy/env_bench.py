@@ -17,6 +17,7 @@ from typing import Any
 import click
 import torch
 
+from gbx_gameboy.bench import EnvCounts
 from gbx_gameboy.env import DEFAULT_ROM, GameBoyConfig, GameBoyEnv
 
 
@@ -94,12 +95,15 @@ def measure(
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         reset_s[name] = (time.perf_counter() - t0) / 10
+    workers = env.batch.cpu_workers if dev.type == "cpu" else None
     env.close()
     key = "rss" if dev.type == "cpu" else "device_used"
     return {
         "bench": "env",
         "device": str(dev),
         "num_envs": num_envs,
+        "threads": workers,
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_step": config.frames_per_step,
         "obs_size": config.obs_size,
         "stack_k": config.stack_k,
@@ -124,8 +128,8 @@ _TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_
 @click.command("env")
 @click.option("--rom", default=str(DEFAULT_ROM), show_default=True, help="ROM to run")
 @click.option("--state", default="", help="start savestate (gbx or PyBoy)")
-@click.option("--num-envs", "--envs", "num_envs", default="64", show_default=True,
-              help="comma-separated batch sizes, e.g. 64,1024")
+@click.option("--num-envs", "--envs", "num_envs", type=EnvCounts(), default="64",
+              show_default=True, help="comma-separated batch sizes, e.g. 64,1024")
 @click.option("--backend", "backends", default=None,
               help="compare backends on --task instead, e.g. gameboy,pyboy: the same as "
                    "`gbx bench backends` (provided by gbx-env-pyboy)")
@@ -139,34 +143,32 @@ _TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_
 @click.option("--stack-k", default=1, show_default=True)
 @click.option("--max-mem-delta", type=float, default=None,
               help="fail if memory grows by more than this many MiB after warm-up")
+@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
+              help="CPU device: emulator threads (env.cpu_threads; 0: every core)")
 @click.pass_context
 def env_bench(
-    ctx: click.Context, rom: str, state: str, num_envs: str, backends: str | None,
+    ctx: click.Context, rom: str, state: str, num_envs: list[int], backends: str | None,
     task: str | None, device: str, steps: int, warmup: int, frames_per_step: int,
-    obs_size: str, stack_k: int, max_mem_delta: float | None,
+    obs_size: str, stack_k: int, max_mem_delta: float | None, threads: int,
 ) -> None:
     """Env steps/s and frames/s of the gameboy env (one JSON record per batch size).
 
     With --backend, the same task on several backends instead (one record per backend and
     batch size, then the ratios), through `gbx bench backends`."""
     if backends is not None:
-        _forward_to_backends(ctx, backends, task, num_envs, device, steps, warmup)
+        _forward_to_backends(ctx, backends, task, num_envs, device, steps, warmup, threads)
         return
     if task is not None:
         raise click.UsageError("--task needs --backend (e.g. --backend gameboy,pyboy)")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        sizes = [int(s) for s in num_envs.split(",") if s.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {num_envs!r}") from None
     cfg = GameBoyConfig(
         rom=rom, state=state, frames_per_step=frames_per_step,
         release_after_frames=min(8, frames_per_step), obs_size=obs_size, stack_k=stack_k,
-        max_steps=10**9,
+        max_steps=10**9, cpu_threads=threads,
     )
     failed = []
-    for n in sizes:
+    for n in num_envs:
         rec = measure(cfg, n, device, steps, warmup)
         click.echo(json.dumps(rec))
         if max_mem_delta is not None and rec["mem_delta_bytes"] > max_mem_delta * 2**20:
@@ -177,8 +179,8 @@ def env_bench(
 
 
 def _forward_to_backends(
-    ctx: click.Context, backends: str, task: str | None, num_envs: str, device: str,
-    steps: int, warmup: int,
+    ctx: click.Context, backends: str, task: str | None, num_envs: list[int], device: str,
+    steps: int, warmup: int, threads: int,
 ) -> None:
     """Run `gbx bench backends` with this command's common options."""
     changed = [
@@ -200,6 +202,10 @@ def _forward_to_backends(
             "backend provides: pip install -e plugins/env_pyboy"
         )
     ctx.invoke(
-        other, envs=None, task=task or "gbx-quest-1", backends=backends, num_envs=num_envs,
+        other, envs=None, task=task or "gbx-quest-1", backends=backends,
+        num_envs=",".join(str(n) for n in num_envs),
         device=device, steps=steps, warmup=warmup, overrides=(),
+        # --threads given: that count only; else one thread and every core side by side
+        cpu_threads=str(threads) if ctx.get_parameter_source("threads")
+        is not click.core.ParameterSource.DEFAULT else "1,0",
     )

@@ -19,6 +19,7 @@ from gbx_gameboy.cpu import (
     run_kernel,
     store_gb,
 )
+from gbx_gameboy.cpu_threads import ChunkedLaunch, chunk_bounds, resolve_threads
 from gbx_gameboy.decode import decode_table
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
@@ -89,6 +90,9 @@ def batch_bytes(cart: Cartridge, num_envs: int,
 class GameBoyBatch:
     """``num_envs`` DMG machines sharing one ROM, stepped by one kernel launch per call.
 
+    On the CPU device a launch runs as ``threads`` chunks of envs in parallel (default:
+    every core, see cpu_threads.py); a GPU launch is one launch over the whole batch.
+
     Per-env state (layout.py) is tiled ``(tiles, rows, TILE)``: the envs of a warp touching
     the same address coalesce, and kernels reach every row of an env at a constant offset.
     Every array is exposed zero-copy to torch (see ``state_tensors``).
@@ -101,9 +105,11 @@ class GameBoyBatch:
         device: str = "cpu",
         boot_rom: str | os.PathLike[str] | bytes | None = None,
         serial_capacity: int = DEFAULT_SERIAL_CAPACITY,
+        threads: int | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.threads = resolve_threads(threads)
         self.cart = rom if isinstance(rom, Cartridge) else parse_cartridge(rom)
         boot = None
         if boot_rom is not None:
@@ -124,6 +130,7 @@ class GameBoyBatch:
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
         g.dec = wp.array(decode_table(), dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
+        g.rom_ptr = g.rom.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
         g.mem = wp.zeros((nt, L.MEM_BYTES, L.TILE), dtype=wp.uint8, device=dev)
         g.cram = wp.zeros((nt, cram_rows, L.TILE), dtype=wp.uint8, device=dev)
@@ -153,6 +160,7 @@ class GameBoyBatch:
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
         self._faulted = torch.zeros((nt, L.TILE), dtype=torch.bool, device=wp.device_to_torch(dev))
         self.last_compile_s = 0.0
+        self._chunks: ChunkedLaunch | None = None  # CPU device: built at the first launch
         self.reset(boot_rom_present=boot is not None)
 
     # ------------------------------------------------------------------ state
@@ -219,6 +227,14 @@ class GameBoyBatch:
             "apu": wp.to_torch(g.apu),
             "fb": wp.to_torch(g.fb),
         }
+
+    @property
+    def cpu_workers(self) -> int:
+        """Threads a launch runs on (the CPU device: ``threads``, at most one per tile of
+        32 envs; a GPU launch is one launch)."""
+        if not self.device.startswith("cpu"):
+            return 1
+        return len(chunk_bounds(self.num_envs, self.threads))
 
     @property
     def phase_clocks(self) -> torch.Tensor:
@@ -323,19 +339,21 @@ class GameBoyBatch:
         g = self._g
         g.render_frame = render_frame
         wp.launch(store_gb, dim=1, inputs=[self._g_dev, g], device=self.device)
-        wp.launch(
-            run_kernel,
-            dim=self.num_envs,
-            inputs=[
-                g,
-                mode,
-                amount,
-                buttons if buttons is not None else self._no_buttons,
-                1 if buttons is not None else 0,
-                release_after,
-            ],
-            device=self.device,
-        )
+        inputs = [
+            g,
+            mode,
+            amount,
+            buttons if buttons is not None else self._no_buttons,
+            1 if buttons is not None else 0,
+            release_after,
+        ]
+        if not self.device.startswith("cpu"):
+            wp.launch(run_kernel, dim=self.num_envs, inputs=[*inputs, 0], device=self.device)
+            return
+        if self._chunks is None:
+            self._chunks = ChunkedLaunch(run_kernel, self.device, self.num_envs, self.threads,
+                                         inputs)
+        self._chunks.launch(inputs)
 
     def run_cycles(self, n: int) -> None:
         """Run every env for n T-cycles (each stops at the first instruction boundary >= n)."""

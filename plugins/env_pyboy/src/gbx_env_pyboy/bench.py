@@ -14,6 +14,7 @@ CUDA the timed region is bracketed by CUDA events.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
 import json
 import os
 import platform
@@ -42,15 +43,42 @@ def env_for_backend(task: str, backend: str) -> str:
     raise click.BadParameter(f"unknown backend {backend!r}; backends: gameboy, pyboy")
 
 
-def _ints(text: str, what: str) -> list[int]:
+def _ints(text: str, what: str, minimum: int = 1) -> list[int]:
     try:
         out = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise click.BadParameter(f"{what}: expected comma-separated integers, got {text!r}") \
             from None
-    if not out or min(out) < 1:
-        raise click.BadParameter(f"{what}: expected positive integers, got {text!r}")
+    if not out or min(out) < minimum:
+        raise click.BadParameter(f"{what}: expected integers >= {minimum}, got {text!r}")
     return out
+
+
+def _is_pyboy(registry: Any, name: str) -> bool:
+    """A PyBoy env: its config has ``workers`` (the emulators' processes)."""
+    from gbx.resolve import require_env
+
+    return has_field(require_env(registry, name).config_cls, ["workers"])
+
+
+def measured_runs(registry: Any, names: list[str], routed: dict[str, tuple[str, ...]],
+                  threads: list[int], device: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``[(label, env name, overrides), ...]``: on the CPU device every Warp env (a config
+    with ``cpu_threads``, not a PyBoy one) once per thread count, labelled
+    ``NAME@threads=K`` (``all`` for 0); every other env once, under its name."""
+    from gbx.resolve import require_env, resolve_device
+
+    runs = []
+    on_cpu = resolve_device(device).type == "cpu"
+    for name in names:
+        warp_cpu = (on_cpu and has_field(require_env(registry, name).config_cls, ["cpu_threads"])
+                    and not _is_pyboy(registry, name))
+        if not warp_cpu:
+            runs.append((name, name, routed[name]))
+            continue
+        for k in threads:
+            runs.append((f"{name}@threads={k or 'all'}", name, (*routed[name], f"cpu_threads={k}")))
+    return runs
 
 
 def route_overrides(registry: Any, names: list[str],
@@ -158,6 +186,7 @@ def measure_env(registry: Any, env_name: str, num_envs: int, device: str, steps:
         "step_ms": round(1000 * secs / steps, 3),
         "episode_resets": int(resets),
         "workers": meta.get("workers"),
+        "cpu_threads": meta.get("cpu_threads"),
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "overrides": list(overrides),
@@ -165,6 +194,10 @@ def measure_env(registry: Any, env_name: str, num_envs: int, device: str, steps:
     }
     if fps:
         rec["frames_per_s"] = round(steps * num_envs * fps / secs, 2)
+        # cores the emulators ran on (Warp CPU threads or PyBoy worker processes)
+        cores = meta.get("cpu_threads") or meta.get("workers")
+        if env.device.type == "cpu" and cores:
+            rec["frames_per_s_per_core"] = round(rec["frames_per_s"] / cores, 2)
     if env.device.type == "cuda":
         rec["device_name"] = torch.cuda.get_device_name(env.device)
     return rec
@@ -203,13 +236,17 @@ def ratio_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
 @click.option("--steps", default=20, show_default=True, help="timed env steps per (env, N)")
 @click.option("--warmup", default=3, show_default=True, help="untimed env steps first")
+@click.option("--cpu-threads", "cpu_threads", default="1,0", show_default=True,
+              help="CPU device: run each Warp env once per thread count (0: every core), "
+                   "so one thread and every core show side by side; PyBoy envs are sized "
+                   "with --set workers=N")
 @click.option("--set", "overrides", multiple=True, metavar="[ENV:]KEY=VALUE",
               help="env config override, for every env whose config has KEY (an error "
                    "when none has it), e.g. --set workers=2 (PyBoy envs only); "
                    "ENV:KEY=VALUE sets it for ENV alone")
 @click.pass_context
 def backends_bench(ctx: click.Context, envs: str | None, task: str | None, backends: str,
-                   num_envs: str, device: str, steps: int, warmup: int,
+                   num_envs: str, device: str, cpu_threads: str, steps: int, warmup: int,
                    overrides: tuple[str, ...]) -> None:
     """Env steps/s of several backends on one task (JSON records, then ratios)."""
     registry = ctx.find_root().obj.registry
@@ -220,13 +257,20 @@ def backends_bench(ctx: click.Context, envs: str | None, task: str | None, backe
     else:
         raise click.UsageError("pass --task TASK (with --backend) or --env NAME,NAME")
     sizes = _ints(num_envs, "--envs")
+    threads = _ints(cpu_threads, "--cpu-threads", minimum=0)
     routed = route_overrides(registry, names, overrides)
+    runs = measured_runs(registry, names, routed, threads, device)
     facts = host_facts()
     records = []
     for n in sizes:
-        for name in names:
-            rec = {**measure_env(registry, name, n, device, steps, warmup, routed[name]),
+        for label, name, texts in runs:
+            if _is_pyboy(registry, name) and importlib.util.find_spec("pyboy") is None:
+                click.echo(json.dumps({"bench": "backends", "env": label, "num_envs": n,
+                                       "skipped": "PyBoy is not installed (pip install pyboy)"}))
+                continue
+            rec = {**measure_env(registry, name, n, device, steps, warmup, texts),
                    "task": task, **facts}
+            rec["env"], rec["env_name"] = label, name
             records.append(rec)
             click.echo(json.dumps(rec))
     for rec in ratio_records(records):
