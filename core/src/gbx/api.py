@@ -84,6 +84,34 @@ class StatefulEnv(Protocol):
     def load_env_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class RealStartConfig(Protocol):
+    """An env config with settings that only training envs use (a curriculum's start
+    states, the saving of reached goal states).
+
+    An optional capability of an env's config class: ``real_start()`` returns the same
+    config without them, so the env it builds starts every episode from the task's real
+    start state. The run loop builds every evaluation env from it
+    (``RunContext.make_env(..., evaluation=True)``): an evaluation measures the task
+    itself, never the curriculum.
+    """
+
+    def real_start(self) -> Any: ...
+
+
+@runtime_checkable
+class GoalStateSaver(Protocol):
+    """An :class:`Env` that keeps states its envs reached at the goal (optional).
+
+    ``write_goal_states(folder)`` writes the distinct ones it holds into ``folder``
+    (each file atomically; a file already there is kept) and returns how many files the
+    folder holds. The run loop calls it on the training env at every checkpoint, into
+    ``<run_dir>/goal_states/``; a later stage starts from them (a curriculum).
+    """
+
+    def write_goal_states(self, folder: Path) -> int: ...
+
+
 # ---------------------------------------------------------------------------
 # Runs, trainers, observers
 # ---------------------------------------------------------------------------
@@ -107,8 +135,10 @@ class RunContext(RunInfo, Protocol):
     artifact writers and resume logic stay in the core.
     """
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Env:
-        """Build the configured env with ``num_envs`` copies."""
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Env:
+        """Build the configured env with ``num_envs`` copies. ``evaluation=True`` builds an
+        evaluation env: every episode starts from the task's real start state (the
+        config's :meth:`RealStartConfig.real_start`), whatever training starts from."""
         ...
 
     def record(self, metrics: Mapping[str, Any]) -> None:
@@ -161,6 +191,21 @@ class Trainer(Protocol):
 
     # Optional: ``failure_context() -> {"frames": [T, H, W], "actions": [T]}`` of one env;
     # the run loop adds them to the failure bundle when the trainer raises.
+
+
+@runtime_checkable
+class WeightInit(Protocol):
+    """A :class:`Trainer` that can start from another run's weights (optional).
+
+    ``init_weights(state, source)`` takes the trainer state of a checkpoint (what
+    ``state_dict()`` returned, possibly of a run on another env) and loads the policy's
+    weights only: optimiser, counters, random streams and env batch start fresh.
+    ``gbx run --init-from RUN_OR_CHECKPOINT`` (``run.init_from``) calls it once, before
+    training; a resumed run continues from its own checkpoint instead. A state that does
+    not fit raises ``ValueError`` naming the mismatch.
+    """
+
+    def init_weights(self, state: Mapping[str, Any], source: str) -> None: ...
 
 
 class Observer(Protocol):

@@ -233,8 +233,9 @@ def profile_run(host: Any, algo: str, env: str, num_envs: int, device: str, step
         found: dict[str, str] = {}
         make_env = run.make_env
 
-        def instrumented_make_env(n: int, *, seed_offset: int = 0) -> Any:
-            e = make_env(n, seed_offset=seed_offset)
+        def instrumented_make_env(n: int, *, seed_offset: int = 0,
+                                  evaluation: bool = False) -> Any:
+            e = make_env(n, seed_offset=seed_offset, evaluation=evaluation)
             found.update(instrument_env(e, timer))
             envs.append(e)
             return e

@@ -61,6 +61,9 @@ def _config_options(f: Any) -> Any:
         click.option("--seed", type=int, help="random seed (run.seed)"),
         click.option("--steps", type=int, help="total environment steps (run.steps)"),
         click.option("--run-dir", help="run directory (run.run_dir)"),
+        click.option("--init-from", "init_from",
+                     help="start from the weights of this run directory or checkpoint "
+                          "(run.init_from)"),
         click.option("--tag", help="label appended to the run directory name (run.tag)"),
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
                      help="TOML or JSON file with run/env/algo sections"),

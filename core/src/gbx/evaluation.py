@@ -24,6 +24,16 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 # Hard cap on steps of one round, so an env that never ends cannot hang a run.
 DEFAULT_MAX_ROUND_STEPS = 100_000
+# Most envs one evaluation batch holds; more episodes than this play in further rounds.
+MAX_EVAL_ENVS = 1024
+
+
+def eval_batch_size(episodes: int) -> int:
+    """Envs of an evaluation batch: one per episode (every episode plays at once), at most
+    :data:`MAX_EVAL_ENVS`."""
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    return min(int(episodes), MAX_EVAL_ENVS)
 
 
 def random_policy(num_actions: int, generator: torch.Generator | None) -> Policy:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from gbx.api import Env, RunContext
-from gbx.evaluation import evaluate_policy
+from gbx.evaluation import eval_batch_size, evaluate_policy
 from gbx.metrics import MetricsAccumulator
 from gbx.models import build_model
 from gbx.rl_common import (
@@ -241,9 +241,8 @@ class OnPolicyTrainer:
     ) -> dict[str, Any]:
         """Greedy or sampled episodes on fresh eval envs, beside a random-policy baseline
         (``baseline=False`` leaves it out unless this run has already computed it)."""
-        # One episode per eval env and round; rounds repeat beyond 1024 episodes.
-        num = min(int(episodes), 1024)
-        env = self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV))
+        env = self.ctx.make_env(eval_batch_size(episodes), seed_offset=offset(Stream.EVAL_ENV),
+                                evaluation=True)
         try:
             self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
             model = self.model_or_fail()
@@ -319,6 +318,23 @@ class OnPolicyTrainer:
             "rng": capture_rng_state(self.generator),
             "env": self._env_state(),
         }
+
+    def init_weights(self, state: Mapping[str, Any], source: str) -> None:
+        """:class:`gbx.api.WeightInit`: the model weights of another run's checkpoint state
+        (same algorithm and model config; the env must give the same observation shape and
+        actions). Optimiser, counters, random streams and envs stay fresh."""
+        if state.get("algo") != self.algo:
+            raise ValueError(f"{source} holds a {state.get('algo')} state, not {self.algo}")
+        spec = state.get("spec")
+        if spec is None:
+            raise ValueError(f"{source} was saved before training began (no model spec)")
+        theirs = {k: state.get("config", {}).get(k) for k in ("model", "model_options")}
+        ours = {"model": self.cfg.model, "model_options": dict(self.cfg.model_options)}
+        if theirs != ours:
+            raise ValueError(f"its model is {theirs}, this run builds {ours}: set "
+                             "algo.model / algo.model_options as in that run")
+        self._setup_model(tuple(spec["obs_shape"]), int(spec["num_actions"]))
+        self.model_or_fail().load_state_dict(state["model"])
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         spec = state.get("spec")

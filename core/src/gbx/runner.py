@@ -29,6 +29,7 @@ import torch
 
 from gbx import __version__, seeds
 from gbx import distributed as gdist
+from gbx.api import GoalStateSaver, RealStartConfig, WeightInit
 from gbx.artifacts import (
     latest_checkpoint,
     load_checkpoint,
@@ -49,6 +50,7 @@ _KEEP_RECORDS = 50  # records kept in memory for failure bundles
 
 
 SUMMARY_FILE = "summary.json"
+GOAL_STATES_DIR = "goal_states"  # savestates the training envs reached at the goal
 # Exit status of `gbx run` by how the run ended; a stop by signal N exits 128 + N (the
 # shell's convention: 143 for SIGTERM, 130 for SIGINT), so a supervisor tells a stopped
 # run from a completed one.
@@ -155,15 +157,21 @@ class Run:
         self._started = False
         self._t0 = time.monotonic()
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEEP_RECORDS)
+        self._training_envs: list[Any] = []  # built by make_env for training (not evaluation)
 
     # -- RunContext ----------------------------------------------------------
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Any:
         spec = require_env(self.host.registry, self.config.run.env)
-        env = spec.factory(self.config.env, num_envs, self.device, self.seed + seed_offset)
+        env_config = self.config.env
+        if evaluation and isinstance(env_config, RealStartConfig):
+            env_config = env_config.real_start()  # the task itself, never the curriculum
+        env = spec.factory(env_config, num_envs, self.device, self.seed + seed_offset)
         meta = getattr(env, "meta", None)
-        if callable(meta) and not self.env_meta:
+        if callable(meta) and not self.env_meta and not evaluation:
             self.env_meta = dict(meta())
+        if not evaluation:
+            self._training_envs.append(env)
         return CheckedEnv(env) if self.config.run.debug else env
 
     def record(self, metrics: Mapping[str, Any]) -> None:
@@ -200,8 +208,16 @@ class Run:
             raise GbxError("no 'checkpoint' artifact writer is registered")
         self.last_step = max(self.last_step, int(step))
         self.last_checkpoint_step = int(step)
+        self._save_goal_states()
         self._emit("on_checkpoint", paths[0], int(step))
         return paths[0]
+
+    def _save_goal_states(self) -> None:
+        """Write the goal states the training envs hold into ``goal_states/`` (envs that
+        keep them: :class:`gbx.api.GoalStateSaver`; others write nothing)."""
+        for env in self._training_envs:
+            if isinstance(env, GoalStateSaver):
+                env.write_goal_states(self.run_dir / GOAL_STATES_DIR)
 
     def should_stop(self) -> bool:
         if self._stop_reason is None and self.last_step >= self.config.run.steps:
@@ -411,6 +427,33 @@ def restore_trainer(trainer: Any, state: Any, source: str) -> None:
         ) from exc
 
 
+def init_from_checkpoint(trainer: Any, algo: str, path: Path) -> Path:
+    """Load the policy weights of the checkpoint at ``path`` (a run directory, its
+    checkpoints/ folder or a file) into a new ``trainer`` (:class:`gbx.api.WeightInit`);
+    return the file. Every refusal is one line."""
+    try:
+        ckpt = latest_checkpoint(path)
+    except FileNotFoundError as exc:
+        raise GbxError(f"run.init_from: {exc} (name a run directory or a checkpoint file)") \
+            from None
+    payload = load_checkpoint(ckpt)
+    theirs = str(payload.get("config", {}).get("run", {}).get("algo"))
+    if theirs != algo:
+        raise GbxError(f"run.init_from: {ckpt} is a {theirs} checkpoint and this run trains "
+                       f"{algo}: start from a run of the same algorithm")
+    if not isinstance(trainer, WeightInit):
+        raise GbxError(f"run.init_from: the {algo} trainer cannot start from another run's "
+                       "weights (it lacks gbx.api.WeightInit.init_weights); drop --init-from")
+    try:
+        trainer.init_weights(payload["state"], str(ckpt))
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise CheckpointError(f"run.init_from: the weights of {ckpt} do not fit this run "
+                              f"({type(exc).__name__}: {first})") from exc
+    _warn(f"gbx: policy weights from {ckpt} (step {payload.get('step')})")
+    return ckpt
+
+
 def _warn(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -575,6 +618,8 @@ def _execute(
             if checkpoint is not None:
                 restore_trainer(trainer, checkpoint["state"],
                                 str((run.resume_info or {}).get("from", run.run_dir)))
+            elif run.config.run.init_from:
+                init_from_checkpoint(trainer, run.config.run.algo, Path(run.config.run.init_from))
             # Observers that roll out the policy (gif) find it here.
             run.trainer = trainer
             # Run metadata goes out with the first record, checkpoint or failure, once

@@ -134,8 +134,10 @@ class InMemoryRunContext:
         self.evals: list[dict[str, Any]] = []
         self.checkpoints: list[tuple[int, dict[str, Any]]] = []
         self.stop_after_records = stop_after_records
+        self.made_envs: list[tuple[int, bool]] = []  # (num_envs, evaluation) per make_env
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Any:
+        self.made_envs.append((num_envs, evaluation))
         return make_toy_env(self.env_config, num_envs, self.device, self.seed + seed_offset)
 
     def record(self, metrics: Mapping[str, Any]) -> None:

@@ -14,7 +14,7 @@ import torch
 
 from gbx import distributed as gdist
 from gbx.api import StatefulEnv
-from gbx.evaluation import evaluate_policy
+from gbx.evaluation import eval_batch_size, evaluate_policy
 from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx.metrics import MetricsAccumulator
 from gbx.rl_common import check_step_budget
@@ -355,8 +355,9 @@ class DreamerTrainer:
     ) -> dict[str, Any]:
         """Episodes on fresh envs with the shared evaluator (plus its random baseline
         unless ``baseline=False``)."""
-        num = max(1, min(episodes, self.cfg.num_envs))
-        env = _ResetTracking(self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV)))
+        num = eval_batch_size(episodes)
+        env = _ResetTracking(self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV),
+                                               evaluation=True))
         player = Player(self.wm, self.behavior, num, self.device)
 
         def policy(obs: torch.Tensor) -> torch.Tensor:

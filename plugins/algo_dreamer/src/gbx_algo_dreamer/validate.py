@@ -34,7 +34,8 @@ class LocalContext:
         self.checkpoints = 0
         self.stop_reason: str | None = None
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Any:
+        # The validation tasks have no curriculum: evaluation envs are built the same way.
         return self.env_factory(num_envs, self.seed + seed_offset)
 
     def record(self, metrics: Mapping[str, Any]) -> None:

@@ -52,8 +52,25 @@ def _release_within_step(inst: Any, _attr: Any, value: int) -> None:
         )
 
 
+# Settings only training envs use, with their "off" values: evaluation envs are built
+# without them (gbx.api.RealStartConfig), so they start from the task's real start state.
+TRAINING_ONLY = {"start_states": (), "save_goal_states": 0}
+START_STATE_SUFFIXES = (".gbxstate", ".state")
+
+
+class RealStart:
+    """Gives an env config class :meth:`real_start` (:class:`gbx.api.RealStartConfig`)."""
+
+    __slots__ = ()
+
+    def real_start(self) -> Any:
+        """This config without its training-only settings (:data:`TRAINING_ONLY`)."""
+        names = attrs.fields_dict(type(self))
+        return attrs.evolve(self, **{k: v for k, v in TRAINING_ONLY.items() if k in names})
+
+
 @attrs.frozen
-class GameBoyConfig:
+class GameBoyConfig(RealStart):
     """The ``env`` section of the ``gameboy`` env."""
 
     rom: str = option(str(DEFAULT_ROM), "path of the .gb ROM (default: the bundled game)")
@@ -81,7 +98,9 @@ class GameBoyConfig:
         _v.and_(_v.ge(0), _v.le(10_000)),
     )
     start_states: tuple[str, ...] = option(
-        (), "more start savestates (gbx or PyBoy); each episode starts from a random one",
+        (), "more start savestates (gbx or PyBoy files, or folders of them) for training "
+        "envs; each episode starts from a random one of these and env.state (evaluation "
+        "always starts from env.state)",
         _v.deep_iterable(_v.instance_of(str)),
     )
 
@@ -96,6 +115,33 @@ def resolve_rom(path: str) -> Path:
             )
         raise RomError(f"ROM not found: {p} (set env.rom to a .gb file)")
     return p
+
+
+def start_state_files(entries: tuple[str, ...]) -> list[Path]:
+    """The savestate files ``env.start_states`` names: files as given, folders expanded to
+    their ``.gbxstate``/``.state`` files (sorted). A missing path or a folder without
+    states is a one-line :class:`~gbx_gameboy.savestate.SaveStateError`."""
+    from gbx_gameboy.savestate import SaveStateError
+
+    files: list[Path] = []
+    for entry in entries:
+        p = Path(entry).expanduser()
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir()
+                           if f.is_file() and f.suffix in START_STATE_SUFFIXES)
+            if not found:
+                raise SaveStateError(
+                    f"env.start_states folder {p} holds no {' or '.join(START_STATE_SUFFIXES)} "
+                    "files: point it at the goal_states/ of a run made with "
+                    "env.save_goal_states > 0, or at savestate files"
+                )
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SaveStateError(f"env.start_states: savestate not found: {p} (a savestate "
+                                 "file or a folder of them)")
+    return files
 
 
 def load_start_state(batch: Any, path: str | Path) -> tuple[str, bool]:
@@ -175,7 +221,7 @@ class GameBoyEnv:
         self.start_states_sha256: list[str] = []
         starts = []
         with self._on_torch_stream():
-            for i, path in enumerate((config.state, *config.start_states)):
+            for i, path in enumerate((config.state, *start_state_files(config.start_states))):
                 probe.reset()
                 rendered = False
                 if path:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -32,8 +33,10 @@ from gbx.goal_math import count_under, goal_distance, goal_reward, reached
 from gbx.metrics import percentiles
 from gbx_gameboy.capture import Goal, npy_bytes
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
+from gbx_gameboy.goal_states import GoalStateRing
 
 INFO_MODES = ("full", "stats", "none")
+MAX_GOAL_STATES = 4096
 _QUANTILES = (0.1, 0.5, 0.9)
 _v = attrs.validators
 
@@ -74,6 +77,11 @@ class GoalConfig(GameBoyConfig):
     )
     allow_goal_rom_mismatch: bool = option(
         False, "use a goal whose meta.json names another ROM's sha256 than env.rom's"
+    )
+    save_goal_states: int = option(
+        0, "keep the newest N states training envs reach at the goal; every checkpoint "
+        "writes the distinct ones to <run_dir>/goal_states/ (start states of a next stage)",
+        _v.and_(_v.ge(0), _v.le(MAX_GOAL_STATES)),
     )
 
 
@@ -128,6 +136,10 @@ class GoalEnv(GameBoyEnv):
         self._goal_done = torch.zeros(n, dtype=torch.bool, device=dev)
         self._under = torch.zeros(n, dtype=torch.bool, device=dev)
         self._not_done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.goal_states: GoalStateRing | None = None
+        if config.save_goal_states:
+            self.goal_states = GoalStateRing(self.batch.state_tensors(), n,
+                                             config.save_goal_states, dev)
         self._scoring = True
 
     # ------------------------------------------------------------------ hooks
@@ -139,7 +151,19 @@ class GoalEnv(GameBoyEnv):
         goal_reward(self._prev, self._dist, self._goal_done, bonus=cfg.goal_bonus,
                     shaping=cfg.shaping, out=self._reward)
         self._prev.copy_(self._dist)
+        if self.goal_states is not None:  # before the reset restores these envs
+            self.goal_states.capture(self._goal_done)
         return self._reward, self._goal_done
+
+    def write_goal_states(self, folder: Path) -> int:
+        """:class:`gbx.api.GoalStateSaver`: write the distinct goal states held (with
+        ``env.save_goal_states``; none without) into ``folder``; return its file count."""
+        if self.goal_states is None:
+            return 0
+        from gbx_gameboy.savestate import RomId, encode
+
+        rom = RomId.of(self.batch.cart)
+        return self.goal_states.write(folder, lambda arrays: encode(rom, arrays))
 
     def on_reset(self, mask: torch.Tensor, frame: torch.Tensor) -> None:
         if not getattr(self, "_scoring", False):
@@ -173,6 +197,8 @@ class GoalEnv(GameBoyEnv):
         shaping reward) and the consecutive steps under tau of every env."""
         state = super().env_state_dict()
         state["goal"] = {k.lstrip("_"): getattr(self, k).clone() for k in self._GOAL_FIELDS}
+        if self.goal_states is not None:
+            state["goal_states"] = self.goal_states.state_dict()
         return state
 
     def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -188,6 +214,12 @@ class GoalEnv(GameBoyEnv):
         super().load_env_state_dict(state)
         for key in self._GOAL_FIELDS:
             getattr(self, key).copy_(goal[key.lstrip("_")].to(self.device))
+        if self.goal_states is not None:
+            saved = state.get("goal_states")
+            if not isinstance(saved, Mapping):
+                raise ValueError("the saved env state holds no goal states: resume with the "
+                                 "env.save_goal_states the run was started with")
+            self.goal_states.load_state_dict(saved)
 
     def meta(self) -> dict[str, Any]:
         cfg = self.config
@@ -203,6 +235,7 @@ class GoalEnv(GameBoyEnv):
             "goal_bonus": cfg.goal_bonus,
             "shaping": cfg.shaping,
             "info_mode": cfg.info_mode,
+            "save_goal_states": cfg.save_goal_states,
         })
         return out
 

@@ -21,7 +21,7 @@ import click
 
 from gbx import hookimpl
 from gbx.config import module_class
-from gbx_gameboy.env import DEFAULT_ROM
+from gbx_gameboy.env import DEFAULT_ROM, RealStart
 from gbx_gameboy.game import solutions as sol
 from gbx_gameboy.goal import GoalConfig, GoalEnv
 from gbx_gameboy.resources import bundled_states_dir
@@ -118,7 +118,7 @@ def stage_config_cls(task: StageTask, root: Path | None = None) -> type:
         for f in attrs.fields(attrs.resolve_types(GoalConfig))
     }
     name = f"Quest{task.number}Config"
-    cls = attrs.make_class(name, fields, frozen=True)
+    cls = attrs.make_class(name, fields, bases=(RealStart,), frozen=True)
     cls.__doc__ = f"The ``env`` section of ``{task.env_name}`` ({task.name})."
     cls.__module__ = __name__
     cls.__qualname__ = name

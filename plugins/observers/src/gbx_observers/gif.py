@@ -65,7 +65,7 @@ class GifObserver:
             return
         step = record.get("env_steps", len(self.written))
         out_dir = self.run_dir / "media" / f"eval_{step}"
-        env = make_env(1, seed_offset=offset(Stream.EVAL_ENV))
+        env = make_env(1, seed_offset=offset(Stream.EVAL_ENV), evaluation=True)
         meta = {"run_id": getattr(self.run, "run_id", None), "env_steps": step}
         paths = record_rollout(
             env, policy, out_dir, steps=self.steps, greedy=True, scale=self.scale, meta=meta
