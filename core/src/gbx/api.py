@@ -26,7 +26,10 @@ class Env(Protocol):
     tensor returned lives on ``device``. Environments reset themselves:
     when an env finishes (``done | trunc``) the observation returned for it is
     already the first one of its next episode and ``info["reset_mask"]`` is
-    True for it. ``info`` may carry more keys (tensors or plain numbers).
+    True for it. ``info`` may carry more keys (tensors or plain numbers); the
+    run loop and evaluation read ``info["success"]`` (bool ``[N]``: the episode ended at
+    its goal; default ``done``) and ``info["failure"]`` (bool ``[N]``: it ended ``done``
+    on a failure screen, not a success).
 
     An env may also offer ``meta() -> dict`` (action names, frames per step,
     ROM hash...); the run loop records it in the run's ``meta.json``.

@@ -6,8 +6,9 @@ collecting finished episodes until a count is reached). Episode bookkeeping
 (returns, lengths, outcome) stays on the device; the host only reads one
 "all finished?" flag every ``check_every`` steps and the results once.
 
-Success means the episode ended in ``done`` (the goal) rather than in
-``trunc`` (the time limit).
+Success means the episode ended at the goal: ``info["success"]`` where the env
+reports it (an env with failure screens ends episodes with ``done`` both at the goal
+and at a failure, ``info["failure"]``), else ``done``; not ``trunc`` (the time limit).
 """
 
 from __future__ import annotations
@@ -57,15 +58,16 @@ def run_episodes(
 ) -> dict[str, list[float]]:
     """Play ``episodes`` episodes (one per env per round); return per-episode lists.
 
-    Keys: ``return``, ``length``, ``success`` (1.0/0.0), ``finished`` (0.0 when
-    a round hit ``max_round_steps`` before the env's episode ended).
+    Keys: ``return``, ``length``, ``success`` (1.0/0.0: ended at the goal), ``failure``
+    (1.0/0.0: ended on a failure screen), ``finished`` (0.0 when a round hit
+    ``max_round_steps`` before the env's episode ended).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     n = env.num_envs
     device = torch.device(env.device)
     rounds = math.ceil(episodes / n)
-    results = torch.zeros(4, rounds * n, dtype=torch.float32, device=device)
+    results = torch.zeros(5, rounds * n, dtype=torch.float32, device=device)
     ep_return = torch.zeros(n, dtype=torch.float32, device=device)
     ep_length = torch.zeros(n, dtype=torch.float32, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
@@ -78,7 +80,8 @@ def run_episodes(
         with torch.no_grad():
             for step in range(1, max_round_steps + 1):
                 actions = policy(obs)
-                obs, reward, done, trunc, _info = env.step(actions)
+                obs, reward, done, trunc, info = env.step(actions)
+                success, failure = episode_outcome(done, info)
                 live = ~finished
                 live_f = live.to(torch.float32)
                 ep_return.add_(reward.to(torch.float32) * live_f)
@@ -87,8 +90,10 @@ def run_episodes(
                 # Record outcomes of episodes ending now; later episodes of the env are ignored.
                 out[0] = torch.where(ending, ep_return, out[0])
                 out[1] = torch.where(ending, ep_length, out[1])
-                out[2] = torch.where(ending, done.to(torch.float32), out[2])
+                out[2] = torch.where(ending, success.to(torch.float32), out[2])
                 out[3] = torch.where(ending, 1.0, out[3])
+                if failure is not None:
+                    out[4] = torch.where(ending, failure.to(torch.float32), out[4])
                 finished |= ending
                 if step % check_every == 0 and bool(finished.all()):
                     break
@@ -96,12 +101,25 @@ def run_episodes(
         out[0] = torch.where(finished, out[0], ep_return)
         out[1] = torch.where(finished, out[1], ep_length)
     host = results[:, :episodes].tolist()  # the one read of the results
-    return {"return": host[0], "length": host[1], "success": host[2], "finished": host[3]}
+    return {"return": host[0], "length": host[1], "success": host[2], "finished": host[3],
+            "failure": host[4]}
+
+
+def episode_outcome(
+    done: torch.Tensor, info: dict[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(success, failure)`` masks of a step: ``info["success"]`` (else ``done``) and
+    ``info["failure"]`` (None when the env has no failure screens)."""
+    success = info.get("success")
+    failure = info.get("failure")
+    return (success if isinstance(success, torch.Tensor) else done,
+            failure if isinstance(failure, torch.Tensor) else None)
 
 
 def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str, Any]:
     """success_rate, median_steps_to_goal (None without successes), mean_return, ..."""
     returns = per_episode["return"]
+    failure = per_episode.get("failure", [0.0] * len(returns))
     lengths = per_episode["length"]
     success = per_episode["success"]
     count = len(returns)
@@ -118,6 +136,7 @@ def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str
         f"{prefix}median_steps_to_goal": median,
         f"{prefix}mean_return": sum(returns) / count,
         f"{prefix}mean_length": sum(lengths) / count,
+        f"{prefix}failure_rate": sum(failure) / count,
     }
 
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from gbx.api import Env, RunContext
-from gbx.evaluation import eval_batch_size, evaluate_policy
+from gbx.evaluation import episode_outcome, eval_batch_size, evaluate_policy
 from gbx.metrics import MetricsAccumulator
 from gbx.models import build_model
 from gbx.rl_common import (
@@ -196,12 +196,13 @@ class OnPolicyTrainer:
             if final_obs is not None:
                 buf.truncated.add(t, trunc, final_obs)
             goal_dist = info.get("dist")
+            success, _failure = episode_outcome(done, info)
             acc.add_step(
                 reward,
                 done,
                 trunc,
                 reset_mask=info.get("reset_mask"),
-                success=done,
+                success=success,
                 actions=action,
                 dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None,
             )

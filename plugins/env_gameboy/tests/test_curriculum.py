@@ -111,3 +111,53 @@ def test_a_checkpoint_writes_the_goal_states_into_the_run(tmp_path: Path) -> Non
     assert _play_to_goal(train, [0, 2]).tolist() == [8, 10]
     run.checkpoint({"x": torch.zeros(1)}, step=1)
     assert len(list((run.run_dir / GOAL_STATES_DIR).glob("goal_*.gbxstate"))) == 2
+
+
+def test_stage_two_ends_as_a_failure_back_in_the_house() -> None:
+    from gbx.evaluation import evaluate_policy
+
+    env = make_stage_env("gbx-quest-2", 2, "cpu", 0, failure_penalty=0.5, info_mode="full")
+    assert len(env.failures) == 1 and env.meta()["failure_taus"] == [0.0005]
+    back = action_indices(SOLUTIONS["leave_house"] + ("UP",))  # out, then in again
+    env.reset()
+    for t, a in enumerate(back):
+        _, reward, done, _, info = env.step(torch.tensor([a, B]))
+        if t < len(back) - 1:
+            assert not done.any()
+    assert done.tolist() == [True, False] and info["failure"].tolist() == [True, False]
+    assert not info["success"].any() and reward.tolist() == [-0.5, 0.0]
+    assert info["reset_mask"].tolist() == [True, False]
+    # Evaluation counts it as a failure, not a success; the goal still counts as one.
+    plans = [back, action_indices(SOLUTIONS["reach_meadow"])]
+    step = [0]
+
+    def scripted(obs: torch.Tensor) -> torch.Tensor:
+        t = step[0]
+        step[0] += 1
+        return torch.tensor([p[t] if t < len(p) else B for p in plans])
+
+    out = evaluate_policy(env, scripted, 2, greedy=True, baseline=False)
+    assert out["success_rate"] == 0.5 and out["failure_rate"] == 0.5
+    assert out["median_steps_to_goal"] == len(plans[1])
+
+
+def test_capture_goal_failure_makes_a_failure_screen(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gbx_gameboy.capture import GoalError, capture_goal_cmd
+    from gbx_gameboy.env import DEFAULT_ROM
+    from gbx_gameboy.tasks import START_STATE, states_dir
+
+    out = tmp_path / "fell"
+    result = CliRunner().invoke(capture_goal_cmd, [
+        "--rom", str(DEFAULT_ROM), "--state", str(states_dir() / START_STATE),
+        "--steps", "DOWN*5,LEFT*3,DOWN,UP", "--tau", "0.0005", "--failure", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "meta.json").read_text())["kind"] == "failure"
+    env = make_stage_env("gbx-quest-1", 1, "cpu", 0, failure_dirs=(str(out),))
+    assert env.meta()["failure_dirs"] == [str(out)]
+    with pytest.raises(GoalError, match="is a failure screen") as err:
+        make_stage_env("gbx-quest-1", 1, "cpu", 0, goal_dir=str(out))
+    assert "\n" not in str(err.value)

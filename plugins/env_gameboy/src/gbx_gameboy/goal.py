@@ -29,9 +29,9 @@ import attrs
 import torch
 
 from gbx.config import in_range, option
-from gbx.goal_math import count_under, goal_distance, goal_reward, reached
+from gbx.goal_math import count_under, end_as_failure, goal_distance, goal_reward, reached
 from gbx.metrics import percentiles
-from gbx_gameboy.capture import Goal, npy_bytes
+from gbx_gameboy.capture import FAILURE_KIND, Goal, npy_bytes
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
 from gbx_gameboy.goal_states import GoalStateRing
 
@@ -78,6 +78,14 @@ class GoalConfig(GameBoyConfig):
     allow_goal_rom_mismatch: bool = option(
         False, "use a goal whose meta.json names another ROM's sha256 than env.rom's"
     )
+    failure_dirs: tuple[str, ...] = option(
+        (), "failure screens: folders made by `gbx gameboy capture-goal --failure` (or .npy); "
+        "a step whose frame is under a failure template's tau ends the episode as a failure",
+        _v.deep_iterable(_v.instance_of(str)),
+    )
+    failure_penalty: float = option(
+        1.0, "reward taken away on the step that ends in a failure screen", in_range(0)
+    )
     save_goal_states: int = option(
         0, "keep the newest N states training envs reach at the goal; every checkpoint "
         "writes the distinct ones to <run_dir>/goal_states/ (start states of a next stage)",
@@ -101,6 +109,9 @@ def resolve_goal(config: Any) -> tuple[Goal, float, int]:
             "`gbx gameboy capture-goal` (or to a .npy template)"
         )
     goal = load_goal(config.goal_dir)
+    if goal.meta.get("kind") == FAILURE_KIND:
+        raise GoalError(f"env.goal_dir {goal.path} is a failure screen (captured with --failure): "
+                        "name it in env.failure_dirs, and a goal in env.goal_dir")
     rom = resolve_rom(config.rom)
     check_goal_rom(goal, sha256_file(rom), rom, allow_mismatch=config.allow_goal_rom_mismatch)
     want = obs_hw(config.obs_size)
@@ -114,6 +125,28 @@ def resolve_goal(config: Any) -> tuple[Goal, float, int]:
     return goal, tau, consec_k
 
 
+def resolve_failures(config: Any) -> list[Goal]:
+    """The failure templates of ``env.failure_dirs``, each checked like a goal (loads,
+    captured on ``env.rom`` unless allowed otherwise, the obs size); their tau is their
+    ``meta.json``'s."""
+    from gbx_gameboy.capture import GoalError, check_goal_rom, load_goal, sha256_file
+    from gbx_gameboy.env import resolve_rom
+    from gbx_gameboy.obs import obs_hw
+
+    out = []
+    for path in config.failure_dirs:
+        failure = load_goal(path)
+        rom = resolve_rom(config.rom)
+        check_goal_rom(failure, sha256_file(rom), rom,
+                       allow_mismatch=config.allow_goal_rom_mismatch)
+        if tuple(failure.template.shape) != obs_hw(config.obs_size):
+            raise GoalError(f"failure template {failure.path} is "
+                            f"{list(failure.template.shape)}, env.obs_size={config.obs_size} "
+                            f"gives {list(obs_hw(config.obs_size))}")
+        out.append(failure)
+    return out
+
+
 class GoalEnv(GameBoyEnv):
     """:class:`GameBoyEnv` with reward and done from the distance to a goal screen."""
 
@@ -124,6 +157,7 @@ class GoalEnv(GameBoyEnv):
     ) -> None:
         goal, self.tau, self.consec_k = resolve_goal(config)
         self.goal = goal
+        self.failures = resolve_failures(config)
         super().__init__(config, num_envs, device, seed)
         want = self.obs_shape[1:]
         n, dev = num_envs, self.device
@@ -136,6 +170,13 @@ class GoalEnv(GameBoyEnv):
         self._goal_done = torch.zeros(n, dtype=torch.bool, device=dev)
         self._under = torch.zeros(n, dtype=torch.bool, device=dev)
         self._not_done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._failure_templates = [torch.from_numpy(f.template).to(dev, torch.int16)
+                                   for f in self.failures]
+        self._failure_taus = [f.tau for f in self.failures]
+        self._fdist = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._funder = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._failed = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._ended = torch.zeros(n, dtype=torch.bool, device=dev)
         self.goal_states: GoalStateRing | None = None
         if config.save_goal_states:
             self.goal_states = GoalStateRing(self.batch.state_tensors(), n,
@@ -153,7 +194,16 @@ class GoalEnv(GameBoyEnv):
         self._prev.copy_(self._dist)
         if self.goal_states is not None:  # before the reset restores these envs
             self.goal_states.capture(self._goal_done)
-        return self._reward, self._goal_done
+        if not self._failure_templates:
+            return self._reward, self._goal_done
+        # Failure screens: the same distance; any template under its tau ends the episode.
+        self._failed.zero_()
+        for template, tau in zip(self._failure_templates, self._failure_taus, strict=True):
+            goal_distance(frame, template, out=self._fdist, scratch=self._scratch)
+            self._failed.logical_or_(torch.lt(self._fdist, tau, out=self._funder))
+        end_as_failure(self._failed, self._goal_done, self._reward,
+                       penalty=cfg.failure_penalty, done=self._ended)
+        return self._reward, self._ended
 
     def write_goal_states(self, folder: Path) -> int:
         """:class:`gbx.api.GoalStateSaver`: write the distinct goal states held (with
@@ -180,6 +230,9 @@ class GoalEnv(GameBoyEnv):
         # A step that reaches the goal is terminal, even on the last allowed step.
         torch.logical_not(done, out=self._not_done)
         trunc.logical_and_(self._not_done)
+        info["success"] = self._goal_done
+        if self._failure_templates:
+            info["failure"] = self._failed
         mode = self.config.info_mode
         if mode == "full":
             info["dist"] = self._dist
@@ -236,6 +289,11 @@ class GoalEnv(GameBoyEnv):
             "shaping": cfg.shaping,
             "info_mode": cfg.info_mode,
             "save_goal_states": cfg.save_goal_states,
+            "failure_dirs": list(cfg.failure_dirs),
+            "failure_sha256": [hashlib.sha256(npy_bytes(f.template)).hexdigest()
+                               for f in self.failures],
+            "failure_taus": self._failure_taus,
+            "failure_penalty": cfg.failure_penalty,
         })
         return out
 
