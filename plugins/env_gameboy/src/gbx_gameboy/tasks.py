@@ -291,7 +291,10 @@ def stage_readme(task: StageTask, meta: dict[str, Any], goal_dir: Path) -> str:
             f"Uniform random actions over the 7 buttons, {b['episodes']} episodes of at most "
             f"{b['max_steps']} steps, {b['num_envs']} envs on `{b['device']}`, seed "
             f"{b['seed']}: success rate **{b['success_rate']:.3f}**, median steps to the goal "
-            f"**{median if median is not None else 'n/a (no success)'}**; smallest goal "
+            f"**{median if median is not None else 'n/a (no success)'}**"
+            + (f", failure rate **{b['failure_rate']:.3f}** (episodes ended on a failure "
+               f"screen)" if task.failures and "failure_rate" in b else "")
+            + "; smallest goal "
             f"distance seen on a step that did not reach the goal: "
             f"{b.get('min_dist_not_done', 'n/a')}.\n\n"
             f"Measured with `gbx gameboy baseline --env {task.env_name} --episodes "
