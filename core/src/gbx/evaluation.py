@@ -4,7 +4,9 @@ Each env of the batch contributes exactly its first episode of a round, so
 short episodes are not over-represented (which happens when one keeps
 collecting finished episodes until a count is reached). Episode bookkeeping
 (returns, lengths, outcome) stays on the device; the host only reads one
-"all finished?" flag every ``check_every`` steps and the results once.
+"all finished?" flag every ``check_every`` steps and the results once. On the CPU that
+read costs nothing, so the flag is read every step there (a round ends on the step its
+last episode ends); on a GPU every :data:`CHECK_EVERY_GPU` steps.
 
 Success means the episode ended at the goal: ``info["success"]`` where the env
 reports it (an env with failure screens ends episodes with ``done`` both at the goal
@@ -25,6 +27,8 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 # Hard cap on steps of one round, so an env that never ends cannot hang a run.
 DEFAULT_MAX_ROUND_STEPS = 100_000
+# Steps between reads of the "all finished?" flag on a GPU (each read waits for the device).
+CHECK_EVERY_GPU = 8
 # Most envs one evaluation batch holds; more episodes than this play in further rounds.
 MAX_EVAL_ENVS = 1024
 
@@ -53,7 +57,7 @@ def run_episodes(
     policy: Policy,
     episodes: int,
     *,
-    check_every: int = 16,
+    check_every: int | None = None,
     max_round_steps: int = DEFAULT_MAX_ROUND_STEPS,
 ) -> dict[str, list[float]]:
     """Play ``episodes`` episodes (one per env per round); return per-episode lists.
@@ -66,6 +70,8 @@ def run_episodes(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     n = env.num_envs
     device = torch.device(env.device)
+    if check_every is None:
+        check_every = 1 if device.type == "cpu" else CHECK_EVERY_GPU
     rounds = math.ceil(episodes / n)
     results = torch.zeros(5, rounds * n, dtype=torch.float32, device=device)
     ep_return = torch.zeros(n, dtype=torch.float32, device=device)
@@ -148,7 +154,7 @@ def evaluate_policy(
     greedy: bool,
     baseline: bool = True,
     seed: int = 0,
-    check_every: int = 16,
+    check_every: int | None = None,
     max_round_steps: int = DEFAULT_MAX_ROUND_STEPS,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on ``env``; add the random-policy baseline as ``random_*`` keys."""
