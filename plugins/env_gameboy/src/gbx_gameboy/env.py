@@ -65,8 +65,9 @@ class RealStart:
 
     def real_start(self) -> Any:
         """This config without its training-only settings (:data:`TRAINING_ONLY`)."""
-        names = attrs.fields_dict(type(self))
-        return attrs.evolve(self, **{k: v for k, v in TRAINING_ONLY.items() if k in names})
+        config: Any = self  # an attrs class deriving from this one
+        names = attrs.fields_dict(type(config))
+        return attrs.evolve(config, **{k: v for k, v in TRAINING_ONLY.items() if k in names})
 
 
 @attrs.frozen
@@ -221,7 +222,8 @@ class GameBoyEnv:
         self.start_states_sha256: list[str] = []
         starts = []
         with self._on_torch_stream():
-            for i, path in enumerate((config.state, *start_state_files(config.start_states))):
+            paths: list[str | Path] = [config.state, *start_state_files(config.start_states)]
+            for i, path in enumerate(paths):
                 probe.reset()
                 rendered = False
                 if path:
