@@ -7,12 +7,12 @@ PIP := $(PY) -m pip
 GBX := $(PY) -m gbx
 TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.gbx-setup.stamp
-PACKAGES := core $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
+PACKAGES := core toolkit $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 PYPROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(PACKAGES))
 # Optional extras that the test suite exercises (TensorBoard event files, the Gymnasium adapter).
 INSTALL_SPECS := $(patsubst plugins/env_gameboy,plugins/env_gameboy[gymnasium],\
 	$(patsubst plugins/observers,plugins/observers[tensorboard],$(PACKAGES)))
-TEST_PATHS := core/tests $(wildcard plugins/*/tests) tests
+TEST_PATHS := core/tests toolkit/tests $(wildcard plugins/*/tests) tests
 
 .PHONY: setup run test test-slow wheels-smoke lint roms clean-runs
 
@@ -50,13 +50,13 @@ test-slow: setup
 wheels-smoke: setup
 	bash .ci/wheels_smoke
 
-PLUGIN_SRC := $(wildcard plugins/*/src)
+PLUGIN_SRC := toolkit/src $(wildcard plugins/*/src)
 
 lint: setup
-	$(PY) -m ruff check core $(wildcard plugins/*/src plugins/*/tests) examples tests
+	$(PY) -m ruff check core toolkit $(wildcard plugins/*/src plugins/*/tests) examples tests
 	$(PY) -m mypy core/src/gbx
 	@set -e; for src in $(PLUGIN_SRC); do \
-	  echo "mypy $$src"; MYPYPATH=core/src:$$src $(PY) -m mypy $$src; \
+	  echo "mypy $$src"; MYPYPATH=core/src:toolkit/src:$$src $(PY) -m mypy $$src; \
 	done
 
 # The bundled game (gbx quest) assembled from its source by the Game Boy plugin.

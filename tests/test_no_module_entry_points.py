@@ -14,7 +14,7 @@ MAIN_BLOCK = re.compile(r"^\s*if\s+__name__\s*==\s*['\"]__main__['\"]", re.MULTI
 
 
 def test_only_gbx_main_has_a_main_block() -> None:
-    trees = [REPO / "core" / "src", *sorted(REPO.glob("plugins/*/src"))]
+    trees = [REPO / "core" / "src", REPO / "toolkit" / "src", *sorted(REPO.glob("plugins/*/src"))]
     files = [p for tree in trees for p in sorted(tree.rglob("*.py"))]
     with_block = [p for p in files if MAIN_BLOCK.search(p.read_text(encoding="utf-8"))]
     assert with_block == [ONLY], [str(p.relative_to(REPO)) for p in with_block]

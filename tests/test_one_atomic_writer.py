@@ -16,7 +16,7 @@ ALLOWED = {
 
 
 def _source_files() -> list[Path]:
-    trees = [REPO / "core" / "src", *sorted(REPO.glob("plugins/*/src"))]
+    trees = [REPO / "core" / "src", REPO / "toolkit" / "src", *sorted(REPO.glob("plugins/*/src"))]
     return [p for tree in trees for p in sorted(tree.rglob("*.py"))]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SRC_TREES = sorted([REPO / "core" / "src", *REPO.glob("plugins/*/src"),
+SRC_TREES = sorted([REPO / "core" / "src", REPO / "toolkit" / "src", *REPO.glob("plugins/*/src"),
                     *REPO.glob("examples/*/src")])
 # `__file__` of any module, and any `parents[...]` or `.parent.parent` walk that starts
 # from one (run folders are walked up from checkpoint paths, which is fine).
@@ -54,6 +54,7 @@ def test_no_source_tree_walks_into_the_checkout() -> None:
 
 def _distributions() -> list[Path]:
     return sorted(p.parent for p in [REPO / "core" / "pyproject.toml",
+                                     REPO / "toolkit" / "pyproject.toml",
                                      *REPO.glob("plugins/*/pyproject.toml"),
                                      *REPO.glob("examples/*/pyproject.toml")])
 

@@ -13,11 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_setup_installs_core_and_every_plugin_but_not_the_example() -> None:
+def test_setup_installs_core_the_toolkit_and_every_plugin_but_not_the_example() -> None:
     out = subprocess.run(["make", "-n", "-B", "setup"], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout
     install = next(line for line in out.splitlines() if "install --no-build-isolation" in line)
-    assert "-e core" in install
+    assert "-e core" in install and "-e toolkit" in install
     for pyproject in REPO.glob("plugins/*/pyproject.toml"):
         assert f"-e plugins/{pyproject.parent.name}" in install
     assert "examples" not in install

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import collections
 import io
 import os
-import random
 import stat
 from pathlib import Path
 
@@ -15,7 +13,6 @@ import torch
 
 from gbx import checkpoint_file as cf
 from gbx.artifacts import write_checkpoint
-from gbx.rl_common import capture_rng_state, restore_rng_state
 
 
 def _payload(**state):
@@ -45,24 +42,6 @@ def malicious_files(folder: Path, marker: Path) -> dict[str, Path]:
     wrapped = folder / "wrapped.pt"
     wrapped.write_bytes(cf._header(hashlib.sha256(body).hexdigest(), len(body)) + body)
     return {"legacy": legacy, "wrapped": wrapped}
-
-
-def test_state_with_rng_streams_numpy_and_module_state_round_trips() -> None:
-    gen = torch.Generator().manual_seed(3)
-    model = torch.nn.Linear(3, 2)
-    state = {"rng": capture_rng_state(gen), "model": model.state_dict(),
-             "arr": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.int64(5),
-             "path": Path("a/b"), "t": (1, [2.5, None], "x", b"raw")}
-    expect = (random.random(), float(np.random.random()), float(torch.rand(1)))
-    loaded = cf.loads(cf.dumps(_payload(**state)), "mem")["state"]
-    # The restored streams continue exactly where the captured ones were.
-    restore_rng_state(loaded["rng"], torch.Generator())
-    assert (random.random(), float(np.random.random()), float(torch.rand(1))) == expect
-    assert isinstance(loaded["model"], collections.OrderedDict)
-    torch.nn.Linear(3, 2).load_state_dict(loaded["model"])
-    assert torch.equal(loaded["arr"], torch.arange(6.0).reshape(2, 3))
-    assert loaded["n"] == 5 and loaded["path"] == "a/b" and loaded["t"] == (1, [2.5, None], "x",
-                                                                              b"raw")
 
 
 def test_a_value_of_another_type_is_refused_at_write_with_its_key_path() -> None:

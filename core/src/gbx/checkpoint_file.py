@@ -64,8 +64,8 @@ class CheckpointError(GbxError):
 def to_checkpoint_data(value: Any, where: str = "checkpoint") -> Any:
     """``value`` with numpy arrays as tensors, numpy scalars and paths as Python values.
 
-    RNG states need it: ``np.random.get_state()`` holds an ndarray (restored from a
-    tensor by :func:`gbx.rl_common.restore_rng_state`). Raises
+    RNG states need it: ``np.random.get_state()`` holds an ndarray (a trainer restores
+    it from the tensor). Raises
     :class:`CheckpointError` naming the key path of a value of any other type.
     """
     if isinstance(value, torch.Tensor):

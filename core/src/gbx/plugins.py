@@ -50,7 +50,6 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "gbx.toy",
     "gbx.builtin_observers",
     "gbx.artifacts",
-    "gbx.models",
     "gbx.bench_train",
     "gbx.fuzz",
 )

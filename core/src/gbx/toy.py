@@ -32,7 +32,7 @@ import torch
 from gbx import hookimpl
 from gbx.config import in_range, option
 from gbx.goal_math import count_under, end_as_failure, goal_reward, reached
-from gbx.rl_common import check_env_memory
+from gbx.memory import check_env_memory
 
 ACTION_NAMES = ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
 # (row, col) move of each action; A, B and START do nothing on this board.

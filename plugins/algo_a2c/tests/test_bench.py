@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from gbx import rl_common
+from gbx import memory
 from gbx.bench_train import train_bench
 from gbx.plugins import load_plugins, set_host
 from gbx_algo_a2c.bench import memory_bench
@@ -41,7 +41,7 @@ def test_memory_bench_prints_one_record_per_env_count() -> None:
 
 
 def test_memory_bench_reports_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1_000_000)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1_000_000)
     (rec,) = _invoke("--envs", "64", "--device", "cpu", "--set", SMALL)
     assert rec["num_envs"] == 64 and "lower algo.num_envs" in rec["refused"]
 

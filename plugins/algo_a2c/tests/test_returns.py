@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from gbx.rl_common import compute_gae
 from gbx_algo_a2c import returns as rl
+from gbx_toolkit.rl_common import compute_gae
 
 NAN = math.nan
 

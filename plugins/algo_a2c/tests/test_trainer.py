@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gbx import rl_common
-from gbx.guard import NonFiniteError
-from gbx.rl_common import MemoryBudgetError
+from gbx import memory
+from gbx.memory import MemoryBudgetError
 from gbx.testing import (
     InMemoryRunContext,
     comparable,
@@ -24,6 +23,7 @@ from gbx_algo_a2c import returns as rl
 from gbx_algo_a2c.config import A2CConfig
 from gbx_algo_a2c.trainer import A2CTrainer
 from gbx_algo_a2c.window import estimate_window_bytes
+from gbx_toolkit.guard import NonFiniteError
 
 SMALL = {"channels": (8, 16, 16), "hidden": 32}
 
@@ -274,7 +274,7 @@ def test_resume_from_state_dict_reproduces_records() -> None:
 
 
 def test_refuses_a_window_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1_000_000)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1_000_000)
     cfg = small_config()
     trainer = A2CTrainer(cfg, InMemoryRunContext(cfg, steps=cfg.batch_size))
     with pytest.raises(MemoryBudgetError, match="lower algo.num_envs") as info:

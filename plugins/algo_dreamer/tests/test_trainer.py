@@ -5,9 +5,9 @@ import pytest
 import torch
 from fakes import FakeContext, load_state
 
-from gbx.guard import NonFiniteError
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.trainer import DreamerTrainer
+from gbx_toolkit.guard import NonFiniteError
 
 
 def _cfg(**kw) -> DreamerConfig:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gbx.evaluation import MAX_EVAL_ENVS, eval_batch_size
 from gbx.testing import InMemoryRunContext
 from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer
+from gbx_toolkit.evaluation import MAX_EVAL_ENVS, eval_batch_size
 
 
 def test_eval_builds_one_evaluation_env_per_episode() -> None:

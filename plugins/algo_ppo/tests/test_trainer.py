@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from gbx import rl_common
-from gbx.guard import NonFiniteError
-from gbx.rl_common import MemoryBudgetError
+from gbx import memory
+from gbx.memory import MemoryBudgetError
 from gbx.testing import InMemoryRunContext, comparable, count_host_reads, train_and_resume
 from gbx.toy import ToyConfig
 from gbx_algo_ppo import losses
 from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer
+from gbx_toolkit.guard import NonFiniteError
 
 SMALL = {"channels": (8, 16, 16), "hidden": 32}
 
@@ -188,7 +188,7 @@ def test_resume_from_state_dict_reproduces_records() -> None:
 
 
 def test_refuses_a_rollout_that_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rl_common, "available_bytes", lambda device: 1_000_000)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1_000_000)
     cfg = small_config()
     trainer = PPOTrainer(cfg, InMemoryRunContext(cfg, steps=cfg.batch_size))
     with pytest.raises(MemoryBudgetError, match="lower algo.num_envs") as info:

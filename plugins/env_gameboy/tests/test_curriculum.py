@@ -114,7 +114,7 @@ def test_a_checkpoint_writes_the_goal_states_into_the_run(tmp_path: Path) -> Non
 
 
 def test_stage_two_ends_as_a_failure_back_in_the_house() -> None:
-    from gbx.evaluation import evaluate_policy
+    from gbx_toolkit.evaluation import evaluate_policy
 
     env = make_stage_env("gbx-quest-2", 2, "cpu", 0, failure_penalty=0.5, info_mode="full")
     assert len(env.failures) == 1 and env.meta()["failure_taus"] == [0.0005]

@@ -8,7 +8,7 @@ NUM_ENVS = 16
 
 
 def core_record(step: int) -> dict[str, Any]:
-    """Keys every algorithm's record carries (as produced by gbx.metrics)."""
+    """Keys every algorithm's record carries (as produced by gbx_toolkit.metrics)."""
     return {
         "run_id": "run-a",
         "trace_id": f"run-a:{step}",
@@ -72,7 +72,7 @@ META = {
 
 
 def simulate_run(run: Any, observers: list[Any], *, updates: int, num_envs: int = 16) -> None:
-    """Drive observers with real numbers: the toy env, a random policy and gbx.metrics.
+    """Drive observers with real numbers: the toy env, a random policy and gbx_toolkit.metrics.
 
     Stands in for a trainer: per update it collects 32 steps, feeds the
     accumulator, emits one record and, every 4th update, an evaluation.
@@ -82,8 +82,8 @@ def simulate_run(run: Any, observers: list[Any], *, updates: int, num_envs: int 
     import torch
 
     from gbx import toy
-    from gbx.evaluation import evaluate_policy
-    from gbx.metrics import MetricsAccumulator, categorical_entropy
+    from gbx_toolkit.evaluation import evaluate_policy
+    from gbx_toolkit.metrics import MetricsAccumulator, categorical_entropy
 
     config = toy.ToyConfig(max_steps=24)
     env = toy.make_toy_env(config, num_envs, "cpu", 0)

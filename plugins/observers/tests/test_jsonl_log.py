@@ -27,7 +27,7 @@ def _write_run(run: SimpleNamespace, make_record: Any, updates: int = 5) -> Path
     for step in range(1, updates + 1):
         observer.on_record(make_record(step))
         if step % 2 == 0:
-            observer.on_eval({  # shaped like gbx.evaluation.evaluate_policy's summary
+            observer.on_eval({  # shaped like gbx_toolkit.evaluation.evaluate_policy's summary
                 "env_steps": 256 * step, "episodes": 8, "greedy": True, "success_rate": 0.5,
                 "mean_return": 1.0, "median_steps_to_goal": None, "random_success_rate": 0.1,
             })

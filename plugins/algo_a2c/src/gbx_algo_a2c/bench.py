@@ -23,7 +23,7 @@ import attrs
 import click
 import torch
 
-from gbx.rl_common import MemoryBudgetError
+from gbx.memory import MemoryBudgetError
 
 
 def _peak_bytes(device: torch.device) -> int:

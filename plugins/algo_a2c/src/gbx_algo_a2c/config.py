@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 from attrs import validators as v
 
-from gbx.rl_common import (
+from gbx_toolkit.rl_common import (
     budget_field,
     ent_coef_field,
     eval_episodes_field,

@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import torch
 
-from gbx.metrics import categorical_entropy
-from gbx.rl_common import categorical_logprob, normalize_advantages
+from gbx_toolkit.metrics import categorical_entropy
+from gbx_toolkit.rl_common import categorical_logprob, normalize_advantages
 
 __all__ = ["A2CLoss", "a2c_loss", "normalize_advantages", "nstep_returns"]
 

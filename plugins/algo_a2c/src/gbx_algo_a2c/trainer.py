@@ -2,7 +2,7 @@
 
 The imperative shell around :mod:`gbx_algo_a2c.returns`; what it shares with
 PPO (seeding, model and optimiser, memory check, collection, bootstrapping,
-evaluation, checkpoint state) is :class:`gbx.on_policy.OnPolicyTrainer`.
+evaluation, checkpoint state) is :class:`gbx_toolkit.on_policy.OnPolicyTrainer`.
 Hot-path rules: neither the window's env steps nor the optimiser step read
 the device from the host. Every ``log_every`` optimiser steps one record is
 emitted with a single host read (the metrics accumulator's summary, which
@@ -22,19 +22,19 @@ from torch import nn
 
 from gbx import distributed as gdist
 from gbx.api import RunContext
-from gbx.guard import FiniteGuard
-from gbx.on_policy import OnPolicyTrainer
-from gbx.rl_common import (
-    activation_bytes,
-    compute_gae,
-    explained_variance,
-    format_bytes,
-    guarded_step,
-    model_bytes,
-)
+from gbx.memory import format_bytes
 from gbx_algo_a2c import returns as rl
 from gbx_algo_a2c.config import A2CConfig
 from gbx_algo_a2c.window import Window, estimate_window_bytes
+from gbx_toolkit.guard import FiniteGuard
+from gbx_toolkit.on_policy import OnPolicyTrainer
+from gbx_toolkit.rl_common import (
+    activation_bytes,
+    compute_gae,
+    explained_variance,
+    guarded_step,
+    model_bytes,
+)
 
 __all__ = ["DISTANCE_PERCENTILES", "A2CTrainer", "required_bytes"]
 

@@ -2,14 +2,14 @@
 
 Only ``update_every`` steps of ``num_envs`` envs live here, whatever the
 training budget, so device memory is flat in the number of steps trained.
-The storage itself is :class:`gbx.rl_common.StepWindow`.
+The storage itself is :class:`gbx_toolkit.rl_common.StepWindow`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gbx.rl_common import StepWindow, window_bytes
+from gbx_toolkit.rl_common import StepWindow, window_bytes
 
 # A2C's window is the shared on-policy storage without log-probabilities.
 Window = StepWindow

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gbx.metrics import categorical_entropy
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.math_ops import (
     ReturnNorm,
@@ -21,6 +20,7 @@ from gbx_algo_dreamer.math_ops import (
 )
 from gbx_algo_dreamer.networks import Head
 from gbx_algo_dreamer.world_model import Latent, WorldModel
+from gbx_toolkit.metrics import categorical_entropy
 
 
 class Actor(nn.Module):

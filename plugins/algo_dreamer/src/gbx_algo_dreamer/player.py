@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gbx.metrics import categorical_entropy
 from gbx_algo_dreamer.math_ops import sample_categorical, twohot_mean
 from gbx_algo_dreamer.world_model import RSSM, Latent
+from gbx_toolkit.metrics import categorical_entropy
 
 
 class ActingModel(Protocol):

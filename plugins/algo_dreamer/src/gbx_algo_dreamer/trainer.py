@@ -14,10 +14,6 @@ import torch
 
 from gbx import distributed as gdist
 from gbx.api import StatefulEnv
-from gbx.evaluation import eval_batch_size, evaluate_policy
-from gbx.guard import NonFiniteError, new_trace_id, tensor_stats
-from gbx.metrics import MetricsAccumulator
-from gbx.rl_common import check_step_budget
 from gbx.seeds import Stream, derive, offset
 from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
@@ -28,6 +24,10 @@ from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
 from gbx_algo_dreamer.replay import Batch, Replay
 from gbx_algo_dreamer.world_model import WorldModel
+from gbx_toolkit.evaluation import eval_batch_size, evaluate_policy
+from gbx_toolkit.guard import NonFiniteError, new_trace_id, tensor_stats
+from gbx_toolkit.metrics import MetricsAccumulator
+from gbx_toolkit.rl_common import check_step_budget
 
 STATE_VERSION = 1
 

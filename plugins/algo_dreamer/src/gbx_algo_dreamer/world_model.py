@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gbx.metrics import categorical_entropy
 from gbx_algo_dreamer.config import SizePreset
 from gbx_algo_dreamer.math_ops import (
     kl_balanced,
@@ -25,6 +24,7 @@ from gbx_algo_dreamer.networks import (
     ShadeEncoder,
     mlp,
 )
+from gbx_toolkit.metrics import categorical_entropy
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """PPO's rollout storage, preallocated once on the env's device.
 
-Layout is ``[T, N, ...]`` (rollout step, env): a :class:`gbx.rl_common.StepWindow`
+Layout is ``[T, N, ...]`` (rollout step, env): a :class:`gbx_toolkit.rl_common.StepWindow`
 that also keeps the behaviour policy's log-probabilities. Truncated
 episodes need the value of their last observation (``info["final_obs"]``);
 since truncations are rare, those observations are compacted into a small
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gbx.rl_common import StepWindow, window_bytes
+from gbx_toolkit.rl_common import StepWindow, window_bytes
 
 
 class RolloutBuffer(StepWindow):

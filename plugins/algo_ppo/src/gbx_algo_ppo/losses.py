@@ -3,7 +3,7 @@
 Every function here is a pure function of tensors on one device; none reads
 back to the host, so they can sit inside the training hot path. The math
 shared with other on-policy algorithms (GAE, categorical log-probabilities
-and sampling, explained variance) lives in :mod:`gbx.rl_common` and is
+and sampling, explained variance) lives in :mod:`gbx_toolkit.rl_common` and is
 re-exported here so PPO's whole loss toolbox is importable from one place.
 
 Time layout: tensors are ``[T, N]`` (rollout step, env). At step ``t`` the
@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import torch
 
-from gbx.metrics import categorical_entropy
-from gbx.rl_common import (
+from gbx_toolkit.metrics import categorical_entropy
+from gbx_toolkit.rl_common import (
     categorical_logprob,
     compute_gae,
     explained_variance,

@@ -2,7 +2,7 @@
 
 The imperative shell around :mod:`gbx_algo_ppo.losses`; what it shares with
 A2C (seeding, model and optimiser, memory check, collection, bootstrapping,
-evaluation, checkpoint state) is :class:`gbx.on_policy.OnPolicyTrainer`.
+evaluation, checkpoint state) is :class:`gbx_toolkit.on_policy.OnPolicyTrainer`.
 Hot-path rules: the rollout loop never reads the device from the host; each
 update ends with exactly two host reads (the non-finite guard's flag and the
 metrics record), plus the budget/stop checks that use host-side counters only.
@@ -19,18 +19,18 @@ from torch import nn
 
 from gbx import distributed as gdist
 from gbx.api import RunContext
-from gbx.guard import FiniteGuard
-from gbx.models import require_model
-from gbx.on_policy import Forward, OnPolicyTrainer
-from gbx.rl_common import (
-    activation_bytes,
-    format_bytes,
-    guarded_step,
-    model_bytes,
-)
+from gbx.memory import format_bytes
 from gbx_algo_ppo import losses
 from gbx_algo_ppo.buffer import RolloutBuffer, estimate_buffer_bytes
 from gbx_algo_ppo.config import PPOConfig
+from gbx_toolkit.guard import FiniteGuard
+from gbx_toolkit.models import require_model
+from gbx_toolkit.on_policy import Forward, OnPolicyTrainer
+from gbx_toolkit.rl_common import (
+    activation_bytes,
+    guarded_step,
+    model_bytes,
+)
 
 __all__ = ["PPOTrainer"]
 

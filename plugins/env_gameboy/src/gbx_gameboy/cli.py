@@ -50,8 +50,8 @@ def run(
     for flag, value in (("--frames", frames), ("--cycles", cycles)):
         if value is not None and value < 1:
             _fail(f"{flag} must be >= 1, got {value}")
+    from gbx.memory import check_memory
     from gbx.resolve import resolve_device
-    from gbx.rl_common import check_memory
     from gbx_gameboy.machine import GameBoyBatch, batch_bytes
 
     # Device and memory are checked before Warp allocates: one line, exit 2.

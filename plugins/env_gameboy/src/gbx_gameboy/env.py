@@ -26,7 +26,7 @@ import torch
 
 from gbx import hookimpl
 from gbx.config import in_range, option
-from gbx.rl_common import check_env_memory
+from gbx.memory import check_env_memory
 from gbx_gameboy.actions import CODECS, make_codec
 from gbx_gameboy.cartridge import RomError
 from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw

@@ -30,10 +30,10 @@ import torch
 
 from gbx.config import in_range, option
 from gbx.goal_math import count_under, end_as_failure, goal_distance, goal_reward, reached
-from gbx.metrics import percentiles
 from gbx_gameboy.capture import FAILURE_KIND, Goal, npy_bytes
 from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
 from gbx_gameboy.goal_states import GoalStateRing
+from gbx_toolkit.metrics import percentiles
 
 INFO_MODES = ("full", "stats", "none")
 MAX_GOAL_STATES = 4096

@@ -357,7 +357,7 @@ def random_baseline(env_name: str, episodes: int, num_envs: int, device: str, se
     """Success rate and median steps to the goal of uniform random actions on a stage env."""
     import torch
 
-    from gbx.evaluation import random_policy, run_episodes, summarize
+    from gbx_toolkit.evaluation import random_policy, run_episodes, summarize
 
     env = make_stage_env(env_name, num_envs, device, seed, info_mode="full", **overrides)
     gen = torch.Generator(device=env.device)

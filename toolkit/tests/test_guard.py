@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gbx.guard import FiniteGuard, NonFiniteError
+from gbx_toolkit.guard import FiniteGuard, NonFiniteError
 
 
 def test_finite_values_pass_and_clear() -> None:

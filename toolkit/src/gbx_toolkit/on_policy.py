@@ -2,7 +2,7 @@
 
 :class:`OnPolicyTrainer` does everything around an algorithm's update: seeding, the
 model and optimiser, the memory check, collecting steps into a
-:class:`gbx.rl_common.StepWindow` without host reads, bootstrapping truncated episodes,
+:class:`gbx_toolkit.rl_common.StepWindow` without host reads, bootstrapping truncated episodes,
 evaluation wiring and the checkpoint state. A subclass implements its update.
 """
 
@@ -17,14 +17,15 @@ import torch
 from torch import nn
 
 from gbx.api import Env, RunContext
-from gbx.evaluation import episode_outcome, eval_batch_size, evaluate_policy
-from gbx.metrics import MetricsAccumulator
-from gbx.models import build_model
-from gbx.rl_common import (
+from gbx.memory import check_memory
+from gbx.seeds import Stream, derive, offset
+from gbx_toolkit.evaluation import episode_outcome, eval_batch_size, evaluate_policy
+from gbx_toolkit.metrics import MetricsAccumulator
+from gbx_toolkit.models import build_model
+from gbx_toolkit.rl_common import (
     StepWindow,
     capture_rng_state,
     categorical_logprob,
-    check_memory,
     check_step_budget,
     env_batch_state,
     restore_env_batch,
@@ -32,7 +33,6 @@ from gbx.rl_common import (
     sample_categorical,
     seed_everything,
 )
-from gbx.seeds import Stream, derive, offset
 
 __all__ = ["OnPolicyTrainer"]
 

@@ -1,4 +1,4 @@
-"""Tests of gbx.metrics on small synthetic tensors with hand-checked values."""
+"""Tests of gbx_toolkit.metrics on small synthetic tensors with hand-checked values."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from gbx.metrics import (
+from gbx_toolkit.metrics import (
     MetricsAccumulator,
     categorical_entropy,
     histogram,

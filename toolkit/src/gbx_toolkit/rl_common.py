@@ -2,7 +2,7 @@
 
 * RNG state capture/restore, so a resumed run samples exactly what an
   uninterrupted one would have;
-* the device memory budget check run before any large buffer is allocated;
+* the memory a model needs (parameters, optimiser moments, activations);
 * categorical policy math that never reads the device from the host
   (log-probabilities, Gumbel-max sampling, explained variance, GAE);
 * a side buffer that compacts the final observations of truncated envs on
@@ -10,7 +10,7 @@
 * saving and restoring the live env batch (observation, env state, the
   metrics accumulator's per-env episode sums) inside a checkpoint;
 * :class:`StepWindow`, the preallocated ``[T, N]`` storage of on-policy
-  steps (the trainer shell both algorithms share is :mod:`gbx.on_policy`).
+  steps (the trainer shell both algorithms share is :mod:`gbx_toolkit.on_policy`).
 
 Everything tensor-valued here is a pure function of its inputs or works on
 preallocated buffers; nothing reads back to the host except the memory check
@@ -20,7 +20,6 @@ and the restore paths, which run outside the hot loop.
 from __future__ import annotations
 
 import math
-import os
 import random
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,24 +33,19 @@ from torch import nn
 from gbx.api import StatefulEnv
 from gbx.config import in_range
 from gbx.errors import GbxError
-from gbx.metrics import MetricsAccumulator
+from gbx_toolkit.metrics import MetricsAccumulator
 
 __all__ = [
-    "MemoryBudgetError",
     "StepWindow",
     "TruncatedObsBuffer",
     "activation_bytes",
-    "available_bytes",
     "capture_rng_state",
     "categorical_logprob",
-    "check_env_memory",
-    "check_memory",
     "check_step_budget",
     "compute_gae",
     "env_batch_state",
     "explained_variance",
     "field_help",
-    "format_bytes",
     "guarded_step",
     "model_bytes",
     "normalize_advantages",
@@ -191,71 +185,8 @@ def check_step_budget(
 
 
 # ---------------------------------------------------------------------------
-# Memory budget
+# Memory budget of models
 # ---------------------------------------------------------------------------
-
-
-class MemoryBudgetError(GbxError):
-    """The run's buffers would not fit in the device's free memory."""
-
-
-def available_bytes(device: torch.device) -> int | None:
-    """Free memory on ``device`` (None when it cannot be determined)."""
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    if device.type == "cpu":
-        try:  # MemAvailable counts reclaimable page cache, unlike free pages
-            with open("/proc/meminfo", encoding="ascii") as fh:
-                for line in fh:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        try:
-            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    return None
-
-
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``'1.5 KiB'``; whole bytes below 1 KiB, GiB at most."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-def check_memory(
-    required: int,
-    device: torch.device,
-    *,
-    algo: str,
-    fix: str,
-    headroom: float = 0.9,
-) -> str:
-    """Return a one-line memory summary, or raise :class:`MemoryBudgetError` if it won't fit.
-
-    ``algo`` prefixes the error, ``fix`` says what to lower, e.g.
-    ``"the rollout will not fit; lower algo.num_envs or algo.rollout_steps"``.
-    """
-    free = available_bytes(device)
-    if free is None:
-        return f"needs ~{format_bytes(required)} on {device} (free memory unknown)"
-    line = f"needs ~{format_bytes(required)} on {device}, {format_bytes(free)} free"
-    if required > headroom * free:
-        raise MemoryBudgetError(f"{algo} {line}: {fix}")
-    return line
-
-
-def check_env_memory(name: str, num_envs: int, bytes_per_env: int, device: torch.device) -> None:
-    """Refuse an env batch whose buffers will not fit, before the env allocates them."""
-    check_memory(
-        num_envs * bytes_per_env, device, algo=f"{name} env with {num_envs} envs",
-        fix="lower algo.num_envs",
-    )
 
 
 def model_bytes(model: nn.Module) -> int:
@@ -321,7 +252,7 @@ def guarded_step(
 ) -> torch.Tensor:
     """Watch ``losses`` and the gradient norm with ``guard``, clip, step; return the norm.
 
-    Call after ``backward``. ``guard`` is a :class:`gbx.guard.FiniteGuard`; it
+    Call after ``backward``. ``guard`` is a :class:`gbx_toolkit.guard.FiniteGuard`; it
     only records device flags here (no host read). ``max_grad_norm`` 0 means
     no clipping (the norm is still measured and watched).
     """

@@ -5,7 +5,8 @@ Every model maps observations ``uint8 [N, K, H, W]`` (shade indices 0..3,
 Inputs are scaled with ``obs.float() / 3`` inside the model so callers pass
 raw environment tensors and nothing is converted on the host.
 
-Two builders are registered through the ``register_models`` hook:
+Two builders are registered through the ``register_models`` hook (the ``toolkit``
+entry point of ``gbx-toolkit``):
 
 ``cnn``
     Three-layer convolutional torso in the style of the classic Atari agents
@@ -178,10 +179,14 @@ def require_model(name: str) -> Callable[..., nn.Module]:
     clash = registry.clash("model", name)
     if clash is not None:
         raise clash
-    if spec is None:
-        known = ", ".join(sorted(models)) or "none"
-        raise ConfigError(f"unknown model {name!r}: registered models are {known}")
-    return spec.builder
+    if spec is not None:
+        return spec.builder
+    # The toolkit's own networks also serve a host that did not load the toolkit's entry
+    # point (GBX_PLUGINS=ppo selects the algorithm, not the distributions it depends on).
+    if name in BUILTIN_MODELS:
+        return BUILTIN_MODELS[name][0]
+    known = ", ".join(sorted(set(models) | set(BUILTIN_MODELS)))
+    raise ConfigError(f"unknown model {name!r}: registered models are {known}")
 
 
 def build_model(

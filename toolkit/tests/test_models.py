@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gbx.errors import ConfigError
-from gbx.models import BUILTIN_MODELS, build_cnn, build_impala, build_model
+from gbx_toolkit.models import BUILTIN_MODELS, build_cnn, build_impala, build_model
 
 
 @pytest.mark.parametrize("builder", [build_cnn, build_impala])
