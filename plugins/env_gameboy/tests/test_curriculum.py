@@ -74,7 +74,7 @@ def test_next_stage_starts_from_the_saved_goal_states(goal_folder: Path) -> None
 def test_bad_start_states_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.gbxstate"
     bad.write_bytes(b"GBXSTATE" + b"\x01" * 40)
-    for entry, words in ((bad, "bad.gbxstate"), (tmp_path / "none", "not found"),
+    for entry, words in ((bad, "env.start_states"), (tmp_path / "none", "not found"),
                          (tmp_path / "empty", "holds no")):
         if entry.name == "empty":
             entry.mkdir()
@@ -161,3 +161,21 @@ def test_capture_goal_failure_makes_a_failure_screen(tmp_path: Path) -> None:
     with pytest.raises(GoalError, match="is a failure screen") as err:
         make_stage_env("gbx-quest-1", 1, "cpu", 0, goal_dir=str(out))
     assert "\n" not in str(err.value)
+
+
+def test_gbx_run_with_a_bad_start_state_exits_2_in_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gbx.cli import build_cli
+
+    bad = tmp_path / "bad.gbxstate"
+    bad.write_bytes(b"not a savestate")
+    cli = build_cli(load_plugins(environ={"GBX_PLUGINS": "gameboy,gameboy_tasks,ppo"}))
+    result = CliRunner().invoke(cli, [
+        "run", "--algo", "ppo", "--env", "gbx-quest-1", "--device", "cpu", "--steps", "64",
+        "--observer", "print", "--run-dir", str(tmp_path / "run"),
+        "--set", f"env.start_states={bad}", "--set", "algo.num_envs=2",
+        "--set", "algo.rollout_steps=32"])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("gbx: error:")]
+    assert len(errors) == 1 and "env.start_states" in errors[0] and str(bad) in errors[0]

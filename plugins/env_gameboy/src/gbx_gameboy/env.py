@@ -145,23 +145,25 @@ def start_state_files(entries: tuple[str, ...]) -> list[Path]:
     return files
 
 
-def load_start_state(batch: Any, path: str | Path) -> tuple[str, bool]:
+def load_start_state(batch: Any, path: str | Path, setting: str = "") -> tuple[str, bool]:
     """Load a gbx or PyBoy savestate into every env; return (file sha256, has a rendered frame).
 
-    The format is detected from the file's first bytes.
+    The format is detected from the file's first bytes. ``setting`` (e.g. ``env.state``)
+    prefixes a refusal, so the one-line error names the setting that gave the file.
     """
     from gbx_gameboy import savestate
 
     p = Path(path).expanduser()
+    source = f"{setting} {p}" if setting else str(p)
     if not p.is_file():
-        raise savestate.SaveStateError(f"savestate not found: {p}")
+        raise savestate.SaveStateError(f"savestate not found: {source}")
     data = p.read_bytes()
     if savestate.is_gbx_state(data):
-        savestate.load_into(batch, savestate.decode(data, str(p)), None, source=str(p))
+        savestate.load_into(batch, savestate.decode(data, source), None, source=source)
         return hashlib.sha256(data).hexdigest(), True
     from gbx_gameboy import pyboy_state
 
-    pyboy_state.load_pyboy_state(batch, data, env=None, source=str(p))
+    pyboy_state.load_pyboy_state(batch, data, env=None, source=source)
     return hashlib.sha256(data).hexdigest(), False
 
 
@@ -227,7 +229,8 @@ class GameBoyEnv:
                 probe.reset()
                 rendered = False
                 if path:
-                    sha, rendered = load_start_state(probe, path)
+                    sha, rendered = load_start_state(probe, path,
+                                                     "env.state" if i == 0 else "env.start_states")
                     if i == 0:
                         self.state_sha256 = sha
                     else:
