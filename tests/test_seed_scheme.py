@@ -45,7 +45,7 @@ class _SeedRecordingContext(InMemoryRunContext):
         super().__init__(algo_config, steps=64, seed=seeds.rank_seed(base, 0))
         self.env_seeds: list[int] = []
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> Any:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Any:
         self.env_seeds.append(self.seed + seed_offset)
         return super().make_env(num_envs, seed_offset=seed_offset)
 

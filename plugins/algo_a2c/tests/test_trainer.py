@@ -83,7 +83,8 @@ def test_env_reported_percentiles_reach_the_record() -> None:
     cfg = small_config()
 
     class Ctx(InMemoryRunContext):
-        def make_env(self, num_envs: int, *, seed_offset: int = 0) -> object:
+        def make_env(self, num_envs: int, *, seed_offset: int = 0,
+                     evaluation: bool = False) -> object:
             return _PercentileToy(super().make_env(num_envs, seed_offset=seed_offset))
 
     ctx = Ctx(cfg, steps=2 * cfg.batch_size)

@@ -97,7 +97,7 @@ class FakeContext:
         self.checkpoints: list[Path] = []
         self.max_records = max_records
 
-    def make_env(self, num_envs: int, *, seed_offset: int = 0) -> DotEnv:
+    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> DotEnv:
         return DotEnv(num_envs, seed=self.seed + seed_offset, shape=self.env_shape)
 
     def record(self, metrics: Mapping[str, Any]) -> None:

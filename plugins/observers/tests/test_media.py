@@ -112,7 +112,8 @@ def test_rollout_files_from_the_toy_env(tmp_path: Path) -> None:
 
 
 def test_gif_observer_at_each_eval(run: SimpleNamespace) -> None:
-    run.make_env = lambda num_envs, seed_offset=0: _toy_env(num_envs, seed_offset)
+    run.make_env = lambda num_envs, seed_offset=0, evaluation=False: _toy_env(
+        num_envs, seed_offset)
     run.trainer = SimpleNamespace(act=_walk_to_goal)
     observer = GifObserver(run, steps=8)
     observer.on_eval({"env_steps": 1000, "reward_mean": 0.5})

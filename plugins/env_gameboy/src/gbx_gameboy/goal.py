@@ -179,6 +179,9 @@ class GoalEnv(GameBoyEnv):
         self._ended = torch.zeros(n, dtype=torch.bool, device=dev)
         self.goal_states: GoalStateRing | None = None
         if config.save_goal_states:
+            from gbx_gameboy.savestate import RomId
+
+            self._rom_id = RomId.of(self.batch.cart)
             self.goal_states = GoalStateRing(self.batch.state_tensors(), n,
                                              config.save_goal_states, dev)
         self._scoring = True
@@ -210,9 +213,9 @@ class GoalEnv(GameBoyEnv):
         ``env.save_goal_states``; none without) into ``folder``; return its file count."""
         if self.goal_states is None:
             return 0
-        from gbx_gameboy.savestate import RomId, encode
+        from gbx_gameboy.savestate import encode
 
-        rom = RomId.of(self.batch.cart)
+        rom = self._rom_id  # kept: the ring outlives close()
         return self.goal_states.write(folder, lambda arrays: encode(rom, arrays))
 
     def on_reset(self, mask: torch.Tensor, frame: torch.Tensor) -> None:
