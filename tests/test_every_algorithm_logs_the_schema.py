@@ -7,6 +7,7 @@ skipped. The log is read back with `gbx log validate`, as a user would.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,9 @@ def test_log_of_a_real_run_validates(algo: str, tmp_path: Path) -> None:
            "cpu", "--steps", "256", "--run-dir", str(run_dir), "--observer", "jsonl"]
     for item in SETTINGS[algo]:
         cmd += ["--set", item]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    # One torch thread: on a shared 2-core machine more threads oversubscribe it many times.
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     log = run_dir / "train_log.jsonl"
     check = subprocess.run([sys.executable, "-m", "gbx", "log", "validate", str(log)],

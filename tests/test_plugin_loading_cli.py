@@ -6,6 +6,7 @@ importlib.metadata finds their entry points exactly as for installed ones.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -54,7 +55,10 @@ def test_strict_mode_exits_2_naming_the_plugin(broken_site: Path) -> None:
 
 def test_gbx_plugins_filter_skips_the_broken_one(broken_site: Path) -> None:
     out = gbx(broken_site, "plugins", "--json", GBX_PLUGINS="", GBX_STRICT_PLUGINS="1")
-    assert out.returncode == 0 and "broken" not in out.stdout
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert "broken" not in {p["name"] for p in data["plugins"] + data["failures"]}
+    assert {"name": "broken", "why": "gbx-broken, left out by GBX_PLUGINS"} in data["left_out"]
 
 
 def test_a_name_two_distributions_register_fails_only_where_it_is_needed(

@@ -90,15 +90,25 @@ def test_malformed_set_is_explained(host, bad: str) -> None:
         build(host, bad)
 
 
-def test_unknown_plugin_in_config_lists_installed_and_distribution(host) -> None:
+def test_unknown_plugin_in_config_lists_installed_and_points_at_gbx_plugins(host) -> None:
     with pytest.raises(PluginNotInstalledError) as info:
         build_config(host.registry, flags={"algo": "ppo"})
     msg = str(info.value)
-    assert "counter" in msg and "gbx-algo-ppo" in msg
-    with pytest.raises(PluginNotInstalledError, match="gbx-env-gameboy"):
-        build(host, env="gbx-quest-2")
-    with pytest.raises(PluginNotInstalledError, match="no first-party distribution"):
+    assert "algorithm 'ppo' is not installed" in msg and "counter" in msg
+    assert "install the distribution that provides it" in msg and "`gbx plugins`" in msg
+    with pytest.raises(PluginNotInstalledError, match="installed envs: toy"):
         build(host, env="atari")
+
+
+def test_not_installed_names_the_installed_plugins_that_did_not_load() -> None:
+    eps = (FakeEntryPoint("counter", counter_plugin, "gbx-test-counter"),
+           FakeEntryPoint("broken", None, "gbx-broken", error=ImportError("nope")))
+    host = make_host(*eps, environ={"GBX_PLUGINS": "broken"})
+    with pytest.raises(PluginNotInstalledError) as info:
+        build_config(host.registry, flags={"algo": "counter"})
+    msg = str(info.value)
+    assert "counter (gbx-test-counter, left out by GBX_PLUGINS)" in msg
+    assert "broken (gbx-broken, failed to load)" in msg and "\n" not in msg
 
 
 def test_unknown_section_is_refused(host) -> None:

@@ -89,24 +89,16 @@ def test_builtin_plugins_provide_toy_print_and_writers() -> None:
     assert attrs.has(reg.envs["toy"].config_cls)
 
 
-def test_default_observers_prefer_the_log_console_and_plot() -> None:
-    from types import SimpleNamespace
-
+def test_default_observers_are_the_ones_registered_as_default() -> None:
+    from gbx.registry import ObserverRegistrar, Provider, Registry
     from gbx.resolve import default_observers
 
-    full = SimpleNamespace(observers={"print": 0, "console": 0, "jsonl": 0, "plot": 0, "gif": 0})
-    assert default_observers(full) == ("console", "jsonl", "plot")  # type: ignore[arg-type]
-    bare = SimpleNamespace(observers={"print": 0})
-    assert default_observers(bare) == ("print",)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("kind", "name", "dist"),
-    [("env", "gbx-quest-3", "gbx-env-gameboy"), ("env", "pyboy-quest-1", "gbx-env-pyboy"),
-     ("env", "pyboy", "gbx-env-pyboy"), ("algorithm", "dreamer_v3", "gbx-algo-dreamer"),
-     ("observer", "gif", "gbx-observers"), ("env", "no-such-env", None)],
-)
-def test_first_party_names_point_at_their_distribution(kind, name, dist) -> None:
-    from gbx.resolve import distribution_for
-
-    assert distribution_for(kind, name) == dist
+    reg = Registry()
+    register = ObserverRegistrar(reg, Provider("obs", "gbx-test-obs", "1"))
+    register("print", object)
+    assert default_observers(reg) == ("print",)
+    register("log", object, default=True, outputs={"log": "log.txt"})
+    register("chart", object, default=True)
+    register("video", object)
+    assert default_observers(reg) == ("chart", "log")
+    assert reg.observers["log"].outputs == {"log": "log.txt"}

@@ -140,14 +140,14 @@ def test_unknown_algorithm_is_one_line_exit_2(invoke, tmp_path) -> None:
     result = invoke(*run_args(tmp_path / "r")[:1], "--algo", "ppo")
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
-    assert "'ppo' is not installed" in result.stderr and "gbx-algo-ppo" in result.stderr
+    assert "'ppo' is not installed" in result.stderr and "`gbx plugins`" in result.stderr
     assert "counter" in result.stderr
     assert not (tmp_path / "r").exists()
 
 
 def test_unknown_observer_is_one_line_exit_2(invoke, tmp_path) -> None:
     result = invoke(*run_args(tmp_path / "r"), "--observer", "jsonl")
-    assert result.exit_code == 2 and "gbx-observers" in result.stderr
+    assert result.exit_code == 2 and "observer 'jsonl' is not installed" in result.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error shown without a GPU")
@@ -219,3 +219,38 @@ def test_run_ends_by_saying_where_its_outputs_are(invoke, tmp_path) -> None:
     latest = latest_checkpoint(run_dir)
     assert f"checkpoint {latest}" in " ".join(result.output.split())
     assert f"config {run_dir / 'config.json'}" in " ".join(result.output.split())
+
+
+class _NoteObserver:
+    """Writes ``notes/end.txt`` when the run ends (a stand-in for a log or plot writer)."""
+
+    def __init__(self, run) -> None:
+        self.run = run
+
+    def on_run_end(self, summary) -> None:
+        (self.run.run_dir / "notes").mkdir(exist_ok=True)
+        (self.run.run_dir / "notes" / "end.txt").write_text("done\n", encoding="utf-8")
+
+
+def test_a_run_without_observers_uses_the_default_ones_and_names_their_outputs(tmp_path) -> None:
+    from click.testing import CliRunner
+    from gbx_testplugins import FakeEntryPoint, counter_plugin, make_host, single_hook_plugin
+
+    from gbx.cli import build_cli
+
+    def register_observers(register) -> None:
+        register("notes", _NoteObserver, default=True, outputs={"notes": "notes/end.txt"})
+        register("unused", _NoteObserver, outputs={"unused": "unused.txt"})
+
+    host = make_host(FakeEntryPoint("counter", counter_plugin, "gbx-test-counter"),
+                     FakeEntryPoint("notes", single_hook_plugin("register_observers",
+                                                                register_observers),
+                                    "gbx-test-notes"))
+    run_dir = tmp_path / "r"
+    args = run_args(run_dir)[:-2]  # no --observer
+    result = CliRunner().invoke(build_cli(host), args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads((run_dir / "config.json").read_text())["run"]["observers"] == ["notes"]
+    lines = result.stderr.splitlines()
+    assert f"gbx:   notes      {run_dir / 'notes' / 'end.txt'}" in lines
+    assert not any("unused" in line for line in lines)

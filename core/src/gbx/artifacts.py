@@ -6,7 +6,7 @@ process never leaves a half-written file under its final name.
 
 Layout of a run directory::
 
-    meta.json  config.json  train_log.jsonl
+    meta.json  config.json  (and the files the run's observers declare as their outputs)
     checkpoints/ckpt_<step>.pt  checkpoints/latest   (text: file name of the newest)
         (at most run.keep_checkpoints files, format: gbx.checkpoint_file)
     failures/<trace_id>/error.txt  config.json  records.jsonl  repro.txt  [details.json]

@@ -1,7 +1,7 @@
 """``print``: the core's minimal observer, one line per event on stdout.
 
 Richer observers (console table, JSONL log, plots, GIFs) live in the
-``gbx-observers`` distribution; this one keeps bare installs informative.
+observers plugin; this one keeps bare installs informative.
 """
 
 from __future__ import annotations

@@ -142,7 +142,9 @@ def build_cli(host: Any) -> click.Group:
         if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
             click.echo(f"gbx: run {summary['status']} at step {summary['step']} "
                        f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
-            for label, path in run_outputs(Path(summary["run_dir"])).items():
+            outputs = run_outputs(Path(summary["run_dir"]), _host(ctx).registry,
+                                  config.run.observers)
+            for label, path in outputs.items():
                 click.echo(f"gbx:   {label:<10} {path}", err=True)
         # 0 completed; 128 + N when signal N stopped it (143 SIGTERM, 130 SIGINT).
         if summary.get("exit_code"):
@@ -218,13 +220,6 @@ def build_cli(host: Any) -> click.Group:
 
     for spec in sorted(host.registry.benchmarks.values(), key=lambda s: s.name):
         bench.add_command(spec.command, spec.name)
-    from gbx.bench_compare import compare_cmd, plot_cmd, runs_cmd
-    from gbx.bench_profile import profile_cmd
-
-    # Tools over any benchmark's records and any run, next to the plugins' benchmarks.
-    for tool in (compare_cmd, plot_cmd, profile_cmd, runs_cmd):
-        if tool.name not in bench.commands:
-            bench.add_command(tool)
 
     @cli.command()
     @click.option("--json", "as_json", is_flag=True, help="machine-readable output")

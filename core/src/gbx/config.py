@@ -131,7 +131,7 @@ class RunConfig:
     algo: str = option("ppo", "algorithm name (see `gbx plugins`)", _matches(_NAME_RE))
     env: str = option("toy", "environment name (see `gbx plugins`)", _matches(_NAME_RE))
     observers: tuple[str, ...] = option(
-        (), "observer names; empty means `console,jsonl,plot` (those installed), else `print`"
+        (), "observer names; empty means the observers registered as defaults, else `print`"
     )
     device: str = option(
         "auto", "auto | cpu | cuda | cuda:INDEX (auto picks CUDA when available)",

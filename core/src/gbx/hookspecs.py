@@ -81,6 +81,9 @@ def register_observers(register: ObserverRegistrar) -> None:
     :class:`gbx.api.Observer`. Run events reach every selected observer in
     order: ``on_run_start`` (metadata), ``on_record`` (one metrics record per
     update), ``on_eval``, ``on_checkpoint``, ``on_failure``, ``on_run_end``.
+    ``default=True`` makes it one of the observers of a run that names none;
+    ``outputs={label: path}`` declares the files it writes (relative to the run
+    directory), which ``gbx run`` names when it ends.
     """
 
 

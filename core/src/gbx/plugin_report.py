@@ -9,7 +9,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from gbx.plugins import PluginHost
-from gbx.resolve import install_hint, missing_first_party
 
 KINDS = ("algorithms", "envs", "observers", "writers", "models", "commands", "benchmarks",
          "fuzz_targets")
@@ -35,8 +34,10 @@ def report(host: PluginHost) -> dict[str, Any]:
         {"kind": kind, "name": name, "error": message}
         for (kind, name), message in sorted(host.registry.clashes.items())
     ]
-    return {"plugins": plugins, "failures": failures, "clashes": clashes,
-            "missing": missing_first_party(host.registry)}
+    failed = {f.name for f in host.failures}
+    left_out = [{"name": name, "why": why} for name, why in sorted(host.registry.unloaded.items())
+                if name not in failed]
+    return {"plugins": plugins, "failures": failures, "clashes": clashes, "left_out": left_out}
 
 
 def print_table(data: dict[str, Any], console: Console | None = None) -> None:
@@ -55,9 +56,9 @@ def print_table(data: dict[str, Any], console: Console | None = None) -> None:
     console.print(table)
     for c in data.get("clashes", []):
         console.print(f"[red]clash: {escape(c['error'])}[/red]")
-    # First-party plugins that are not installed, and the distribution to install for each.
-    for kind, names in data.get("missing", {}).items():
-        dists = sorted(set(names.values()))
-        console.print(
-            f"not installed {kind}s: {', '.join(names)} "
-            f"({'; '.join(install_hint(d) for d in dists)})", soft_wrap=True)
+    for p in data.get("left_out", []):
+        console.print(f"not loaded: {escape(p['name'])} ({escape(p['why'])})", soft_wrap=True)
+    # The core knows no plugin by name; what is not listed needs its distribution installed.
+    console.print("An algorithm, env or observer not listed here comes from a distribution "
+                  "that is not installed: pip install it (or pip install -e its folder).",
+                  soft_wrap=True)

@@ -50,7 +50,6 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "gbx.toy",
     "gbx.builtin_observers",
     "gbx.artifacts",
-    "gbx.bench_train",
     "gbx.fuzz",
 )
 
@@ -217,10 +216,12 @@ def load_plugins(
     if unknown:
         warn(f"gbx: warning: GBX_PLUGINS names {', '.join(unknown)}, which no installed "
              "distribution provides")
+    left_out: dict[str, str] = {}
     for ep in entry_points:
-        if selected is not None and ep.name not in selected:
-            continue
         dist, version = _dist_of(ep)
+        if selected is not None and ep.name not in selected:
+            left_out[ep.name] = f"{dist}, left out by GBX_PLUGINS"
+            continue
         try:
             obj = ep.load()
             if pm.has_plugin(ep.name):
@@ -264,6 +265,9 @@ def load_plugins(
             if _strict(environ):
                 raise DuplicateRegistrationError(message)
             warn(f"gbx: warning: {message}; commands that need it refuse to run")
+    registry.unloaded.update(left_out)
+    for failure in failures:
+        registry.unloaded[failure.name] = f"{failure.distribution}, failed to load"
     return PluginHost(pm=pm, plugins=plugins, failures=failures, registry=registry)
 
 

@@ -9,7 +9,7 @@ and store a small spec object in the :class:`Registry`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -67,6 +67,10 @@ class ObserverSpec:
     factory: Callable[..., Any]
     description: str
     provider: Provider
+    # Selected when a run names no observers (``run.observers`` empty).
+    default: bool = False
+    # label -> file it writes, relative to the run directory; `gbx run` names those present.
+    outputs: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -113,6 +117,10 @@ class Registry:
     # (kind, name) -> one-line message, for names two plugins registered: such a name
     # is withdrawn, and only what asks for it fails (see gbx.resolve).
     clashes: dict[tuple[str, str], str] = attrs.field(factory=dict)
+    # plugin (entry-point name) -> "<distribution>, <why>" for installed plugins that did
+    # not load (left out by GBX_PLUGINS, failed to import or to register): the hint of a
+    # "not installed" error, since the core knows no plugin by name.
+    unloaded: dict[str, str] = attrs.field(factory=dict)
 
     def clash(self, kind: str, name: str) -> DuplicateRegistrationError | None:
         """The error to raise for a withdrawn ``name`` of ``kind``, or None."""
@@ -242,12 +250,20 @@ class ModelRegistrar(_Registrar):
 
 
 class ObserverRegistrar(_Registrar):
-    """``register(name, factory, description=...)`` for one plugin."""
+    """``register(name, factory, description=..., default=..., outputs=...)`` for one plugin.
 
-    def __call__(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
+    ``default=True``: a run that names no observers uses it. ``outputs``: ``{label: path}``
+    of the files it writes, relative to the run directory (``{"log": "my_log.jsonl"}``),
+    which ``gbx run`` names when it ends.
+    """
+
+    def __call__(self, name: str, factory: Callable[..., Any], *, description: str = "",
+                 default: bool = False, outputs: Mapping[str, str] | None = None) -> None:
         name = _check_name("observer", name, self.provider)
         _check_unique("observer", self.registry.observers, name, self.provider)
-        self.registry.observers[name] = ObserverSpec(name, factory, description, self.provider)
+        self.registry.observers[name] = ObserverSpec(
+            name, factory, description, self.provider, default=bool(default),
+            outputs=dict(outputs or {}))
 
 
 class WriterRegistrar(_Registrar):

@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from gbx.config import Config, RunConfig, to_dict, write_atomic
 from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
+from gbx.registry import Registry
 from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
 
 OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_failure",
@@ -674,14 +675,16 @@ def call_evaluate(trainer: Any, episodes: int, *, greedy: bool, baseline: bool) 
     return dict(trainer.evaluate(episodes, greedy=greedy))
 
 
-def run_outputs(run_dir: Path) -> dict[str, Path]:
-    """Where a finished run's log, plot, checkpoint and failure bundles are (those present)."""
+def run_outputs(run_dir: Path, registry: Registry, observers: Iterable[str]) -> dict[str, Path]:
+    """Where a finished run's files are (those present): what its observers declare they
+    write (log, plot...), then its config, newest checkpoint and failure bundles."""
     found: dict[str, Path] = {}
     candidates = {
-        "log": run_dir / "train_log.jsonl",
-        "plot": run_dir / "media" / "train.png",
-        "config": run_dir / "config.json",
+        label: run_dir / rel
+        for name in observers if name in registry.observers
+        for label, rel in registry.observers[name].outputs.items()
     }
+    candidates["config"] = run_dir / "config.json"
     for label, path in candidates.items():
         if path.exists():
             found[label] = path

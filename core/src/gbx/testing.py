@@ -36,6 +36,7 @@ import attrs
 import torch
 
 from gbx.envcheck import EnvContractError, check_reset_output, check_step_output
+from gbx.registry import ObserverSpec
 from gbx.toy import ToyConfig, make_toy_env
 
 
@@ -256,14 +257,25 @@ def printed_records(stdout: str) -> dict[int, str]:
 RESUME_VOLATILE_KEYS = TIMING_KEYS | {"seq", "trace_id", "run_id", "train_sps", "time_s"}
 
 
+def log_observer() -> ObserverSpec:
+    """The installed observer that declares a ``log`` output (the run's JSON-lines log)."""
+    from gbx.plugins import get_host
+
+    for spec in get_host().registry.observers.values():
+        if "log" in spec.outputs:
+            return spec
+    raise LookupError("no installed observer declares a 'log' output; install one that does")
+
+
 def logged_records(run_dir: Path) -> dict[int, dict[str, Any]]:
-    """Train records of ``run_dir/train_log.jsonl`` keyed by env step, wall-clock fields
-    dropped; a step logged twice (before a kill and again after the resume) keeps its
-    last record."""
+    """Train records of the run's log (:func:`log_observer`) keyed by env step, wall-clock
+    fields dropped; a step logged twice (before a kill and again after the resume) keeps
+    its last record."""
     import json
 
+    log = Path(run_dir) / log_observer().outputs["log"]
     out: dict[int, dict[str, Any]] = {}
-    for line in (Path(run_dir) / "train_log.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in log.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
         step = rec.get("env_steps", rec.get("step"))
         if not isinstance(step, int) or "error" in rec or rec.get("kind", "train") != "train":
@@ -320,13 +332,14 @@ def check_sigkill_resume(
     compare with an uninterrupted run; return the step of the checkpoint it resumed from.
 
     ``run_args`` are the ``gbx run`` arguments (with a checkpoint cadence; any
-    ``--observer`` is replaced by ``print,jsonl``); ``plugins`` is the ``GBX_PLUGINS``
-    selection (the observers plugin is added). The kill lands after a random number of
-    output lines and a random delay (``seed`` picks them; None: fresh), so it may hit an
-    update or a checkpoint write. The uninterrupted run must log ``expected_records``
-    train records over ``total_steps`` env steps; after ``--resume`` the killed run's
-    ``train_log.jsonl`` must hold the same records (wall-clock fields aside) and its final
-    checkpoint the same state, weights and optimiser included, bit for bit.
+    ``--observer`` is replaced by ``print`` and the log observer, :func:`log_observer`);
+    ``plugins`` is the ``GBX_PLUGINS`` selection (the log observer's plugin is added).
+    The kill lands after a random number of output lines and a random delay (``seed``
+    picks them; None: fresh), so it may hit an update or a checkpoint write. The
+    uninterrupted run must log ``expected_records`` train records over ``total_steps``
+    env steps; after ``--resume`` the killed run's log must hold the same records
+    (wall-clock fields aside) and its final checkpoint the same state, weights and
+    optimiser included, bit for bit.
     """
     import random
 
@@ -334,10 +347,14 @@ def check_sigkill_resume(
 
     rng = random.Random(seed)
     env = dict(os.environ)
-    selection = plugins if "observers" in plugins.split(",") else f"{plugins},observers"
+    log = log_observer()
+    selected = plugins.split(",")
+    selection = ",".join([*selected, log.provider.plugin] if log.provider.plugin not in selected
+                         else selected)
     env.update(GBX_PLUGINS=selection, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     gbx = [sys.executable, "-m", "gbx"]
-    args = [*_without_observer_flag(run_args), "--observer", "print,jsonl"]
+    observers = f"print,{log.name}"
+    args = [*_without_observer_flag(run_args), "--observer", observers]
     full_dir, killed_dir = work_dir / "full", work_dir / "killed"
     full = subprocess.run(
         [*gbx, "run", *args, "--run-dir", str(full_dir)],
@@ -373,7 +390,7 @@ def check_sigkill_resume(
     assert 0 < ckpt_step <= total_steps
 
     subprocess.run(
-        [*gbx, "run", "--resume", str(killed_dir), "--observer", "print,jsonl"],
+        [*gbx, "run", "--resume", str(killed_dir), "--observer", observers],
         capture_output=True, text=True, env=env, timeout=timeout, check=True,
     )
     after = logged_records(killed_dir)

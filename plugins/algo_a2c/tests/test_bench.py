@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from gbx import memory
-from gbx.bench_train import train_bench
 from gbx.plugins import load_plugins, set_host
 from gbx_algo_a2c.bench import memory_bench
+from gbx_bench.train import train_bench
 
 SMALL = "algo.model_options={channels=[8,16,16], hidden=16}"
 
@@ -51,7 +51,7 @@ def test_memory_bench_rejects_bad_env_lists() -> None:
     assert result.exit_code == 2 and "comma-separated env counts" in result.output
 
 
-def test_core_train_bench_measures_a2c() -> None:
+def test_train_bench_measures_a2c() -> None:
     set_host(load_plugins(environ={"GBX_PLUGINS": "a2c"}))
     try:
         result = CliRunner().invoke(

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import torch
 
-from gbx.shades import unpack_shades
 from gbx_algo_dreamer.replay import Replay
+from gbx_toolkit.shades import unpack_shades
 
 SHAPE = (1, 4, 8)
 

@@ -1,4 +1,4 @@
-"""``gbx bench train`` (a core benchmark) measures PPO end to end through the run loop."""
+"""``gbx bench train`` (the bench plugin's) measures PPO end to end through the run loop."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from gbx.bench_train import train_bench
 from gbx.plugins import load_plugins, set_host
+from gbx_bench.train import train_bench
 
 
 def test_train_bench_prints_one_json_record() -> None:

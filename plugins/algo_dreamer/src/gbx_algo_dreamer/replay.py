@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gbx.shades import pack_shades, unpack_shades
+from gbx_toolkit.shades import pack_shades, unpack_shades
 
 RESERVED = 2  # slots a stage may touch past the committed end (record + reset record)
 

@@ -15,7 +15,6 @@ import torch
 from gbx import distributed as gdist
 from gbx.api import StatefulEnv
 from gbx.seeds import Stream, derive, offset
-from gbx.shades import unpack_shades
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import Engine, OverlappedEngine, PlayerWeights, SyncEngine
@@ -28,6 +27,7 @@ from gbx_toolkit.evaluation import eval_batch_size, evaluate_policy
 from gbx_toolkit.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx_toolkit.metrics import MetricsAccumulator
 from gbx_toolkit.rl_common import check_step_budget
+from gbx_toolkit.shades import unpack_shades
 
 STATE_VERSION = 1
 

@@ -1,7 +1,7 @@
 """Pictures of the screen: PNG screenshots and GIF clips from shade frames.
 
 Frames are shade indices 0..3 (``[144, 160]``, numpy or torch on any device);
-they are encoded by :mod:`gbx.pictures` and written with
+they are encoded by :mod:`gbx_toolkit.pictures` and written with
 :func:`gbx.config.write_atomic`.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from gbx.config import write_atomic
-from gbx.pictures import PALETTES, encode_gif, encode_png
+from gbx_toolkit.pictures import PALETTES, encode_gif, encode_png
 
 __all__ = ["PALETTES", "grey_levels", "record_frames", "save_gif", "save_png", "to_numpy_shades"]
 

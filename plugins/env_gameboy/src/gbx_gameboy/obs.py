@@ -12,7 +12,7 @@ Shades are indices 0..3 after the palette, 0 = white and 3 = black.
   fades them to a lighter shade (and leaves non-integer values).
 * ``144x160``: the frame as rendered.
 * Packed: 4 shades per byte (a 4x smaller replay buffer), by
-  :func:`gbx.shades.pack_shades` / :func:`gbx.shades.unpack_shades`,
+  :func:`gbx_toolkit.shades.pack_shades` / :func:`gbx_toolkit.shades.unpack_shades`,
   re-exported here.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from gbx.shades import pack_shades, unpack_shades
 from gbx_gameboy.layout import SCREEN_H, SCREEN_W
+from gbx_toolkit.shades import pack_shades, unpack_shades
 
 __all__ = ["FrameStack", "extract_obs", "obs_hw", "pack_shades", "unpack_shades"]
 

@@ -15,11 +15,16 @@ def register_observers(register: Any) -> None:
     from gbx_observers.plot import PlotObserver
     from gbx_observers.tensorboard import TensorBoardObserver
 
-    register("jsonl", JsonlObserver, description="train_log.jsonl (schema v1), flushed per record")
+    # A run that names no observers keeps its structured log (the source the plot and
+    # `gbx log` read), its plot and a console view.
+    register("jsonl", JsonlObserver, description="train_log.jsonl (schema v1), flushed per record",
+             default=True, outputs={"log": "train_log.jsonl"})
     register(
-        "console", ConsoleObserver, description="live progress on a TTY, sparse lines otherwise"
+        "console", ConsoleObserver, description="live progress on a TTY, sparse lines otherwise",
+        default=True,
     )
-    register("plot", PlotObserver, description="media/train.png training curves at run end")
+    register("plot", PlotObserver, description="media/train.png training curves at run end",
+             default=True, outputs={"plot": "media/train.png"})
     register("gif", GifObserver, description="media/eval_<step>/rollout.gif at each evaluation")
     register(
         "tensorboard", TensorBoardObserver,

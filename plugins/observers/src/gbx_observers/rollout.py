@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gbx import pictures
 from gbx.config import write_atomic
-from gbx.pictures import PALETTES
 from gbx_observers.files import atomic_write_json, dumps
+from gbx_toolkit import pictures
+from gbx_toolkit.pictures import PALETTES
 
 # RGB of shades 0..3 as on the original Game Boy's green screen.
 DMG_GREENS: tuple[tuple[int, int, int], ...] = PALETTES["green"]

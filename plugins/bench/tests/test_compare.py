@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gbx.bench_compare import compare, read_records, record_key, scaling_series
 from gbx.errors import GbxError
+from gbx_bench.compare import compare, read_records, record_key, scaling_series
 
 
 def _write(path: Path, records: list[dict], *, lines: bool = True) -> Path:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from gbx.bench_profile import ForwardHooks, PhaseTimer
+from gbx_bench.profile import ForwardHooks, PhaseTimer
 
 
 def test_profile_times_env_steps_after_the_first_update(invoke) -> None:
@@ -41,7 +41,7 @@ def test_default_steps_are_four_records_of_each_algorithm() -> None:
     """``--steps`` left out: 4 records (3 measured), from the algorithm's own intervals."""
     from types import SimpleNamespace as NS
 
-    from gbx.bench_profile import default_profile_steps
+    from gbx_bench.profile import default_profile_steps
 
     ppo = NS(num_envs=256, rollout_steps=128)
     assert default_profile_steps(ppo, 256) == 4 * 256 * 128  # 4 PPO updates
@@ -55,7 +55,7 @@ def test_default_steps_are_four_records_of_each_algorithm() -> None:
 def test_default_steps_with_the_real_configs() -> None:
     ppo = pytest.importorskip("gbx_algo_ppo.config")
     a2c = pytest.importorskip("gbx_algo_a2c.config")
-    from gbx.bench_profile import default_profile_steps
+    from gbx_bench.profile import default_profile_steps
 
     p = ppo.PPOConfig(num_envs=64)
     assert default_profile_steps(p, 64) == 4 * p.batch_size

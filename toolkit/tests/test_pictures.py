@@ -1,4 +1,4 @@
-"""gbx.pictures: exact palette colours in PNG and GIF, and one-line errors for bad frames."""
+"""gbx_toolkit.pictures: exact palette colours in PNG and GIF; one-line errors for bad frames."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from gbx.pictures import PALETTES, encode_gif, encode_png, shades_to_rgb
+from gbx_toolkit.pictures import PALETTES, encode_gif, encode_png, shades_to_rgb
 
 Image = pytest.importorskip("PIL.Image")
 

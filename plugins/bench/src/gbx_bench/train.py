@@ -1,11 +1,10 @@
 """``gbx bench train``: end-to-end training throughput of any registered algorithm.
 
-A core built-in benchmark. It runs a short training through the core run
-loop's pieces (real config, real env, real trainer, real records) in a
-throw-away run directory and prints one JSON record: env steps/s and
-updates/s overall and in steady state (from the first record on, so the
-first update's allocation, kernel selection and compilation are left out),
-with the resolved config, the package versions and the device.
+It runs a short training through the core run loop's pieces (real config, real
+env, real trainer, real records) in a throw-away run directory and prints one
+JSON record: env steps/s and updates/s overall and in steady state (from the
+first record on, so the first update's allocation, kernel selection and
+compilation are left out), with the resolved config, the package versions and the device.
 
 It doubles as a soak test: ``--minutes M`` trains for M minutes of wall clock
 instead of a step budget, the process's memory is sampled at every record (on
@@ -28,7 +27,6 @@ from typing import Any
 
 import click
 
-from gbx import hookimpl
 from gbx.errors import GbxError
 
 
@@ -240,8 +238,3 @@ def train_bench(
             f"memory grew by {grew / 2**20:.1f} MB after warm-up, over --max-mem-delta "
             f"{max_mem_delta:g} MB"
         )
-
-
-@hookimpl
-def register_benchmarks(register: Any) -> None:
-    register("train", train_bench)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gbx.shades import pack_shades, unpack_shades
+from gbx_toolkit.shades import pack_shades, unpack_shades
 
 
 def test_round_trip_and_layout() -> None:
