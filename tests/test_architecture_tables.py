@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
 
@@ -28,17 +30,13 @@ def _present_modules(src: Path, package: str) -> set[str]:
     return names
 
 
-def test_core_table_matches_core_src() -> None:
-    documented = _table_modules("Modules of the core", "gbx")
-    present = _present_modules(REPO / "core" / "src" / "gbx", "gbx")
-    assert documented == present, (f"in the table, not in core/src/gbx: "
-                                   f"{sorted(documented - present)}; in core/src/gbx, not in "
-                                   f"the table: {sorted(present - documented)}")
-
-
-def test_toolkit_table_matches_toolkit_src() -> None:
-    documented = _table_modules("Modules of the toolkit", "gbx_toolkit")
-    present = _present_modules(REPO / "toolkit" / "src" / "gbx_toolkit", "gbx_toolkit")
-    assert documented == present, (f"in the table, not in toolkit/src/gbx_toolkit: "
-                                   f"{sorted(documented - present)}; in toolkit/src/gbx_toolkit, "
-                                   f"not in the table: {sorted(present - documented)}")
+@pytest.mark.parametrize(("heading", "package", "src"), [
+    ("Modules of the core", "gbx", "core/src/gbx"),
+    ("Modules of the toolkit", "gbx_toolkit", "toolkit/src/gbx_toolkit"),
+])
+def test_module_table_matches_the_source(heading: str, package: str, src: str) -> None:
+    documented = _table_modules(heading, package)
+    present = _present_modules(REPO / src, package)
+    assert documented == present, (f"in the table, not in {src}: "
+                                   f"{sorted(documented - present)}; in {src}, not in the "
+                                   f"table: {sorted(present - documented)}")

@@ -90,8 +90,8 @@ def test_the_third_party_example_state_round_trips_through_the_safe_format() -> 
     from gbx.testing import InMemoryRunContext
     from gbx_example_random import RandomConfig, RandomTrainer
 
-    ctx = InMemoryRunContext(RandomConfig(), stop_after_records=2)
-    RandomTrainer(RandomConfig(), ctx).train()
+    ctx = InMemoryRunContext(RandomConfig(), stop_after_records=2, checkpoint_every=64)
+    ctx.run(RandomTrainer(RandomConfig(), ctx))
     step, state = ctx.checkpoints[-1]  # serialised and read back by the checkpoint format
     again = RandomTrainer(RandomConfig(), InMemoryRunContext(RandomConfig()))
     again.load_state_dict(state)

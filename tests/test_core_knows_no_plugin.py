@@ -8,6 +8,8 @@ import ast
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 CORE_SRC = REPO / "core" / "src" / "gbx"
 
@@ -57,15 +59,20 @@ def test_no_core_module_imports_a_plugin_or_toolkit_package() -> None:
     assert not bad, f"the core imports plugin or toolkit packages: {bad}"
 
 
-def test_no_core_module_names_another_distribution_its_package_or_folder() -> None:
-    dists = _other_distributions()
-    needles = {*dists, *dists.values(), "gbx_"}
+def _core_modules_naming(needles: set[str]) -> dict[str, list[str]]:
+    """Core module -> the needles its text holds (modules holding none left out)."""
     found = {}
     for path in _core_modules():
         text = path.read_text(encoding="utf-8")
         hits = sorted(n for n in needles if n in text)
         if hits:
             found[str(path.relative_to(REPO))] = hits
+    return found
+
+
+def test_no_core_module_names_another_distribution_its_package_or_folder() -> None:
+    dists = _other_distributions()
+    found = _core_modules_naming({*dists, *dists.values(), "gbx_"})
     assert not found, f"the core names other distributions: {found}"
 
 
@@ -75,14 +82,7 @@ def test_no_core_module_names_a_plugin_observer_or_its_files() -> None:
     registry = load_plugins(environ={}).registry
     theirs = [s for s in registry.observers.values() if s.provider.distribution != "gbx-core"]
     if not theirs:
-        import pytest
-
         pytest.skip("no observer plugin is installed")
     needles = {f'"{s.name}"' for s in theirs} | {p for s in theirs for p in s.outputs.values()}
-    found = {}
-    for path in _core_modules():
-        text = path.read_text(encoding="utf-8")
-        hits = sorted(n for n in needles if n in text)
-        if hits:
-            found[str(path.relative_to(REPO))] = hits
+    found = _core_modules_naming(needles)
     assert not found, f"the core names plugin observers or their files: {found}"

@@ -17,13 +17,18 @@ import pytest
 
 from gbx.testing import check_sigkill_resume
 
+# A checkpoint at every record and an evaluation every other one: the resumed run must
+# continue the run's schedule at the same env steps.
 PPO = ["algo.num_envs=8", "algo.rollout_steps=8", "algo.minibatches=2", "algo.update_epochs=2",
-       "algo.checkpoint_every=1", "algo.model_options={channels=[8,16,16], hidden=32}"]
-A2C = ["algo.num_envs=8", "algo.update_every=4", "algo.log_every=1", "algo.checkpoint_every=1",
+       "run.checkpoint_every=64", "run.eval_every=128", "run.eval_episodes=2",
+       "algo.model_options={channels=[8,16,16], hidden=32}"]
+A2C = ["algo.num_envs=8", "algo.update_every=4", "algo.log_every=1", "run.checkpoint_every=32",
+       "run.eval_every=64", "run.eval_episodes=2",
        "algo.model_options={channels=[8,16,16], hidden=32}"]
 DREAMER = ["algo.size=tiny", "algo.num_envs=4", "algo.batch_size=4", "algo.batch_length=8",
            "algo.learning_starts=32", "algo.record_every=4", "algo.replay_capacity=512",
-           "algo.checkpoint_every=16", "algo.train_ratio=16.0"]
+           "run.checkpoint_every=16", "run.eval_every=32", "run.eval_episodes=2",
+           "algo.train_ratio=16.0"]
 # (settings, env steps, records of the uninterrupted run) per algorithm
 ALGOS = {
     "ppo": (PPO, 6 * 8 * 8, 6),

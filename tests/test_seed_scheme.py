@@ -67,7 +67,7 @@ def _trainer(algo: str, ctx_base: int) -> tuple[Any, _SeedRecordingContext, Any]
     from gbx_algo_dreamer.config import DreamerConfig
     from gbx_algo_dreamer.trainer import DreamerTrainer
     cfg = DreamerConfig(size="tiny", num_envs=2, batch_size=2, batch_length=8,
-                        replay_capacity=64, learning_starts=16, checkpoint_every=0)
+                        replay_capacity=64, learning_starts=16)
     ctx = _SeedRecordingContext(cfg, ctx_base)
     return DreamerTrainer(cfg, ctx), ctx, "gen"
 

@@ -145,9 +145,9 @@ SMALL_CNN = "algo.model_options={channels=[8,16,16], hidden=32}"
 ALGO_RUNS = {
     "ppo": ("gbx_algo_ppo", 256, ["--set", "algo.num_envs=8", "--set", "algo.rollout_steps=16",
                                   "--set", "algo.minibatches=2", "--set", "algo.update_epochs=2",
-                                  "--set", "algo.eval_every=0", "--set", SMALL_CNN]),
+                                  "--set", "run.eval_every=0", "--set", SMALL_CNN]),
     "a2c": ("gbx_algo_a2c", 160, ["--set", "algo.num_envs=8", "--set", "algo.update_every=5",
-                                  "--set", "algo.log_every=2", "--set", "algo.eval_every=0",
+                                  "--set", "algo.log_every=2", "--set", "run.eval_every=0",
                                   "--set", SMALL_CNN]),
     "dreamer_v3": ("gbx_algo_dreamer", 96, [
         "--set", "algo.size=tiny", "--set", "algo.num_envs=4", "--set", "algo.batch_size=4",
@@ -197,7 +197,7 @@ def test_ppo_gbx_run_gpus_2(tmp_path: Path) -> None:
     run_dir = tmp_path / "ppo"
     cmd = [sys.executable, "-m", "gbx", "run", "--gpus", "2", "--algo", "ppo", "--env", "toy",
            "--device", "cuda", "--steps", "65536", "--run-dir", str(run_dir),
-           "--observer", "print", "--set", "algo.eval_every=0"]
+           "--observer", "print", "--set", "run.eval_every=0"]
     env = {**os.environ, "GBX_DIST_FINGERPRINT_DIR": str(fp)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
                           check=False)

@@ -52,3 +52,35 @@ def test_a_run_stopped_by_a_signal_skips_it(invoke, tmp_path) -> None:
                  exit_code=143)
     assert evals == []
     assert EVENTS[-1][1]["status"] == "stopped"
+
+
+@pytest.mark.parametrize("old", ["eval_every", "eval_episodes", "eval_greedy",
+                                 "checkpoint_every"])
+def test_an_algorithm_cadence_key_is_refused_naming_the_run_key(invoke, tmp_path, old) -> None:
+    """`--set algo.<old>` and a config file with it: one line naming `run.<old>`, exit 2."""
+    result = invoke("run", "--algo", "counter", "--env", "toy", "--set", f"algo.{old}=1",
+                    "--run-dir", str(tmp_path / "r"))
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"algo.{old}" in lines[0] and f"run.{old}" in lines[0]
+    config = tmp_path / "old.toml"
+    config.write_text(f'[run]\nalgo = "counter"\n[algo]\n{old} = 1\n')
+    result = invoke("run", "--config", str(config), "--run-dir", str(tmp_path / "f"))
+    assert result.exit_code == 2 and f"run.{old}" in result.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "f").exists()
+
+
+def test_the_run_evaluates_and_checkpoints_on_its_schedule(invoke, tmp_path) -> None:
+    """`run.eval_every`/`run.checkpoint_every` in env steps; the counter algorithm records
+    every 16 env steps and neither evaluates nor checkpoints by itself (`algo.save=false`)."""
+    evals = _run(invoke, tmp_path, "--set", "algo.save=false", "--set", "algo.chunk=4",
+                 "--set", "run.eval_every=24",
+                 "--set", "run.checkpoint_every=32", "--set", "run.eval_episodes=3")
+    # due at the first record past each multiple; the final evaluation at 64 as well
+    assert [(e["step"], e["episodes"], bool(e.get("final"))) for e in evals] == [
+        (32, 3, False), (48, 3, False), (64, 8, True)]
+    steps = [v[1] for k, v in EVENTS if k == "checkpoint"]
+    assert steps == [32, 64]
+    kinds = [(k, v[1] if k == "checkpoint" else v.get("step")) for k, v in EVENTS
+             if k in ("eval", "checkpoint")]
+    assert kinds.index(("eval", 32)) < kinds.index(("checkpoint", 32))

@@ -106,7 +106,7 @@ def test_accumulator_summary_hand_checked() -> None:
         torch.tensor([4.0, 0.0, 3.0, 2.0, 1.0, 5.0, 6.0, 7.0]), torch.tensor([0.1, 0.5, 0.9])
     ).tolist()
     assert [rec["dist_p10"], rec["dist_p50"], rec["dist_p90"]] == pytest.approx(expected)
-    assert rec["sps"] > 0
+    assert "sps" not in rec  # the run loop computes throughput (gbx.records.Stamper)
 
 
 def test_accumulator_window_resets_but_episodes_carry_over() -> None:

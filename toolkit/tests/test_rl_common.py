@@ -220,15 +220,13 @@ def test_shared_config_fields_validate() -> None:
         gamma: float = attrs.field(default=0.5, validator=rl_common.unit_interval)
         lam: float | None = attrs.field(default=None, validator=rl_common.unit_interval_or_none)
         clip: float | None = attrs.field(default=None, validator=rl_common.positive_or_none)
-        every: int = rl_common.every_field(3, "evaluate", "updates")
         model: str = rl_common.model_field()
         options: dict = rl_common.model_options_field()
         budget: int = rl_common.budget_field()
 
     cfg = Cfg()
-    assert (cfg.every, cfg.model, cfg.options, cfg.budget) == (3, "cnn", {}, 0)
-    assert attrs.fields(Cfg).every.metadata["help"] == "evaluate every this many updates; 0 = off"
-    for bad in ({"gamma": 1.5}, {"lam": -0.1}, {"clip": 0.0}, {"every": -1}, {"model": ""},
+    assert (cfg.model, cfg.options, cfg.budget) == ("cnn", {}, 0)
+    for bad in ({"gamma": 1.5}, {"lam": -0.1}, {"clip": 0.0}, {"model": ""},
                 {"budget": -1}):
         with pytest.raises(ValueError):
             Cfg(**bad)
@@ -243,8 +241,6 @@ def _tiny_config_cls() -> type:
         num_envs: int = 4
         steps: int = 3
         total_env_steps: int = rl_common.budget_field()
-        eval_episodes: int = rl_common.eval_episodes_field()
-        eval_greedy: bool = rl_common.eval_greedy_field()
         model: str = rl_common.model_field()
         model_options: dict = attrs.field(factory=lambda: {"channels": (4, 8, 8), "hidden": 8})
 
@@ -290,15 +286,19 @@ class _TinyTrainer(OnPolicyTrainer):
             self.opt_steps += 1
             self.ctx.record({"step": self.env_steps, "env_steps": self.env_steps,
                              "loss": float(loss.detach()), **self.metrics.summary()})
-            self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
 
 
 def test_on_policy_trainer_base_trains_evaluates_and_resumes_exactly() -> None:
     from gbx.testing import comparable, train_and_resume
 
     cfg = _tiny_config_cls()()
-    full, resumed = train_and_resume(_TinyTrainer, cfg, steps=4 * cfg.batch_size, seed=3)
+    full, resumed = train_and_resume(_TinyTrainer, cfg, steps=4 * cfg.batch_size, seed=3,
+                                     checkpoint_every=cfg.batch_size, eval_every=24)
     assert [r["env_steps"] for r in full.records] == [12, 24, 36, 48]
+    # the run's schedule: a checkpoint per record, an evaluation every 24 env steps
+    assert [s for s, _ in full.checkpoints] == [12, 24, 36, 48]
+    assert [e["env_steps"] for e in full.evals] == [24, 48]
+    assert [e["env_steps"] for e in resumed.evals] == [24, 48]
     step, state = full.checkpoints[0]
     assert step == 12 and state["algo"] == "tiny" and state["counters"]["opt_steps"] == 1
     assert state["env"] is not None and "metrics" in state["env"]

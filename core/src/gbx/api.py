@@ -133,9 +133,14 @@ class RunInfo(Protocol):
 class RunContext(RunInfo, Protocol):
     """Services the core run loop offers a trainer.
 
-    The trainer owns its loop (collect, update, evaluate, checkpoint) and
-    talks to the outside world only through this object, so observers,
-    artifact writers and resume logic stay in the core.
+    The trainer owns its training loop (collect, update) and talks to the outside
+    world only through this object, so observers, artifact writers, resume logic and
+    the schedule stay in the core. The run owns the schedule: evaluations and
+    checkpoints happen every ``run.eval_every`` / ``run.checkpoint_every`` env steps
+    (:mod:`gbx.schedule`), called from :meth:`record`, and once more when training
+    ends (a final checkpoint unless the last step has one, then a greedy evaluation
+    of ``run.final_eval_episodes``). A trainer therefore neither evaluates nor
+    checkpoints on its own.
     """
 
     def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Env:
@@ -150,15 +155,22 @@ class RunContext(RunInfo, Protocol):
         ``step`` (or ``env_steps``) is the number of env steps so far; the
         core stamps ``run_id``, ``seq``, ``wall_time_s``, ``trace_id`` and
         ``kind`` and forwards the record to every observer's ``on_record``.
+
+        When the record's step crosses a due point of the run's schedule, the
+        run calls the trainer's :meth:`Trainer.evaluate` (recorded through
+        :meth:`record_eval`) and then :meth:`Trainer.state_dict` (written through
+        :meth:`checkpoint`) before ``record`` returns. A trainer calls ``record``
+        only where both are safe: between updates, with no work half done.
         """
         ...
 
     def record_eval(self, metrics: Mapping[str, Any]) -> None:
-        """Emit one evaluation summary."""
+        """Emit one evaluation summary (the run's schedule calls it; a trainer may too)."""
         ...
 
     def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
-        """Persist the trainer state atomically; return the checkpoint path."""
+        """Persist the trainer state atomically; return the checkpoint path (the run's
+        schedule calls it)."""
         ...
 
     def should_stop(self) -> bool:
@@ -168,7 +180,12 @@ class RunContext(RunInfo, Protocol):
 
 
 class Trainer(Protocol):
-    """A training algorithm instance bound to one run."""
+    """A training algorithm instance bound to one run.
+
+    ``train`` collects and updates and reports progress with ``ctx.record``; the run
+    calls ``evaluate`` and ``state_dict`` from inside ``record`` when its schedule says
+    so, and after ``train`` returns (see :class:`RunContext`).
+    """
 
     def __init__(self, config: Any, ctx: RunContext) -> None: ...
 
@@ -177,7 +194,9 @@ class Trainer(Protocol):
         ...
 
     def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
-        """Run evaluation episodes on fresh envs; return a summary. A trainer may also take
+        """Run evaluation episodes on fresh envs (``ctx.make_env`` with the eval seed
+        offset, from the env's real start state); return a summary. It must not change
+        what training does next (its own random streams). A trainer may also take
         ``baseline: bool = True`` (``gbx eval --no-baseline`` passes False to skip the
         random-policy episodes)."""
         ...

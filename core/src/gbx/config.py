@@ -152,6 +152,21 @@ class RunConfig:
         3, "checkpoint files kept in the run directory (the newest ones)", attrs.validators.ge(1)
     )
     debug: bool = option(False, "check every env step output at the boundary (slow)")
+    eval_every: int = option(
+        0, "evaluate every this many env steps during training, at the first record past "
+        "each multiple; 0 = only the evaluation at the end (run.final_eval_episodes)",
+        attrs.validators.ge(0),
+    )
+    eval_episodes: int = option(
+        32, "episodes per evaluation during training (run.eval_every)", attrs.validators.ge(1)
+    )
+    eval_greedy: bool = option(
+        True, "evaluations during training act greedily (else they sample the policy)"
+    )
+    checkpoint_every: int = option(
+        1_000_000, "checkpoint every this many env steps, at the first record past each "
+        "multiple; 0 = only the checkpoint at the end", attrs.validators.ge(0),
+    )
     final_eval_episodes: int = option(
         8, "greedy evaluation episodes when training ends, sent to every observer "
         "(the gif observer draws a rollout); 0 = none", attrs.validators.ge(0),
@@ -286,6 +301,7 @@ def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
     run = structure_section(data.get("run"), RunConfig, "run")
     env_spec = require_env(registry, run.env)
     algo_spec = require_algorithm(registry, run.algo)
+    _refuse_moved_keys(data.get("algo"), algo_spec.config_cls)
     problems: list[str] = []
     sections: dict[str, Any] = {}
     for name, cls in (("env", env_spec.config_cls), ("algo", algo_spec.config_cls)):
@@ -296,6 +312,25 @@ def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
     if problems:
         raise ConfigError(_one_line(problems))
     return Config(run=run, env=sections["env"], algo=sections["algo"])
+
+
+# Settings the run owns now; an algorithm section naming one (that its class does not
+# declare itself) gets the new key in its error.
+MOVED_KEYS = {
+    "eval_every": "run.eval_every (env steps)",
+    "eval_episodes": "run.eval_episodes",
+    "eval_greedy": "run.eval_greedy",
+    "checkpoint_every": "run.checkpoint_every (env steps)",
+}
+
+
+def _refuse_moved_keys(section: Any, cls: type) -> None:
+    if not isinstance(section, Mapping):
+        return
+    for key, new in MOVED_KEYS.items():
+        if key in section and not has_field(cls, (key,)):
+            raise ConfigError(f"invalid config: algo.{key} is not an algorithm setting; "
+                              f"the run's schedule has {new}")
 
 
 def dumps_json(config: Config) -> str:

@@ -16,7 +16,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,21 +28,18 @@ import torch
 
 from gbx import __version__, seeds
 from gbx import distributed as gdist
-from gbx.api import GoalStateSaver, RealStartConfig, WeightInit
-from gbx.artifacts import (
-    latest_checkpoint,
-    load_checkpoint,
-    load_latest_good,
-    remove_partial_checkpoints,
-)
+from gbx.api import GoalStateSaver, RealStartConfig
+from gbx.artifacts import latest_checkpoint, remove_partial_checkpoints
 from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
-from gbx.checkpoint_file import CheckpointError
 from gbx.config import Config, RunConfig, to_dict, write_atomic
 from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
+from gbx.records import Stamper
 from gbx.registry import Registry
 from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
+from gbx.saved import SavedCheckpoint, init_from_checkpoint, load_trainer, newest_checkpoint
+from gbx.schedule import Schedule, run_final_checkpoint
 
 OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_failure",
                    "on_run_end")
@@ -150,13 +146,16 @@ class Run:
         self.trainer: Any = None
         self.env_meta: dict[str, Any] = {}
         self.last_step = int(resume["step"]) if resume else 0
-        self.last_checkpoint_step: int | None = None
+        # a resumed run starts at its checkpoint: that step needs no second one
+        self.last_checkpoint_step: int | None = self.last_step if resume else None
         self.last_eval_step: int | None = None
+        # Evaluations and checkpoints on the run's cadence, continued from a resumed step.
+        self.schedule = Schedule.of(config.run, start_step=self.last_step)
         self._stop_reason: str | None = None
         self.stop_signal: int | None = None  # the signal that stopped the run, if one did
-        self._seq = 0
         self._started = False
-        self._t0 = time.monotonic()
+        # The common fields of every record (seq, wall time, sps, ...): computed here only.
+        self.stamper = Stamper(run_id, start_step=self.last_step)
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEEP_RECORDS)
         self._training_envs: list[Any] = []  # built by make_env for training (not evaluation)
 
@@ -182,6 +181,10 @@ class Run:
         if isinstance(rec.get("step"), int | float):
             self.last_step = max(self.last_step, int(rec["step"]))
         self._emit("on_record", rec)
+        # The trainer calls record between updates, so its state is whole here.
+        if self.schedule.after_record(self.last_step, self.trainer,
+                                      record_eval=self.record_eval, checkpoint=self.checkpoint):
+            self.stamper.restart_window()  # evaluation and checkpoint time is not training
 
     def record_eval(self, metrics: Mapping[str, Any]) -> None:
         rec = self._stamp(metrics, "eval")
@@ -249,22 +252,12 @@ class Run:
         return [Path(w.writer(self.run_dir, payload)) for w in self.host.registry.writers_for(kind)]
 
     def elapsed(self) -> float:
-        return time.monotonic() - self._t0
+        return self.stamper.elapsed()
 
     # -- internals -----------------------------------------------------------
 
     def _stamp(self, metrics: Mapping[str, Any], kind: str) -> dict[str, Any]:
-        self._seq += 1
-        rec = {k: _cpu_value(v) for k, v in metrics.items()}
-        # ``step`` counts env steps; trainers using the metrics schema send ``env_steps``.
-        rec.setdefault("step", rec.get("env_steps", self.last_step))
-        rec.update(
-            kind=kind,
-            run_id=self.run_id,
-            seq=self._seq,
-            wall_time_s=round(self.elapsed(), 4),
-            trace_id=f"{self.run_id}.{self._seq}",
-        )
+        rec = self.stamper.stamp({k: _cpu_value(v) for k, v in metrics.items()}, kind)
         self._records.append(rec)
         self._ensure_started()
         return rec
@@ -298,6 +291,10 @@ class Run:
         if self.resume_info:
             meta["resume"] = self.resume_info
         return meta
+
+    def mark_started(self) -> None:
+        """Write no run metadata and start no observers (a run context for evaluation)."""
+        self._started = True
 
     def _ensure_started(self) -> None:
         if self._started:
@@ -412,49 +409,6 @@ def stop_on_signals(run: Any) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def restore_trainer(trainer: Any, state: Any, source: str) -> None:
-    """``trainer.load_state_dict(state)``, with a state that does not fit as a one-line error.
-
-    A checkpoint's file format is checked on load; whether its state fits the
-    trainer (keys, shapes, versions) only the trainer knows.
-    """
-    try:
-        trainer.load_state_dict(state)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise CheckpointError(
-            f"{source}: its state does not fit this {type(trainer).__name__} "
-            f"({type(exc).__name__}: {first})"
-        ) from exc
-
-
-def init_from_checkpoint(trainer: Any, algo: str, path: Path) -> Path:
-    """Load the policy weights of the checkpoint at ``path`` (a run directory, its
-    checkpoints/ folder or a file) into a new ``trainer`` (:class:`gbx.api.WeightInit`);
-    return the file. Every refusal is one line."""
-    try:
-        ckpt = latest_checkpoint(path)
-    except FileNotFoundError as exc:
-        raise GbxError(f"run.init_from: {exc} (name a run directory or a checkpoint file)") \
-            from None
-    payload = load_checkpoint(ckpt)
-    theirs = str(payload.get("config", {}).get("run", {}).get("algo"))
-    if theirs != algo:
-        raise GbxError(f"run.init_from: {ckpt} is a {theirs} checkpoint and this run trains "
-                       f"{algo}: start from a run of the same algorithm")
-    if not isinstance(trainer, WeightInit):
-        raise GbxError(f"run.init_from: the {algo} trainer cannot start from another run's "
-                       "weights (it lacks gbx.api.WeightInit.init_weights); drop --init-from")
-    try:
-        trainer.init_weights(payload["state"], str(ckpt))
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise CheckpointError(f"run.init_from: the weights of {ckpt} do not fit this run "
-                              f"({type(exc).__name__}: {first})") from exc
-    _warn(f"gbx: policy weights from {ckpt} (step {payload.get('step')})")
-    return ckpt
-
-
 def _warn(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -474,23 +428,23 @@ def _make_run_dirs(run_dir: Path) -> None:
 
 def _plan_run(
     config: Config, resume_dir: Path | None, warn: Callable[[str], None] = _warn
-) -> tuple[Config, Path, str, Mapping[str, Any] | None, dict[str, Any] | None]:
+) -> tuple[Config, Path, str, SavedCheckpoint | None, dict[str, Any] | None]:
     """Run directory, id and (when resuming) the checkpoint; creates the directories.
 
     A resumed run continues from its newest intact checkpoint (a damaged newer one is
     reported through ``warn`` and skipped); temporary files of a killed checkpoint
     write are deleted first.
     """
-    checkpoint: Mapping[str, Any] | None = None
+    checkpoint: SavedCheckpoint | None = None
     resume_info: dict[str, Any] | None = None
     if resume_dir is not None:
         run_dir = Path(resume_dir)
         try:
-            ckpt_path, checkpoint = load_latest_good(run_dir, warn)
+            checkpoint = newest_checkpoint(run_dir, warn)
         except FileNotFoundError as exc:
             raise GbxError(f"cannot resume {run_dir}: {exc}; start a new run instead") from exc
-        run_id = str(checkpoint.get("run_id") or run_dir.name)
-        resume_info = {"from": str(ckpt_path), "step": int(checkpoint["step"])}
+        run_id = str(checkpoint.payload.get("run_id") or run_dir.name)
+        resume_info = {"from": str(checkpoint.path), "step": checkpoint.step}
         config = attrs.evolve(
             config, run=attrs.evolve(config.run, run_dir=str(run_dir), resume=str(run_dir))
         )
@@ -523,7 +477,7 @@ def prepare(
     argv: list[str] | None = None,
     device: torch.device | None = None,
     dist: gdist.DistInfo | None = None,
-) -> tuple[Run, Mapping[str, Any] | None]:
+) -> tuple[Run, SavedCheckpoint | None]:
     """Create the run directory and the :class:`Run`; load the checkpoint to resume.
 
     With several ranks, rank 0 plans the run (directory, id, checkpoint) and hands
@@ -615,21 +569,19 @@ def _execute(
     with stop_on_signals(run):
         try:
             torch.manual_seed(seeds.derive(run.seed, seeds.Stream.TRAIN_RNG))
-            trainer = algo.trainer_cls(run.config.algo, run)
-            if checkpoint is not None:
-                restore_trainer(trainer, checkpoint["state"],
-                                str((run.resume_info or {}).get("from", run.run_dir)))
-            elif run.config.run.init_from:
-                init_from_checkpoint(trainer, run.config.run.algo, Path(run.config.run.init_from))
+            if checkpoint is not None:  # --resume: the run's trainer, restored
+                trainer = load_trainer(checkpoint, host, run=run).trainer
+            else:
+                trainer = algo.trainer_cls(run.config.algo, run)
+                if run.config.run.init_from:  # a curriculum's next stage: weights only
+                    init_from_checkpoint(trainer, run.config.run.algo,
+                                         Path(run.config.run.init_from))
             # Observers that roll out the policy (gif) find it here.
             run.trainer = trainer
             # Run metadata goes out with the first record, checkpoint or failure, once
             # the trainer has built its env, so the env's facts are part of it.
             trainer.train()
-            if run.last_checkpoint_step != run.last_step:
-                # Whatever the trainer saved, a finished or stopped run can be resumed
-                # and evaluated from where it ended.
-                run.checkpoint(trainer.state_dict(), step=run.last_step)
+            run_final_checkpoint(run, trainer, run.last_step, run.last_checkpoint_step)
             if run.stop_reason != "signal":
                 final_evaluation(run, trainer)
             _write_fingerprint(run, trainer)
@@ -702,27 +654,17 @@ def evaluate_checkpoint(
     path: Path, host: PluginHost, *, episodes: int, greedy: bool, device: str | None = None,
     baseline: bool = True,
 ) -> dict[str, Any]:
-    """Rebuild the trainer stored in a checkpoint and run its ``evaluate``.
+    """Rebuild the trainer of a run or checkpoint (:func:`gbx.saved.load_trainer`) and run
+    its ``evaluate``.
 
     ``baseline=False`` asks the trainer to skip the random-policy baseline (it plays its
     episodes to the time limit, the slow part on a GPU); a trainer whose ``evaluate`` takes
     no ``baseline`` argument evaluates as it always does."""
-    from gbx.config import from_dict
-
-    ckpt_path = latest_checkpoint(Path(path))
-    payload = load_checkpoint(ckpt_path)
-    config = from_dict(payload["config"], host.registry)
-    if device is not None:
-        config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
-    run_dir = ckpt_path.parent.parent
-    run = Run(config, host, run_dir=run_dir, run_id=str(payload.get("run_id", run_dir.name)),
-              device=resolve_device(config.run.device))
-    run._started = True  # evaluation writes no run metadata and has no observers
-    algo = require_algorithm(host.registry, config.run.algo)
-    trainer = algo.trainer_cls(config.algo, run)
-    restore_trainer(trainer, payload["state"], str(ckpt_path))
-    summary = call_evaluate(trainer, episodes, greedy=greedy, baseline=baseline)
-    summary.setdefault("checkpoint", str(ckpt_path))
-    summary.setdefault("step", int(payload["step"]))
+    try:
+        loaded = load_trainer(Path(path), host, device=device)
+    except FileNotFoundError as exc:
+        raise GbxError(f"{exc}; pass a run directory or a checkpoint file") from exc
+    summary = call_evaluate(loaded.trainer, episodes, greedy=greedy, baseline=baseline)
+    summary.setdefault("checkpoint", str(loaded.checkpoint.path))
+    summary.setdefault("step", loaded.checkpoint.step)
     return {k: _cpu_value(v) for k, v in summary.items()}
-

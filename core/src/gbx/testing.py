@@ -78,6 +78,10 @@ def check_env(env: Any, *, steps: int = 64, seed: int = 0) -> dict[str, int]:
 @attrs.frozen
 class _RunSection:
     steps: int
+    eval_every: int = 0
+    checkpoint_every: int = 0
+    eval_episodes: int = 8
+    eval_greedy: bool = True
 
 
 @attrs.frozen
@@ -106,12 +110,15 @@ class InMemoryRunContext:
     Keeps every record, eval record and checkpoint (serialised and loaded
     back, see :func:`roundtrip`) so a test can drive a trainer directly::
 
-        ctx = InMemoryRunContext(MyConfig(), steps=4096)
-        MyTrainer(MyConfig(), ctx).train()
+        ctx = InMemoryRunContext(MyConfig(), steps=4096, checkpoint_every=1024)
+        ctx.run(MyTrainer(MyConfig(), ctx))
         assert ctx.records[-1]["env_steps"] == 4096
 
-    ``stop_after_records`` makes :meth:`should_stop` return True once that
-    many train records arrived (a stop request between updates).
+    ``eval_every``/``checkpoint_every`` (env steps) are the run's schedule, which
+    :meth:`record` follows as the core run loop does (:class:`gbx.schedule.Schedule`)
+    once :meth:`run` has bound the trainer; :meth:`run` also writes the final
+    checkpoint. ``stop_after_records`` makes :meth:`should_stop` return True once
+    that many train records arrived (a stop request between updates).
     """
 
     def __init__(
@@ -124,18 +131,42 @@ class InMemoryRunContext:
         device: str = "cpu",
         run_dir: Path | None = None,
         stop_after_records: int | None = None,
+        eval_every: int = 0,
+        checkpoint_every: int = 0,
+        eval_episodes: int = 8,
     ) -> None:
+        from gbx.schedule import Schedule
+
         self.run_id = "test"
         self.run_dir = run_dir or Path(".")
         self.device = torch.device(device)
         self.seed = seed
         self.env_config = env_config or ToyConfig()
-        self.config = _RunConfig(_RunSection(steps), self.env_config, algo_config)
+        run = _RunSection(steps, eval_every, checkpoint_every, eval_episodes)
+        self.config = _RunConfig(run, self.env_config, algo_config)
         self.records: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.checkpoints: list[tuple[int, dict[str, Any]]] = []
         self.stop_after_records = stop_after_records
         self.made_envs: list[tuple[int, bool]] = []  # (num_envs, evaluation) per make_env
+        self.schedule = Schedule.of(run)
+        self.trainer: Any = None
+        self.last_step = 0
+
+    def run(self, trainer: Any, *, resume_step: int | None = None) -> Any:
+        """Bind ``trainer`` (the schedule reaches it), train it, write the final
+        checkpoint as the run loop does; return it. ``resume_step`` is the step of
+        the checkpoint it was restored from."""
+        from gbx.schedule import run_final_checkpoint
+
+        if resume_step is not None:
+            self.last_step = self.schedule.last_step = int(resume_step)
+        self.trainer = trainer
+        trainer.train()
+        last = self.checkpoints[-1][0] if self.checkpoints else None
+        if self.records:
+            run_final_checkpoint(self, trainer, self.last_step, last)
+        return trainer
 
     def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Any:
         self.made_envs.append((num_envs, evaluation))
@@ -143,12 +174,18 @@ class InMemoryRunContext:
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         self.records.append(dict(metrics))
+        step = metrics.get("step", metrics.get("env_steps"))
+        if isinstance(step, int | float):
+            self.last_step = max(self.last_step, int(step))
+        self.schedule.after_record(self.last_step, self.trainer,
+                                   record_eval=self.record_eval, checkpoint=self.checkpoint)
 
     def record_eval(self, metrics: Mapping[str, Any]) -> None:
         self.evals.append(dict(metrics))
 
     def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
         self.checkpoints.append((step, roundtrip(state)))
+        self.last_step = max(self.last_step, int(step))
         return self.run_dir / f"ckpt-{step}"
 
     def should_stop(self) -> bool:
@@ -163,26 +200,33 @@ def train_and_resume(
     seed: int = 0,
     env_config: ToyConfig | None = None,
     checkpoint: int = 0,
+    checkpoint_every: int = 0,
+    eval_every: int = 0,
 ) -> tuple[InMemoryRunContext, InMemoryRunContext]:
     """Train to the budget; train again resumed from checkpoint number ``checkpoint``.
 
-    Returns both contexts (uninterrupted, resumed). The global RNGs are
-    perturbed before resuming, so the checkpoint must restore them for the
-    resumed records to match the uninterrupted run's later ones.
+    ``checkpoint_every``/``eval_every`` (env steps) are the run's schedule. Returns
+    both contexts (uninterrupted, resumed). The global RNGs are perturbed before
+    resuming, so the checkpoint must restore them for the resumed records to match
+    the uninterrupted run's later ones.
     """
-    full = InMemoryRunContext(algo_config, steps=steps, seed=seed, env_config=env_config)
-    make_trainer(algo_config, full).train()
-    _step, state = full.checkpoints[checkpoint]
+    def context() -> InMemoryRunContext:
+        return InMemoryRunContext(algo_config, steps=steps, seed=seed, env_config=env_config,
+                                  checkpoint_every=checkpoint_every, eval_every=eval_every)
+
+    full = context()
+    full.run(make_trainer(algo_config, full))
+    step, state = full.checkpoints[checkpoint]
     torch.manual_seed(12345)
-    resumed_ctx = InMemoryRunContext(algo_config, steps=steps, seed=seed, env_config=env_config)
+    resumed_ctx = context()
     resumed = make_trainer(algo_config, resumed_ctx)
     resumed.load_state_dict(roundtrip(state))
-    resumed.train()
+    resumed_ctx.run(resumed, resume_step=step)
     return full, resumed_ctx
 
 
 # Record fields that differ between two runs of the same computation.
-TIMING_KEYS = frozenset({"sps", "ups", "wall_time_s"})
+TIMING_KEYS = frozenset({"sps", "ups", "train_sps", "wall_time_s"})
 
 
 def comparable(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -254,7 +298,7 @@ def printed_records(stdout: str) -> dict[int, str]:
 
 # Fields of a log record that differ between an uninterrupted and a resumed run by
 # construction: wall-clock timings, the run id and the per-process record counter.
-RESUME_VOLATILE_KEYS = TIMING_KEYS | {"seq", "trace_id", "run_id", "train_sps", "time_s"}
+RESUME_VOLATILE_KEYS = TIMING_KEYS | {"seq", "trace_id", "run_id", "time_s"}
 
 
 def log_observer() -> ObserverSpec:
@@ -282,6 +326,27 @@ def logged_records(run_dir: Path) -> dict[int, dict[str, Any]]:
             continue
         out[step] = {k: v for k, v in rec.items() if k not in RESUME_VOLATILE_KEYS}
     return out
+
+
+def logged_evals(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """Evaluation lines of the run's log (:func:`log_observer`) keyed by env step, like
+    :func:`logged_records` (wall-clock fields dropped, the last of a step kept)."""
+    import json
+
+    log = Path(run_dir) / log_observer().outputs["log"]
+    out: dict[int, dict[str, Any]] = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line).get("eval")
+        if isinstance(rec, dict) and isinstance(rec.get("env_steps"), int):
+            out[rec["env_steps"]] = {k: v for k, v in rec.items()
+                                     if k not in RESUME_VOLATILE_KEYS}
+    return out
+
+
+def printed_checkpoint_steps(stdout: str) -> list[int]:
+    """Steps of the checkpoints the ``print`` observer announced, in order."""
+    return [int(line.split(" checkpoint step=", 1)[1].split()[0])
+            for line in stdout.splitlines() if " checkpoint step=" in line]
 
 
 def assert_same_state(a: Any, b: Any, where: str = "state") -> None:
@@ -337,8 +402,10 @@ def check_sigkill_resume(
     The kill lands after a random number of output lines and a random delay (``seed``
     picks them; None: fresh), so it may hit an update or a checkpoint write. The
     uninterrupted run must log ``expected_records`` train records over ``total_steps``
-    env steps; after ``--resume`` the killed run's log must hold the same records
-    (wall-clock fields aside) and its final checkpoint the same state, weights and
+    env steps; after ``--resume`` the killed run's log must hold the same records and
+    evaluations (wall-clock fields aside), the resumed run must checkpoint at the steps
+    the uninterrupted one did after the resumed checkpoint (the run's schedule
+    continues), and its final checkpoint must hold the same state, weights and
     optimiser included, bit for bit.
     """
     import random
@@ -389,7 +456,7 @@ def check_sigkill_resume(
     # (the kill may land after the last checkpoint, while the process shuts down)
     assert 0 < ckpt_step <= total_steps
 
-    subprocess.run(
+    resumed_run = subprocess.run(
         [*gbx, "run", "--resume", str(killed_dir), "--observer", observers],
         capture_output=True, text=True, env=env, timeout=timeout, check=True,
     )
@@ -397,6 +464,9 @@ def check_sigkill_resume(
     assert set(after) == set(reference)
     for step, rec in reference.items():
         assert after[step] == rec, f"record at step {step} differs after the resume"
+    assert logged_evals(killed_dir) == logged_evals(full_dir), "evaluations differ"
+    expected_ckpts = [s for s in printed_checkpoint_steps(full.stdout) if s > ckpt_step]
+    assert printed_checkpoint_steps(resumed_run.stdout) == expected_ckpts
     final = load_checkpoint(latest_checkpoint(full_dir))
     resumed = load_checkpoint(latest_checkpoint(killed_dir))
     assert final["step"] == resumed["step"] == max(reference)

@@ -14,7 +14,8 @@ ARGS = [
     "--algo", "a2c", "--env", "toy", "--device", "cpu", "--seed", "3", "--observer", "print",
     "--steps", str(TOTAL),
     "--set", "algo.num_envs=8", "--set", "algo.update_every=5", "--set", "algo.log_every=2",
-    "--set", "algo.checkpoint_every=4",
+    "--set", "run.checkpoint_every=160",
+    "--set", "run.eval_every=200", "--set", "run.eval_episodes=2",
     "--set", "algo.model_options={channels=[8,16,16], hidden=32}",
     "--set", "env.max_steps=10",
 ]

@@ -15,7 +15,6 @@ from gbx.testing import (
     InMemoryRunContext,
     comparable,
     count_host_reads,
-    roundtrip,
     train_and_resume,
 )
 from gbx.toy import ToyConfig
@@ -30,7 +29,7 @@ SMALL = {"channels": (8, 16, 16), "hidden": 32}
 
 def small_config(**over: object) -> A2CConfig:
     base: dict[str, object] = dict(
-        num_envs=8, update_every=5, lr=1e-3, log_every=2, checkpoint_every=0,
+        num_envs=8, update_every=5, lr=1e-3, log_every=2,
         model_options=SMALL,
     )
     base.update(over)
@@ -52,7 +51,7 @@ def test_records_carry_the_shared_schema() -> None:
     rec = ctx.records[-1]
     assert rec["env_steps"] == rec["step"] == 4 * cfg.batch_size
     for key in (
-        "sps", "reward_mean", "done_rate", "trunc_rate", "reset_rate", "entropy_mean",
+        "ups", "reward_mean", "done_rate", "trunc_rate", "reset_rate", "entropy_mean",
         "value_mean", "value_std", "loss_policy", "loss_value", "loss_entropy",
         "explained_variance", "grad_norm", "dist_p10", "dist_p50", "dist_p90",
     ):
@@ -152,12 +151,12 @@ def test_learns_toy_well_above_random() -> None:
 
 
 def test_gae_and_adam_variant_trains() -> None:
-    cfg = small_config(gae_lambda=0.95, optimizer="adam", norm_adv=True, max_grad_norm=0.0,
-                       eval_every=2, eval_episodes=8)
-    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size)
-    A2CTrainer(cfg, ctx).train()
+    cfg = small_config(gae_lambda=0.95, optimizer="adam", norm_adv=True, max_grad_norm=0.0)
+    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, eval_every=cfg.batch_size)
+    ctx.run(A2CTrainer(cfg, ctx))
     assert len(ctx.records) == 1 and math.isfinite(ctx.records[0]["loss_value"])
-    assert len(ctx.evals) == 1 and ctx.evals[0]["opt_steps"] == 2
+    # the run evaluates at the record past the due step (records come every log_every)
+    assert len(ctx.evals) == 1 and ctx.evals[0]["env_steps"] == 2 * cfg.batch_size
 
 
 def test_nan_in_loss_stops_with_trace_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,10 +260,11 @@ def test_window_size_is_fixed_and_matches_the_estimate() -> None:
 
 
 def test_resume_from_state_dict_reproduces_records() -> None:
-    cfg = small_config(checkpoint_every=4, log_every=2)
+    cfg = small_config(log_every=2)
     env_cfg = ToyConfig(max_steps=10)
     full, resumed_ctx = train_and_resume(
-        A2CTrainer, cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7
+        A2CTrainer, cfg, steps=8 * cfg.batch_size, env_config=env_cfg, seed=7,
+        checkpoint_every=4 * cfg.batch_size,
     )
     assert len(full.records) == 4
     step, _state = full.checkpoints[0]
@@ -309,15 +309,19 @@ def test_nan_through_the_run_loop_writes_a_failure_bundle(
 
 
 def test_resuming_between_records_keeps_the_record_and_checkpoint_schedule() -> None:
-    cfg = small_config(log_every=2, checkpoint_every=4)
+    cfg = small_config(log_every=2)
     env_cfg = ToyConfig(max_steps=10)
-    first_ctx = InMemoryRunContext(cfg, steps=3 * cfg.batch_size, env_config=env_cfg)
-    first = A2CTrainer(cfg, first_ctx)
-    first.train()  # the budget ends one step into a logging window
+    every = 4 * cfg.batch_size
+    first_ctx = InMemoryRunContext(cfg, steps=3 * cfg.batch_size, env_config=env_cfg,
+                                   checkpoint_every=every)
+    first = first_ctx.run(A2CTrainer(cfg, first_ctx))  # the budget ends inside a window
     assert [r["opt_steps"] for r in first_ctx.records] == [2, 3]
-    ctx = InMemoryRunContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg)
+    step, state = first_ctx.checkpoints[-1]
+    ctx = InMemoryRunContext(cfg, steps=8 * cfg.batch_size, env_config=env_cfg,
+                             checkpoint_every=every)
     resumed = A2CTrainer(cfg, ctx)
-    resumed.load_state_dict(roundtrip(first.state_dict()))
-    resumed.train()
+    resumed.load_state_dict(state)
+    ctx.run(resumed, resume_step=step)
+    assert first.env_steps == step
     assert [r["opt_steps"] for r in ctx.records] == [4, 6, 8]
     assert [step for step, _ in ctx.checkpoints] == [4 * cfg.batch_size, 8 * cfg.batch_size]

@@ -116,6 +116,12 @@ class FakeContext:
     def should_stop(self) -> bool:
         return self.max_records is not None and len(self.records) >= self.max_records
 
+    def run(self, trainer: Any) -> Any:
+        """Train, then write the final checkpoint, as the core run loop does."""
+        trainer.train()
+        self.checkpoint(trainer.state_dict(), step=trainer.env_steps)
+        return trainer
+
 
 def load_state(path: Path) -> dict[str, Any]:
     """The trainer state of a checkpoint written by :class:`FakeContext`."""

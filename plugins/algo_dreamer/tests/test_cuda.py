@@ -18,7 +18,7 @@ def test_collect_and_update_do_not_sync(tmp_path: Path):
     dev = torch.device("cuda")
     ctx = LocalContext(registry_env_factory("toy", dev), dev, run_dir=tmp_path)
     cfg = DreamerConfig(size="tiny", num_envs=8, batch_size=4, batch_length=16,
-                        replay_capacity=4096, learning_starts=0, checkpoint_every=0)
+                        replay_capacity=4096, learning_starts=0)
     tr = DreamerTrainer(cfg, ctx)
     tr._ensure_started()
     for _ in range(20):
@@ -39,7 +39,7 @@ def test_overlapped_chunks_do_not_sync(tmp_path: Path):
     dev = torch.device("cuda")
     ctx = LocalContext(registry_env_factory("toy", dev), dev, run_dir=tmp_path)
     cfg = DreamerConfig(size="tiny", num_envs=8, batch_size=4, batch_length=16,
-                        replay_capacity=4096, learning_starts=0, checkpoint_every=0,
+                        replay_capacity=4096, learning_starts=0,
                         train_ratio=64.0, engine="overlapped", overlap_chunk=4)
     tr = DreamerTrainer(cfg, ctx)
     tr._ensure_started()

@@ -15,7 +15,7 @@ from gbx_algo_dreamer.trainer import DreamerTrainer
 def _cfg(**kw) -> DreamerConfig:
     base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=16.0,
                 replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48,
-                checkpoint_every=0, engine="overlapped", overlap_chunk=4)
+                engine="overlapped", overlap_chunk=4)
     base.update(kw)
     return DreamerConfig(**base)
 
@@ -43,7 +43,7 @@ def test_overlapped_trains_like_sync_records_and_replay_ratio(tmp_path):
         ctx = FakeContext(tmp_path / engine)
         tr = DreamerTrainer(_cfg(engine=engine), ctx)
         actor0, wm0 = _params(tr.behavior.actor), _params(tr.wm)
-        tr.train()
+        ctx.run(tr)
         assert not torch.equal(actor0, _params(tr.behavior.actor))
         assert not torch.equal(wm0, _params(tr.wm))
         runs[engine] = (tr, ctx.records)
@@ -91,7 +91,7 @@ def test_overlapped_player_acts_with_the_chunk_snapshot(tmp_path):
 def test_overlapped_checkpoint_round_trip_resumes_exactly(tmp_path):
     cfg = _cfg(total_env_steps=40)
     a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
-    a.train()
+    a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])
     b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
     b.load_state_dict(state)
@@ -150,7 +150,7 @@ def test_bench_times_both_engine_loops_and_their_ratio():
 
     cfg = DreamerConfig(size="tiny", num_envs=4, batch_size=2, batch_length=8,
                         train_ratio=4.0, replay_capacity=512, learning_starts=32,
-                        checkpoint_every=0, overlap_chunk=2)
+                        overlap_chunk=2)
     records = run_engines(torch.device("cpu"), "toy", cfg, ["sync", "overlapped"], 4)
     by = {(r.get("engine"), r["metric"]): r["value"] for r in records}
     for engine in ("sync", "overlapped"):
@@ -165,7 +165,7 @@ def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
     cfg = _cfg(total_env_steps=0, record_every=4)
     ctx = FakeContext(tmp_path / "a", max_records=3)  # like --steps: stop after 3 records
     a = DreamerTrainer(cfg, ctx)
-    a.train()
+    ctx.run(a)
     steps = [r["env_steps"] for r in ctx.records]
     assert steps == [16, 32, 48]  # one record per chunk boundary, none repeated
     assert ctx.records[-1]["replay_ratio"] == pytest.approx(16.0)
@@ -177,3 +177,24 @@ def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
     b.engine.advance(4)  # the pending updates run first, beside the next chunk
     assert b.trained_env_steps == counters["trained_env_steps"] + 16
     assert b.opt_steps == counters["opt_steps"] + 16 * 16 // (4 * 8)
+
+
+def test_the_runs_schedule_evaluates_between_chunks_without_changing_training():
+    """With the overlapped engine, the run evaluates and checkpoints at records (streams
+    joined); the evaluation has its own random streams, so training is the same with and
+    without it."""
+    from gbx.testing import InMemoryRunContext, comparable
+    from gbx.toy import ToyConfig
+
+    cfg = _cfg(record_every=4)
+    runs = {}
+    for every in (0, 32):
+        ctx = InMemoryRunContext(cfg, steps=48, seed=2, env_config=ToyConfig(height=24, width=32),
+                                 eval_every=every, checkpoint_every=32, eval_episodes=2)
+        runs[every] = (ctx.run(DreamerTrainer(cfg, ctx)), ctx)
+    (plain, plain_ctx), (evaluated, ctx) = runs[0], runs[32]
+    assert plain_ctx.evals == [] and [e["env_steps"] for e in ctx.evals] == [32]
+    assert ctx.evals[0]["episodes"] == 2 and ctx.evals[0]["greedy"] is True
+    assert [s for s, _ in ctx.checkpoints] == [32, 48]
+    assert [comparable(r) for r in ctx.records] == [comparable(r) for r in plain_ctx.records]
+    assert torch.equal(_params(plain.behavior.actor), _params(evaluated.behavior.actor))

@@ -14,7 +14,7 @@ from gbx_algo_dreamer.trainer import DreamerTrainer
 
 CFG = DreamerConfig(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=8.0,
                     replay_capacity=512, learning_starts=32, record_every=4,
-                    total_env_steps=96, checkpoint_every=0, model_lr=1e-3)
+                    total_env_steps=96, model_lr=1e-3)
 
 
 def _run(tmp_path, name: str):

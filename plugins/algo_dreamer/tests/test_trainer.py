@@ -12,8 +12,7 @@ from gbx_toolkit.guard import NonFiniteError
 
 def _cfg(**kw) -> DreamerConfig:
     base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=16.0,
-                replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48,
-                checkpoint_every=0)
+                replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48)
     base.update(kw)
     return DreamerConfig(**base)
 
@@ -27,13 +26,13 @@ def test_one_training_run_updates_everything_and_records(tmp_path):
     tr = DreamerTrainer(_cfg(), ctx)
     wm0, actor0, critic0 = (_params(tr.wm), _params(tr.behavior.actor),
                             _params(tr.behavior.critic))
-    tr.train()
+    ctx.run(tr)
     assert tr.opt_steps >= 1
     assert not torch.equal(wm0, _params(tr.wm))
     assert not torch.equal(actor0, _params(tr.behavior.actor))
     assert not torch.equal(critic0, _params(tr.behavior.critic))
     rec = ctx.records[-1]
-    for key in ("env_steps", "opt_steps", "sps", "train_sps", "replay_size", "replay_ratio",
+    for key in ("env_steps", "opt_steps", "train_sps", "replay_size", "replay_ratio",
                 "ready_steps", "loss_model", "loss_actor", "loss_critic", "obs_nll",
                 "reward_nll", "continue_nll", "kl_dyn", "kl_rep", "kl_total",
                 "free_bits_applied", "prior_entropy", "posterior_entropy", "action_entropy",
@@ -49,7 +48,7 @@ def test_one_training_run_updates_everything_and_records(tmp_path):
 def test_checkpoint_round_trip_resumes_exactly(tmp_path):
     cfg = _cfg(total_env_steps=40)
     a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
-    a.train()
+    a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])
     b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
     b.load_state_dict(state)
@@ -129,7 +128,7 @@ def test_act_and_evaluate(tmp_path):
 def test_checkpoint_holds_the_running_episode_sums(tmp_path):
     cfg = _cfg(total_env_steps=40)
     a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
-    a.train()
+    a.ctx.run(a)
     sums = a.metrics.state_dict()
     assert bool((sums["ep_length"] > 0).any())  # episodes are running at the checkpoint
     state = load_state(a.ctx.checkpoints[-1])

@@ -12,7 +12,8 @@ from gbx.checkpoint_file import CheckpointError
 from gbx.config import build_config
 from gbx.errors import GbxError
 from gbx.plugins import load_plugins
-from gbx.runner import init_from_checkpoint, prepare
+from gbx.runner import prepare
+from gbx.saved import init_from_checkpoint
 from gbx.testing import InMemoryRunContext
 from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer

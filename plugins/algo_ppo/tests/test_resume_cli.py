@@ -13,7 +13,7 @@ ARGS = [
     "--algo", "ppo", "--env", "toy", "--device", "cpu", "--seed", "3", "--observer", "print",
     "--steps", str(TOTAL),
     "--set", "algo.num_envs=8", "--set", "algo.rollout_steps=16", "--set", "algo.minibatches=2",
-    "--set", "algo.update_epochs=2", "--set", "algo.checkpoint_every=2",
+    "--set", "algo.update_epochs=2", "--set", "run.checkpoint_every=256",
     "--set", "algo.model_options={channels=[8,16,16], hidden=32}",
     "--set", "env.max_steps=10",
 ]

@@ -17,7 +17,7 @@ def test_train_then_eval_checkpoint(tmp_path: Path) -> None:
         flags={"algo": "ppo", "env": "toy", "device": "cpu", "steps": 3 * 128,
                "run_dir": str(run_dir), "observers": ("print",)},
         overrides=["algo.num_envs=8", "algo.rollout_steps=16", "algo.minibatches=2",
-                   "algo.checkpoint_every=2",
+                   "run.checkpoint_every=256",
                    "algo.model_options={channels=[8,16,16], hidden=16}"],
     )
     summary = execute(config, host)

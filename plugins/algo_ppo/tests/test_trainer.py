@@ -24,7 +24,7 @@ SMALL = {"channels": (8, 16, 16), "hidden": 32}
 def small_config(**over: object) -> PPOConfig:
     base: dict[str, object] = dict(
         num_envs=8, rollout_steps=16, minibatches=2, update_epochs=2, lr=1e-3,
-        model_options=SMALL, checkpoint_every=0,
+        model_options=SMALL,
     )
     base.update(over)
     return PPOConfig(**base)  # type: ignore[arg-type]
@@ -45,7 +45,7 @@ def test_one_update_changes_parameters_and_records_everything() -> None:
     assert rec["env_steps"] == cfg.batch_size and rec["updates"] == 1
     assert rec["opt_steps"] == cfg.update_epochs * cfg.minibatches
     for key in (
-        "sps", "loss_policy", "loss_value", "loss_entropy", "entropy_mean", "approx_kl",
+        "ups", "loss_policy", "loss_value", "loss_entropy", "entropy_mean", "approx_kl",
         "clipfrac", "explained_variance", "value_mean", "value_std", "reward_mean",
         "done_rate", "trunc_rate", "reset_rate", "dist_p10", "dist_p50", "dist_p90",
     ):
@@ -54,15 +54,19 @@ def test_one_update_changes_parameters_and_records_everything() -> None:
     # max_steps=6 over 16 steps: every env was truncated or finished at least twice.
     assert rec["reset_rate"] >= 2 / 16
     assert rec["trunc_overflow"] == 0.0
-    assert ctx.checkpoints == []  # checkpoint_every=0: none, not even a final one
+    assert ctx.checkpoints == []  # the trainer never checkpoints by itself
 
 
-def test_final_checkpoint_when_the_budget_ends_between_checkpoints() -> None:
-    cfg = small_config(checkpoint_every=2)
-    ctx = InMemoryRunContext(cfg, steps=3 * cfg.batch_size)
-    PPOTrainer(cfg, ctx).train()
+def test_the_runs_schedule_checkpoints_and_evaluates_between_updates() -> None:
+    cfg = small_config()
+    ctx = InMemoryRunContext(cfg, steps=3 * cfg.batch_size, checkpoint_every=2 * cfg.batch_size,
+                             eval_every=cfg.batch_size + 1, eval_episodes=2)
+    ctx.run(PPOTrainer(cfg, ctx))
+    # at the record past each multiple, and the final checkpoint when training ends
     assert [s for s, _ in ctx.checkpoints] == [2 * cfg.batch_size, 3 * cfg.batch_size]
     assert ctx.checkpoints[-1][1]["counters"]["updates"] == 3
+    assert [e["env_steps"] for e in ctx.evals] == [2 * cfg.batch_size, 3 * cfg.batch_size]
+    assert ctx.evals[0]["episodes"] == 2 and ctx.evals[0]["greedy"] is True
 
 
 def test_truncated_steps_bootstrap_from_final_obs_value() -> None:
@@ -173,10 +177,11 @@ def test_cuda_update_has_no_syncs(cuda_graphs: bool) -> None:
 
 
 def test_resume_from_state_dict_reproduces_records() -> None:
-    cfg = small_config(checkpoint_every=2, norm_reward=True)
+    cfg = small_config(norm_reward=True)
     env_cfg = ToyConfig(max_steps=10)
     full, resumed_ctx = train_and_resume(
-        PPOTrainer, cfg, steps=4 * cfg.batch_size, env_config=env_cfg, seed=7
+        PPOTrainer, cfg, steps=4 * cfg.batch_size, env_config=env_cfg, seed=7,
+        checkpoint_every=2 * cfg.batch_size,
     )
     assert len(full.records) == 4
     assert [s for s, _ in full.checkpoints] == [2 * cfg.batch_size, 4 * cfg.batch_size]

@@ -151,7 +151,7 @@ def test_gbx_run_gpus_2_on_a_stage_env_cpu(tmp_path) -> None:
            "--env", "gbx-quest-1", "--device", "cpu", "--steps", "16",
            "--run-dir", str(run_dir), "--observer", "print",
            "--set", "algo.num_envs=2", "--set", "algo.update_every=4",
-           "--set", "algo.log_every=1", "--set", "algo.eval_every=0",
+           "--set", "algo.log_every=1", "--set", "run.eval_every=0",
            "--set", "algo.model_options={channels=[8,16,16], hidden=32}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300,

@@ -74,14 +74,17 @@ META = {
 def simulate_run(run: Any, observers: list[Any], *, updates: int, num_envs: int = 16) -> None:
     """Drive observers with real numbers: the toy env, a random policy and gbx_toolkit.metrics.
 
-    Stands in for a trainer: per update it collects 32 steps, feeds the
-    accumulator, emits one record and, every 4th update, an evaluation.
+    Stands in for a trainer and the run loop: per update it collects 32 steps, feeds
+    the accumulator, emits one record (with the common fields of
+    :class:`gbx.records.Stamper`, as the run stamps them) and, every 4th update, an
+    evaluation.
     """
     import math
 
     import torch
 
     from gbx import toy
+    from gbx.records import Stamper
     from gbx_toolkit.evaluation import evaluate_policy
     from gbx_toolkit.metrics import MetricsAccumulator, categorical_entropy
 
@@ -94,6 +97,7 @@ def simulate_run(run: Any, observers: list[Any], *, updates: int, num_envs: int 
         return torch.randint(env.num_actions, (obs.shape[0],), generator=generator)
 
     acc = MetricsAccumulator(num_envs, env.num_actions, "cpu")
+    stamper = Stamper(run.run_id)
     meta = {
         "run_id": run.run_id, "num_envs": num_envs, "seed": 0, "algo": "random",
         "env": "toy", **env.meta(), "stack_k": config.stack_k,
@@ -109,12 +113,14 @@ def simulate_run(run: Any, observers: list[Any], *, updates: int, num_envs: int 
                          actions=actions, dist=info["dist"])
         acc.add_policy(entropy=categorical_entropy(logits), value=torch.zeros(num_envs))
         acc.add_scalars(policy_loss=torch.tensor(0.0), lr=1e-3 * math.cos(update / updates))
-        record = {"env_steps": update * 32 * num_envs, "opt_steps": update, **acc.summary()}
+        record = stamper.stamp({"env_steps": update * 32 * num_envs, "opt_steps": update,
+                                **acc.summary()}, "train")
         _emit(observers, "on_record", record)
         if update % 4 == 0:
             eval_env = toy.make_toy_env(config, 8, "cpu", 1)
             summary = evaluate_policy(eval_env, policy, 8, greedy=True, seed=1)
-            _emit(observers, "on_eval", {"env_steps": record["env_steps"], **summary})
+            _emit(observers, "on_eval", stamper.stamp(
+                {"env_steps": record["env_steps"], **summary}, "eval"))
     _emit(observers, "on_run_end", {"status": "finished"})
 
 

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from observer_testdata import META, NUM_ENVS, a2c_record, dreamer_record, ppo_record
 
+from gbx.records import SchemaError, TrainRecord, parse, required_keys
 from gbx_observers.cli import log_group
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log, validate_log
-from gbx_observers.schema import SchemaError, TrainRecord, parse, required_keys
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -94,16 +94,27 @@ def test_observer_turns_a_bad_record_into_an_error_line(
     assert summary.ok and summary.records == 2 and summary.errors == 1
 
 
-def test_observer_fills_core_keys_when_absent(run: SimpleNamespace) -> None:
+def test_observer_writes_the_runs_common_fields_and_computes_none(
+    run: SimpleNamespace
+) -> None:
+    """The run loop stamps the common fields (gbx.records.Stamper); a record without them
+    (not from a run) is rejected, not completed with numbers of the observer's own."""
+    from gbx.records import Stamper
+
     observer = JsonlObserver(run)
     observer.on_run_start({"run_id": "run-a"})
-    bare = {k: v for k, v in ppo_record(1).items() if k not in ("run_id", "trace_id", "sps")}
-    bare.pop("wall_time_s")
+    bare = {k: v for k, v in ppo_record(1).items()
+            if k not in ("run_id", "trace_id", "sps", "wall_time_s")}
     observer.on_record(bare)
+    clock = iter([0.0, 2.0])
+    observer.on_record(Stamper("run-a", clock=lambda: next(clock)).stamp(bare, "train"))
     observer.on_run_end({})
-    line = _lines(observer.path)[1]
-    assert line["run_id"] == "run-a" and line["trace_id"] == "run-a:4"
-    assert line["wall_time_s"] >= 0 and line["sps"] > 0
+    lines = _lines(observer.path)
+    error = lines[1]["error"]
+    assert error["kind"] == "invalid_record" and "run_id" in error["message"]
+    line = lines[2]
+    assert line["run_id"] == "run-a" and line["trace_id"] == "run-a.1" and line["seq"] == 1
+    assert line["wall_time_s"] == 2.0 and line["sps"] == 128.0  # 256 env steps in 2 s
     assert validate_log(observer.path).ok
 
 

@@ -12,7 +12,6 @@ Record keys produced by :meth:`MetricsAccumulator.summary` follow the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -145,7 +144,6 @@ class MetricsAccumulator:
         self._dist_cursor = 0  # host-side ring position: known from shapes, no sync
         self._dist_count = 0
         self._window_steps = 0
-        self._window_start = time.perf_counter()
 
     # -- adding (device work only) -------------------------------------------------
 
@@ -254,16 +252,15 @@ class MetricsAccumulator:
         if has_dist:
             parts.append(percentiles(self._dist[: self._dist_count]).to(torch.float64))
         host = torch.cat(parts).tolist()  # the single device-to-host transfer
-        elapsed = max(time.perf_counter() - self._window_start, 1e-9)
-        record = self._record_from(host, has_dist, elapsed)
+        record = self._record_from(host, has_dist)
         self.reset_window()
         return record
 
     def _record_from(
-        self, host: list[float], has_dist: bool, elapsed: float
+        self, host: list[float], has_dist: bool
     ) -> dict[str, float | int | list[int]]:
         steps = self._window_steps
-        out: dict[str, float | int | list[int]] = {"sps": self._window_steps / elapsed}
+        out: dict[str, float | int | list[int]] = {}
         if steps > 0:
             out["reward_mean"] = host[_REWARD] / steps
             out["done_rate"] = host[_DONE] / steps
@@ -316,4 +313,3 @@ class MetricsAccumulator:
         self._dist_cursor = 0
         self._dist_count = 0
         self._window_steps = 0
-        self._window_start = time.perf_counter()

@@ -3,7 +3,8 @@
 :class:`OnPolicyTrainer` does everything around an algorithm's update: seeding, the
 model and optimiser, the memory check, collecting steps into a
 :class:`gbx_toolkit.rl_common.StepWindow` without host reads, bootstrapping truncated episodes,
-evaluation wiring and the checkpoint state. A subclass implements its update.
+``evaluate`` and the checkpoint state (the run calls both on its schedule). A subclass
+implements its update.
 """
 
 from __future__ import annotations
@@ -278,14 +279,6 @@ class OnPolicyTrainer:
                 model.train(was_training)
         finally:
             env.close()
-
-    def _periodic_eval(self, counters: Mapping[str, int]) -> None:
-        """Evaluate with the config's episodes and greediness; record it with ``counters``."""
-        cfg = self.cfg
-        summary = self.evaluate(cfg.eval_episodes, greedy=cfg.eval_greedy)
-        self.ctx.record_eval(
-            {"step": self.env_steps, "env_steps": self.env_steps, **counters, **summary}
-        )
 
     # -- state ---------------------------------------------------------------------
 

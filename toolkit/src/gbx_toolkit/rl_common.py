@@ -97,19 +97,6 @@ def max_grad_norm_field() -> Any:
     return _field(0.5, "global gradient norm clip; 0 = off", attrs.validators.ge(0.0))
 
 
-def every_field(default: int, what: str, unit: str) -> Any:
-    """A cadence ``0 = off``: ``what`` (evaluate, checkpoint) every this many ``unit``."""
-    return _field(default, f"{what} every this many {unit}; 0 = off", attrs.validators.ge(0))
-
-
-def eval_episodes_field() -> Any:
-    return _field(32, "episodes per evaluation", attrs.validators.gt(0))
-
-
-def eval_greedy_field() -> Any:
-    return _field(True, "periodic evaluations act greedily (else sample)")
-
-
 def model_field() -> Any:
     return _field("cnn", "registered model name (cnn, impala)", attrs.validators.min_len(1))
 

@@ -3,7 +3,10 @@
 It picks uniformly random actions, except that with probability
 ``greedy_bias`` it presses ``bias_action`` instead. It shows every piece a
 real algorithm plugin needs: a config class, a trainer that talks to the run
-only through its context, checkpoints and resume, and the registration hook.
+only through its context, the state the run checkpoints and resumes from, and the
+registration hook. The run owns the schedule: it evaluates and checkpoints from
+inside ``ctx.record`` (``run.eval_every``, ``run.checkpoint_every``) and when
+training ends, so the trainer only records its progress.
 """
 
 from __future__ import annotations
@@ -34,10 +37,6 @@ class RandomConfig:
     )
     log_every: int = attrs.field(
         default=8, validator=attrs.validators.ge(1), metadata={"help": "env steps between records"}
-    )
-    checkpoint_every: int = attrs.field(
-        default=64, validator=attrs.validators.ge(1),
-        metadata={"help": "env steps (per env) between checkpoints"},
     )
 
 
@@ -78,15 +77,12 @@ class RandomTrainer:
             self.steps += env.num_envs
             iteration += 1
             if iteration % cfg.log_every == 0:
+                # between steps: the run may evaluate and checkpoint from inside record
                 ctx.record({"step": self.steps, "episodes": self.episodes,
                             "episode_return": finished_return})
-            if iteration % cfg.checkpoint_every == 0:
-                ctx.checkpoint(self.state_dict(), step=self.steps)
         if iteration % cfg.log_every:
             ctx.record({"step": self.steps, "episodes": self.episodes,
                         "episode_return": finished_return})
-        if iteration % cfg.checkpoint_every:
-            ctx.checkpoint(self.state_dict(), step=self.steps)
 
     def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
         env = self.ctx.make_env(1, seed_offset=10_000)

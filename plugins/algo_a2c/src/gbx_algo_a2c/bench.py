@@ -50,8 +50,8 @@ def measure_memory(
             # The budget is set per part below; the run itself must never stop the trainer.
             flags={"algo": "a2c", "env": env, "steps": 2**62, "device": device, "seed": seed,
                    "run_dir": str(Path(tmp) / "run"), "observers": ("print",)},
-            overrides=(f"algo.num_envs={num_envs}", "algo.checkpoint_every=0",
-                       "algo.eval_every=0", *overrides),
+            overrides=(f"algo.num_envs={num_envs}", "run.checkpoint_every=0",
+                       "run.eval_every=0", *overrides),
         )
         run, _ = prepare(config, host)
         run.observers = []

@@ -15,9 +15,6 @@ from attrs import validators as v
 from gbx_toolkit.rl_common import (
     budget_field,
     ent_coef_field,
-    eval_episodes_field,
-    eval_greedy_field,
-    every_field,
     field_help,
     max_grad_norm_field,
     model_field,
@@ -83,12 +80,6 @@ class A2CConfig:
         metadata=field_help("optimiser steps per metrics record (one host read per record)"),
     )
     total_env_steps: int = budget_field()
-    eval_every: int = every_field(0, "evaluate", "optimiser steps (a multiple of log_every)")
-    eval_episodes: int = eval_episodes_field()
-    eval_greedy: bool = eval_greedy_field()
-    checkpoint_every: int = every_field(
-        500, "checkpoint", "optimiser steps (a multiple of log_every)"
-    )
     model: str = model_field()
     model_options: dict[str, Any] = model_options_field()
 
@@ -106,12 +97,6 @@ class A2CConfig:
                 f"'grad_accum' must divide num_envs * update_every = {self.batch_size}: "
                 f"{self.grad_accum}"
             )
-        for name in ("eval_every", "checkpoint_every"):
-            value = getattr(self, name)
-            if value % self.log_every:
-                raise ValueError(
-                    f"'{name}' must be a multiple of log_every ({self.log_every}): {value}"
-                )
 
     @property
     def horizon(self) -> int:

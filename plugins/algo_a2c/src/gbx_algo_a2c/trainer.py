@@ -67,7 +67,6 @@ class A2CTrainer(OnPolicyTrainer):
         self._batch_stats: Callable[[], dict[str, Any]] | None = None
         self._unrecorded = 0  # optimiser steps since the last record
         self._record_started = time.perf_counter()
-        self._record_env_steps = 0
 
     @property
     def window(self) -> Window | None:
@@ -113,20 +112,16 @@ class A2CTrainer(OnPolicyTrainer):
             self._collect()
             self._optimise()
             # Records fall on multiples of log_every even after resuming from a run that
-            # stopped between two, so evaluations and checkpoints stay on their schedule.
+            # stopped between two, so the run's evaluations and checkpoints (made from
+            # inside record) fall on the same records too.
             if self.opt_steps % cfg.log_every == 0:
                 self._emit_record()
-                if cfg.eval_every and self.opt_steps % cfg.eval_every == 0:
-                    self._periodic_eval({"opt_steps": self.opt_steps})
-                if cfg.checkpoint_every and self.opt_steps % cfg.checkpoint_every == 0:
-                    self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
                 self._start_record_window()
         if self._unrecorded:  # the budget ended inside a logging window
             self._emit_record()
 
     def _start_record_window(self) -> None:
         self._record_started = time.perf_counter()
-        self._record_env_steps = self.env_steps
 
     def _collect(self) -> None:
         """Step every env ``update_every`` times into the window: no host reads in here."""
@@ -234,7 +229,6 @@ class A2CTrainer(OnPolicyTrainer):
             "lr": self._optimizer().param_groups[0]["lr"],
         }
         record.update(summary)
-        record["sps"] = (self.env_steps - self._record_env_steps) / seconds
-        record["ups"] = self._unrecorded / seconds
+        record["ups"] = self._unrecorded / seconds  # env steps/s (sps): the run computes it
         self._unrecorded = 0
         self.ctx.record(record)

@@ -99,7 +99,7 @@ def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, 
         raise click.ClickException(str(exc)) from None
     cfg = DreamerConfig(size=size, num_envs=num_envs, total_env_steps=steps,
                         train_ratio=train_ratio, replay_capacity=max(num_envs * 2048, steps),
-                        record_every=32, checkpoint_every=0, engine=engine)
+                        record_every=32, engine=engine)
     _report(stage1(dev, factory, cfg, seed), as_json)
 
 
@@ -191,7 +191,7 @@ def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: 
 
     cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
-                        learning_starts=num_envs * batch_length, checkpoint_every=0,
+                        learning_starts=num_envs * batch_length,
                         train_ratio=train_ratio, overlap_chunk=overlap_chunk)
     dev = _device(device)
     print_records(run_bench(dev, env_name, cfg, repeats))

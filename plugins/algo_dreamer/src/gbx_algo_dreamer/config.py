@@ -134,8 +134,6 @@ class DreamerConfig:
     # bookkeeping
     record_every: int = attrs.field(default=64, validator=in_range(1),
         metadata=_help("env iterations per record"))
-    checkpoint_every: int = attrs.field(default=100_000, validator=in_range(0), metadata=_help(
-        "env steps between checkpoints (0: only at the end)"))
     memory_fraction: float = attrs.field(default=0.9, validator=in_range(0, 1, lo_open=True),
         metadata=_help(
         "refuse to start if the estimate exceeds this share of free device memory"))

@@ -313,25 +313,23 @@ class DreamerTrainer:
         self._check_budget()
         self._ensure_started()
         window_start, window_opt = time.perf_counter(), self.opt_steps
-        last_ckpt, last_rec = self.env_steps, self.iterations
+        last_rec = self.iterations
         while not self._done():
             self.engine.advance(self._iterations_left())
             if self._reached_total():
                 self.engine.drain()  # the last chunk's updates belong in the last record
             if self.iterations // cfg.record_every > last_rec // cfg.record_every:
+                # Between engine steps (streams joined, replay committed): the run may
+                # evaluate and checkpoint from inside record.
                 self.ctx.record(self._record(window_start, window_opt))
                 window_start, window_opt = time.perf_counter(), self.opt_steps
                 last_rec = self.iterations
-            if cfg.checkpoint_every and self.env_steps - last_ckpt >= cfg.checkpoint_every:
-                self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
-                last_ckpt = self.env_steps
         # Stopped from outside (ctx.should_stop: --steps, signal): the updates the last chunk
-        # earned stay pending in the checkpoint and run first on resume, so the records and
-        # the checkpoint agree (the replay ratio counts only steps whose updates ran).
+        # earned stay pending in the run's final checkpoint and run first on resume, so the
+        # records and the checkpoint agree (the replay ratio counts only steps whose updates
+        # ran).
         if self.iterations != last_rec:  # iterations since the last record
             self.ctx.record(self._record(window_start, window_opt))
-        if self.env_steps != last_ckpt or not cfg.checkpoint_every:
-            self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
 
     # -- acting / evaluation -------------------------------------------------------
 
@@ -353,15 +351,20 @@ class DreamerTrainer:
     def evaluate(
         self, episodes: int, *, greedy: bool = True, baseline: bool = True
     ) -> dict[str, Any]:
-        """Episodes on fresh envs with the shared evaluator (plus its random baseline
-        unless ``baseline=False``)."""
+        """Episodes on fresh envs from the task's real start state (evaluation envs), one
+        env per episode, with the shared evaluator (plus its random baseline unless
+        ``baseline=False``). The player draws from its own eval generator, so an evaluation
+        leaves training's random streams as they were: a run trains the same whatever its
+        evaluation cadence."""
         num = eval_batch_size(episodes)
         env = _ResetTracking(self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV),
                                                evaluation=True))
         player = Player(self.wm, self.behavior, num, self.device)
+        eval_gen = torch.Generator(device=self.device)
+        eval_gen.manual_seed(derive(self.ctx.seed, Stream.EVAL_RNG))
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
-            action, _, _ = player.step(obs, env.is_first, greedy=greedy, generator=self.gen)
+            action, _, _ = player.step(obs, env.is_first, greedy=greedy, generator=eval_gen)
             return action
 
         try:

@@ -164,7 +164,7 @@ def tiny_config(**overrides: Any) -> DreamerConfig:
     base: dict[str, Any] = dict(
         size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=32.0,
         replay_capacity=2048, learning_starts=32, record_every=8, total_env_steps=160,
-        checkpoint_every=0, model_lr=1e-3)
+        model_lr=1e-3)
     base.update(overrides)
     return DreamerConfig(**base)
 

@@ -15,9 +15,6 @@ from attrs import validators as v
 from gbx_toolkit.rl_common import (
     budget_field,
     ent_coef_field,
-    eval_episodes_field,
-    eval_greedy_field,
-    every_field,
     field_help,
     max_grad_norm_field,
     model_field,
@@ -78,10 +75,6 @@ class PPOConfig:
         default=False,
         metadata=field_help("scale rewards by a running std of the discounted return"),
     )
-    eval_every: int = every_field(0, "evaluate", "updates")
-    eval_episodes: int = eval_episodes_field()
-    eval_greedy: bool = eval_greedy_field()
-    checkpoint_every: int = every_field(50, "checkpoint", "updates")
     model: str = model_field()
     model_options: dict[str, Any] = model_options_field()
     torch_compile: bool = attrs.field(

@@ -1,4 +1,4 @@
-"""The PPO trainer: collect on device, update, record, evaluate, checkpoint.
+"""The PPO trainer: collect on device, update, record (the run evaluates and checkpoints).
 
 The imperative shell around :mod:`gbx_algo_ppo.losses`; what it shares with
 A2C (seeding, model and optimiser, memory check, collection, bootstrapping,
@@ -133,15 +133,8 @@ class PPOTrainer(OnPolicyTrainer):
             self._collect()
             self._update()
             self.updates += 1
-            record = self._record(time.perf_counter() - started)
-            self.ctx.record(record)
-            if cfg.eval_every and self.updates % cfg.eval_every == 0:
-                self._periodic_eval({"updates": self.updates})
-            if cfg.checkpoint_every and self.updates % cfg.checkpoint_every == 0:
-                self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
-        # Keep the final policy too (budget reached or stop requested between checkpoints).
-        if cfg.checkpoint_every and self.updates and self.updates % cfg.checkpoint_every:
-            self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
+            # Between updates: the run may evaluate and checkpoint from inside record.
+            self.ctx.record(self._record(time.perf_counter() - started))
 
     def _collect(self) -> None:
         """Fill the rollout buffer: no host reads in here."""
@@ -255,8 +248,7 @@ class PPOTrainer(OnPolicyTrainer):
         }
         summary = acc.summary()  # the one metrics read of this update
         record.update(summary)
-        record["ups"] = 1.0 / max(seconds, 1e-9)
-        record["sps"] = self.cfg.batch_size / max(seconds, 1e-9)
+        record["ups"] = 1.0 / max(seconds, 1e-9)  # env steps/s (sps) is the run's to compute
         return record
 
     # -- state ---------------------------------------------------------------------

@@ -172,10 +172,8 @@ def render_estimate(env: Any, frames: int, release: int, repeats: int = 5) -> fl
 def _algo_overrides(config_cls: type, num_envs: int) -> list[str]:
     names = {f.name for f in attrs.fields(config_cls)}
     out = [f"algo.num_envs={num_envs}"] if "num_envs" in names else []
-    for quiet in ("eval_every", "checkpoint_every"):
-        if quiet in names:
-            out.append(f"algo.{quiet}=0")
-    return out
+    # the profile measures training alone: no evaluation or checkpoint in between
+    return [*out, "run.eval_every=0", "run.checkpoint_every=0"]
 
 
 # Records the default profile trains for: the first is warm-up, the other three are measured.

@@ -93,31 +93,21 @@ class LoadedPolicy:
 
 
 def load_policy(checkpoint: Path, *, device: str, seed: int) -> LoadedPolicy:
-    """Rebuild the trainer stored in ``checkpoint`` (as ``gbx eval`` does) for one rollout."""
-    import attrs
-
-    from gbx.artifacts import latest_checkpoint, load_checkpoint
-    from gbx.config import from_dict
+    """The policy of a run or checkpoint, rebuilt by the core's ``gbx.saved.load_trainer``
+    (as ``gbx eval`` does) for one rollout."""
     from gbx.plugins import get_host
-    from gbx.resolve import require_algorithm, resolve_device
-    from gbx.runner import Run, restore_trainer
+    from gbx.saved import load_trainer
 
     root = click.get_current_context(silent=True)
     host = root.find_root().obj if root is not None else None
     if host is None or not hasattr(host, "registry"):
         host = get_host()
     try:
-        path = latest_checkpoint(checkpoint)
-        payload = load_checkpoint(path)
+        loaded = load_trainer(checkpoint, host, device=device, seed=seed)
     except FileNotFoundError as exc:
         raise GbxError(str(exc)) from exc
-    config = from_dict(payload["config"], host.registry)
-    config = attrs.evolve(config, run=attrs.evolve(config.run, device=device, seed=seed))
-    run_dir = path.parent.parent
-    run = Run(config, host, run_dir=run_dir, run_id=str(payload.get("run_id", run_dir.name)),
-              device=resolve_device(device))
-    trainer = require_algorithm(host.registry, config.run.algo).trainer_cls(config.algo, run)
-    restore_trainer(trainer, payload["state"], str(path))
-    meta = {"run_id": run.run_id, "algo": config.run.algo, "env": config.run.env,
-            "env_steps": int(payload.get("step", 0)), "checkpoint_file": str(path)}
-    return LoadedPolicy(trainer.act, run.make_env, meta)
+    config = loaded.config
+    meta = {"run_id": loaded.run.run_id, "algo": config.run.algo, "env": config.run.env,
+            "env_steps": loaded.checkpoint.step,
+            "checkpoint_file": str(loaded.checkpoint.path)}
+    return LoadedPolicy(loaded.trainer.act, loaded.run.make_env, meta)

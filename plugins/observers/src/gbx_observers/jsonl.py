@@ -5,14 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from gbx_observers.files import dumps, to_jsonable
-from gbx_observers.logfile import LOG_NAME, last_record, repair_torn_tail
-from gbx_observers.schema import (
+from gbx.records import (
     SCHEMA_VERSION,
     ErrorLine,
     EvalLine,
@@ -23,6 +20,8 @@ from gbx_observers.schema import (
     parse,
     to_json_dict,
 )
+from gbx_observers.files import dumps, to_jsonable
+from gbx_observers.logfile import LOG_NAME, last_record, repair_torn_tail
 
 
 def _host_values(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -57,9 +56,10 @@ class JsonlObserver:
 
     The file is opened in append mode. A fresh log starts with the meta line;
     an existing one (a resumed run) first has a torn last line cut off, then
-    gets a ``resume`` line. The core's keys ``run_id``, ``trace_id``,
-    ``wall_time_s`` and ``sps`` are filled in when a record lacks them. A
-    record that breaks the schema (a NaN loss, a per-env vector) is not
+    gets a ``resume`` line. Records come stamped by the run loop
+    (:class:`gbx.records.Stamper`: ``run_id``, ``trace_id``, ``wall_time_s``,
+    ``sps`` ...); this observer computes none of them. A record that breaks the
+    schema (a missing common field among them) (a NaN loss, a per-env vector) is not
     written: an ``error`` line naming the problem takes its place and a
     warning goes to stderr, so the run goes on and the log stays valid.
     """
@@ -70,9 +70,7 @@ class JsonlObserver:
         self.run_id = str(getattr(run, "run_id", "run"))
         self._file: IO[str] | None = None
         self._num_envs: int | None = None
-        self._started = time.monotonic()
         self._last_steps: int | None = None
-        self._last_time: float | None = None
         self._warned: set[str] = set()
 
     # -- events --------------------------------------------------------------------
@@ -159,22 +157,9 @@ class JsonlObserver:
     # -- helpers -------------------------------------------------------------------
 
     def _complete(self, values: dict[str, Any]) -> dict[str, Any]:
-        now = time.monotonic() - self._started
-        values.setdefault("run_id", self.run_id)
         steps = values.get("env_steps")
-        if "trace_id" not in values:
-            values["trace_id"] = f"{self.run_id}:{values.get('opt_steps', steps)}"
-        values.setdefault("wall_time_s", now)
-        if "sps" not in values and isinstance(steps, int):
-            if self._last_steps is not None and self._last_time is not None:
-                elapsed = max(values["wall_time_s"] - self._last_time, 1e-9)
-                values["sps"] = max(steps - self._last_steps, 0) / elapsed
-            else:
-                values["sps"] = steps / max(values["wall_time_s"], 1e-9)
         if isinstance(steps, int):
-            self._last_steps = steps
-            wall = values["wall_time_s"]
-            self._last_time = float(wall) if isinstance(wall, int | float) else None
+            self._last_steps = steps  # failure lines name the last step logged
         return values
 
     def _reject(self, kind: str, values: Mapping[str, Any], exc: SchemaError) -> None:

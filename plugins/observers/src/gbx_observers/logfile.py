@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from gbx.errors import GbxError
-from gbx_observers.schema import (
+from gbx.records import (
     TAGS,
     ErrorLine,
     EvalLine,

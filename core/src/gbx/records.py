@@ -1,6 +1,14 @@
-"""Schema v1 of ``train_log.jsonl``: the one definition the writer and the validator share.
+"""The record schema: what a run's records hold, the contract between algorithms and observers.
 
-A log is a sequence of JSON objects, one a line:
+A trainer hands ``ctx.record(metrics)`` its own measurements (losses, rates, counters); the
+run loop adds the common fields in one place, :class:`Stamper` (``run_id``, ``seq``,
+``kind``, ``step``/``env_steps``, ``wall_time_s``, ``trace_id`` and, for training
+records, ``sps``), and every observer receives the result. Record kinds
+(:data:`KINDS`): ``train`` (``on_record``) and ``eval`` (``on_eval``).
+
+Schema v1 of the run's JSON-lines log (written by the observer that declares a ``log``
+output, read back by the log commands) is defined here too, the one definition writers and
+validators share. A log is a sequence of JSON objects, one a line:
 
 * line 1: ``{"meta": {...}}``, the run's metadata (:class:`MetaLine`);
 * one training record per update, a flat object (:class:`TrainRecord`);
@@ -17,12 +25,68 @@ scalars or short numeric lists. Every number must be finite.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 SCHEMA_VERSION = 1
+# Kinds of run records: training records (observers' on_record), evaluation summaries
+# (on_eval).
+KINDS = ("train", "eval")
+# Fields the run loop stamps on every record; training records get SPS_FIELD as well.
+COMMON_FIELDS = ("run_id", "seq", "kind", "step", "env_steps", "wall_time_s", "trace_id")
+SPS_FIELD = "sps"
+
+
+class Stamper:
+    """Computes the common fields of a run's records: the one place they come from.
+
+    ``step`` is the record's ``step``, else its ``env_steps``, else the last step seen
+    (env steps of the whole run); ``sps`` is env steps per second of wall clock since
+    the previous training record (or since :meth:`restart_window`, which the run calls
+    after work that is not training, such as a scheduled evaluation).
+    """
+
+    def __init__(self, run_id: str, *, start_step: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.run_id = run_id
+        self.seq = 0
+        self.last_step = int(start_step)
+        self._clock = clock
+        self._t0 = clock()
+        self._window = (self.last_step, self._t0)
+
+    def elapsed(self) -> float:
+        """Seconds since the stamper (the run) started."""
+        return self._clock() - self._t0
+
+    def restart_window(self) -> None:
+        """Start the next ``sps`` window now (time spent so far is not training time)."""
+        self._window = (self.last_step, self._clock())
+
+    def stamp(self, metrics: Mapping[str, Any], kind: str) -> dict[str, Any]:
+        """``metrics`` with the common fields of a ``kind`` record."""
+        if kind not in KINDS:
+            raise ValueError(f"record kind {kind!r} is not one of {KINDS}")
+        self.seq += 1
+        rec = dict(metrics)
+        step = rec.get("step", rec.get("env_steps", self.last_step))
+        if isinstance(step, int | float) and not isinstance(step, bool):
+            step = int(step)
+            self.last_step = max(self.last_step, step)
+        rec["step"] = step
+        rec.setdefault("env_steps", step)
+        now = self._clock()
+        rec.update(kind=kind, run_id=self.run_id, seq=self.seq,
+                   wall_time_s=round(now - self._t0, 4), trace_id=f"{self.run_id}.{self.seq}")
+        if kind == "train":
+            start_step, start_time = self._window
+            moved = step - start_step if isinstance(step, int) else 0
+            rec[SPS_FIELD] = max(moved, 0) / max(now - start_time, 1e-9)
+            self._window = (self.last_step, now)
+        return rec
 # Longest list a line may hold. Logs carry window statistics, never per-env
 # vectors: with thousands of envs those would bloat the file and hide bugs.
 MAX_LIST_LEN = 64
