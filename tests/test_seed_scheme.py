@@ -38,37 +38,30 @@ def test_negative_rank_is_refused() -> None:
         seeds.rank_seed(0, -1)
 
 
-class _SeedRecordingContext(InMemoryRunContext):
-    """Rank 0 of a two-rank job: remembers the seed of every env it builds."""
-
-    def __init__(self, algo_config: Any, base: int) -> None:
-        super().__init__(algo_config, steps=64, seed=seeds.rank_seed(base, 0))
-        self.env_seeds: list[int] = []
-
-    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Any:
-        self.env_seeds.append(self.seed + seed_offset)
-        return super().make_env(num_envs, seed_offset=seed_offset)
+def _context(algo_config: Any, base: int) -> InMemoryRunContext:
+    """Rank 0 of a two-rank job (the context remembers the seed of every env it builds)."""
+    return InMemoryRunContext(algo_config, steps=64, seed=seeds.rank_seed(base, 0))
 
 
-def _trainer(algo: str, ctx_base: int) -> tuple[Any, _SeedRecordingContext, Any]:
+def _trainer(algo: str, ctx_base: int) -> tuple[Any, InMemoryRunContext, Any]:
     if algo == "ppo":
         from gbx_algo_ppo.config import PPOConfig
         from gbx_algo_ppo.trainer import PPOTrainer
         cfg: Any = PPOConfig(num_envs=4, rollout_steps=8, minibatches=2,
                              model_options={"channels": (8, 16, 16), "hidden": 32})
-        ctx = _SeedRecordingContext(cfg, ctx_base)
+        ctx = _context(cfg, ctx_base)
         return PPOTrainer(cfg, ctx), ctx, "generator"
     if algo == "a2c":
         from gbx_algo_a2c.config import A2CConfig
         from gbx_algo_a2c.trainer import A2CTrainer
         cfg = A2CConfig(num_envs=4, model_options={"channels": (8, 16, 16), "hidden": 32})
-        ctx = _SeedRecordingContext(cfg, ctx_base)
+        ctx = _context(cfg, ctx_base)
         return A2CTrainer(cfg, ctx), ctx, "generator"
     from gbx_algo_dreamer.config import DreamerConfig
     from gbx_algo_dreamer.trainer import DreamerTrainer
     cfg = DreamerConfig(size="tiny", num_envs=2, batch_size=2, batch_length=8,
                         replay_capacity=64, learning_starts=16)
-    ctx = _SeedRecordingContext(cfg, ctx_base)
+    ctx = _context(cfg, ctx_base)
     return DreamerTrainer(cfg, ctx), ctx, "gen"
 
 

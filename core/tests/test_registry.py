@@ -11,7 +11,7 @@ from gbx_testplugins import (
 )
 
 from gbx.errors import DuplicateRegistrationError, PluginError
-from gbx.registry import EnvRegistrar, Provider, Registry, WriterRegistrar
+from gbx.registry import EnvRegistrar, ObserverRegistrar, Provider, Registry, WriterRegistrar
 from gbx.resolve import require_algorithm, require_env
 from gbx.toy import ToyConfig, make_toy_env
 
@@ -68,6 +68,50 @@ def test_config_class_must_be_attrs() -> None:
 
     with pytest.raises(PluginError, match="attrs class"):
         EnvRegistrar(Registry(), Provider("p", "d", "1"))("x", make_toy_env, Plain)
+
+
+def test_an_observer_may_declare_a_config_section() -> None:
+    @attrs.frozen
+    class Options:
+        every: int = 3
+
+    registry = Registry()
+    register = ObserverRegistrar(registry, Provider("p", "d", "1"))
+    register("plain", dict)
+    register("tuned", dict, Options, description="with options")
+    assert registry.observers["plain"].config_cls is None
+    assert registry.observers["tuned"].config_cls is Options
+    with pytest.raises(PluginError, match="observer 'bad' with config class .*attrs class"):
+        register("bad", dict, int)
+
+
+def test_observer_sections_resolve_like_the_others(host) -> None:
+    from gbx.config import build_config
+    from gbx.errors import ConfigError
+
+    @attrs.frozen
+    class Options:
+        every: int = attrs.field(default=3, validator=attrs.validators.ge(1))
+
+    ObserverRegistrar(host.registry, Provider("p", "d", "1"))("tuned", dict, Options)
+    config = build_config(host.registry, flags={"algo": "counter", "observers": ("tuned",)},
+                          overrides=["observer.tuned.every=5"])
+    assert config.observer == {"tuned": Options(every=5)}
+    # not selected: no section unless a source names it
+    assert build_config(host.registry, flags={"algo": "counter"}).observer == {}
+    with pytest.raises(ConfigError, match=r"^invalid config: observer.tuned.every = 0: "):
+        build_config(host.registry, flags={"algo": "counter"}, base={"observer": {"tuned": {
+            "every": 0}}})
+    with pytest.raises(ConfigError, match="observer.recorder: an observer without options"):
+        build_config(host.registry, flags={"algo": "counter"},
+                     overrides=["observer.recorder.x=1"])
+    # a checkpoint's config names observers that need not be installed where it is loaded
+    from gbx.config import from_dict, to_dict
+
+    saved = to_dict(config) | {"observer": {"elsewhere": {"every": 1}}}
+    with pytest.raises(ConfigError, match="observer.elsewhere: no installed observer"):
+        from_dict(saved, host.registry)
+    assert from_dict(saved, host.registry, observers=False).observer == {}
 
 
 def test_writer_kind_is_checked_and_several_writers_share_a_kind() -> None:

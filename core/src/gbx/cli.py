@@ -249,9 +249,14 @@ def build_cli(host: Any) -> click.Group:
 
         config = _build(_host(ctx), config_file, overrides, **flags)
         if explain:
-            for section in ("run", "env", "algo"):
-                obj = getattr(config, section)
-                for name, tp, default, help_text in field_docs(type(obj)):
+            classes = [(section, type(getattr(config, section)))
+                       for section in ("run", "env", "algo")]
+            # Every installed observer's options, selected or not: this is where they are found.
+            classes += [(f"observer.{name}", spec.config_cls)
+                        for name, spec in sorted(_host(ctx).registry.observers.items())
+                        if spec.config_cls is not None]
+            for section, cls in classes:
+                for name, tp, default, help_text in field_docs(cls):
                     click.echo(f"{section}.{name} ({tp}, default {default!r}): {help_text}")
             return
         click.echo(dumps_json(config) if fmt == "json" else dumps_toml(config), nl=False)

@@ -1,10 +1,12 @@
 """Run configuration: attrs classes, a strict cattrs converter, files and overrides.
 
-A resolved :class:`Config` has three sections:
+A resolved :class:`Config` has four sections:
 
 * ``run``  -- :class:`RunConfig` (algorithm, env, observers, device, seed, ...);
 * ``env``  -- the config class the selected env registered;
-* ``algo`` -- the config class the selected algorithm registered.
+* ``algo`` -- the config class the selected algorithm registered;
+* ``observer`` -- one sub-section ``observer.<name>`` per observer that registered a
+  config class, for the selected observers and any other one the sources name.
 
 Sources are merged in this order, later ones winning: class defaults,
 ``--config FILE`` (TOML or JSON with the same sections), the dedicated CLI
@@ -36,7 +38,7 @@ from gbx.errors import ConfigError
 if TYPE_CHECKING:
     from gbx.registry import Registry
 
-SECTIONS = ("run", "env", "algo")
+SECTIONS = ("run", "env", "algo", "observer")
 _NAME_RE = r"^[a-z0-9][a-z0-9_.\-]*$"
 _DEVICE_RE = r"^(auto|cpu|cuda(:[0-9]+)?)$"
 _TAG_RE = r"^[A-Za-z0-9_.\-]*$"
@@ -175,11 +177,13 @@ class RunConfig:
 
 @attrs.frozen
 class Config:
-    """A resolved configuration: the run section plus the env and algorithm sections."""
+    """A resolved configuration: the run section, the env and algorithm sections and the
+    observers' sections (``observer[name]``, an instance of that observer's config class)."""
 
     run: RunConfig
     env: Any
     algo: Any
+    observer: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 # ---------------------------------------------------------------------------
@@ -279,16 +283,53 @@ def _one_line(problems: list[str]) -> str:
 
 
 def to_dict(config: Config) -> dict[str, Any]:
-    """Plain, JSON-ready nested dict with the three sections."""
-    return {
+    """Plain, JSON-ready nested dict with the sections (``observer`` only when not empty)."""
+    out = {
         "run": converter.unstructure(config.run),
         "env": converter.unstructure(config.env),
         "algo": converter.unstructure(config.algo),
     }
+    if config.observer:
+        out["observer"] = {name: converter.unstructure(section)
+                           for name, section in config.observer.items()}
+    return out
 
 
-def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
-    """Resolve a plain dict (e.g. a run's config.json) against the installed plugins."""
+def observer_sections(data: Any, selected: Iterable[str], registry: Registry,
+                      problems: list[str]) -> dict[str, Any]:
+    """The ``observer`` section: one config instance per selected observer that declares a
+    config class, and per observer ``data`` names. Problems are appended to ``problems``."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        problems.append(f"observer = {data!r}: expected a table of observer sections, "
+                        "e.g. [observer.gif]")
+        return {}
+    with_options = sorted(n for n, s in registry.observers.items() if s.config_cls is not None)
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys([*selected, *data]):
+        spec = registry.observers.get(name)
+        if name in data and (spec is None or spec.config_cls is None):
+            what = "no installed observer" if spec is None else "an observer without options"
+            problems.append(f"observer.{name}: {what} is named {name!r} (observers with "
+                            f"options: {', '.join(with_options) or 'none'})")
+            continue
+        if spec is None or spec.config_cls is None:
+            continue  # an unknown selected observer is reported when the run builds it
+        try:
+            out[name] = structure_section(data.get(name), spec.config_cls, f"observer.{name}")
+        except ConfigError as exc:
+            problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
+    return out
+
+
+def from_dict(data: Mapping[str, Any], registry: Registry, *, observers: bool = True) -> Config:
+    """Resolve a plain dict (e.g. a run's config.json) against the installed plugins.
+
+    ``observers=False`` leaves the ``observer`` section out unread: a trainer rebuilt from
+    a checkpoint (``gbx eval``, ``gbx gif``) runs no observers, so the observers of the run
+    that wrote it need not be installed.
+    """
     from gbx.resolve import require_algorithm, require_env
 
     if not isinstance(data, Mapping):
@@ -309,9 +350,11 @@ def from_dict(data: Mapping[str, Any], registry: Registry) -> Config:
             sections[name] = structure_section(data.get(name), cls, name)
         except ConfigError as exc:
             problems.append(str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc))
+    observer = observer_sections(data.get("observer"), run.observers, registry, problems) \
+        if observers else {}
     if problems:
         raise ConfigError(_one_line(problems))
-    return Config(run=run, env=sections["env"], algo=sections["algo"])
+    return Config(run=run, env=sections["env"], algo=sections["algo"], observer=observer)
 
 
 # Settings the run owns now; an algorithm section naming one (that its class does not
@@ -479,6 +522,9 @@ def parse_override(text: str) -> Override:
             f"--set {text!r}: the key must start with a section ({', '.join(SECTIONS)}), "
             "e.g. algo.lr=3e-4 or run.seed=1"
         )
+    if path[0] == "observer" and len(path) < 3:
+        raise ConfigError(f"--set {text!r}: an observer key names the observer and the "
+                          "option, e.g. observer.gif.steps=50")
     return Override(path, parse_value(raw.strip()), raw.strip())
 
 
@@ -517,17 +563,21 @@ def _wants_text(tp: Any) -> bool:
 
 
 def apply_overrides(
-    data: dict[str, Any], overrides: Iterable[Override], classes: Mapping[str, type | None]
+    data: dict[str, Any], overrides: Iterable[Override], classes: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Set each override into a copy of ``data``.
 
-    For a text field the raw text is kept (``run.tag=123`` stays ``"123"``),
-    unless it was written as a quoted string.
+    ``classes`` maps a section to its config class; ``classes["observer"]``, when given,
+    maps observer names to theirs. For a text field the raw text is kept
+    (``run.tag=123`` stays ``"123"``), unless it was written as a quoted string.
     """
     out = json.loads(json.dumps(data))  # deep copy of plain data
     for ov in overrides:
         value = ov.value
-        tp = _field_type(classes.get(ov.path[0]), ov.path[1:])
+        cls, rest = classes.get(ov.path[0]), ov.path[1:]
+        if isinstance(cls, Mapping):  # a section of named sub-sections
+            cls, rest = cls.get(rest[0]), rest[1:]
+        tp = _field_type(cls, rest)
         if tp is not None and _wants_text(tp) and not isinstance(value, str | list):
             value = ov.raw
         node = out
@@ -572,6 +622,7 @@ def build_config(
                        "config_cls", None),
         "algo": getattr(registry.algorithms.get(algo_name) if isinstance(algo_name, str)
                         else None, "config_cls", None),
+        "observer": {name: spec.config_cls for name, spec in registry.observers.items()},
     }
     data = apply_overrides(data, [o for o in parsed if o.path[0] != "run"], classes)
     if not data["run"].get("observers"):

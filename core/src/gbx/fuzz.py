@@ -318,7 +318,8 @@ def _random_value(rng: random.Random, depth: int = 0) -> str:
 
 def fuzz_config_values(rng: random.Random, workdir: Path) -> None:
     """Random ``--set`` overrides of random fields of a random algorithm and env (plus
-    the run section), resolved by :func:`gbx.config.build_config` as ``gbx run`` does."""
+    the run section and the observers' sections), resolved by
+    :func:`gbx.config.build_config` as ``gbx run`` does."""
     from gbx.config import RunConfig, build_config
     from gbx.plugins import get_host
 
@@ -330,6 +331,8 @@ def fuzz_config_values(rng: random.Random, workdir: Path) -> None:
         "algo": registry.algorithms[algo].config_cls,
         "env": registry.envs[env].config_cls,
     }
+    sections.update({f"observer.{name}": spec.config_cls
+                     for name, spec in sorted(registry.observers.items()) if spec.config_cls})
     overrides = []
     for _ in range(rng.randrange(1, 4)):
         section = rng.choice(tuple(sections))

@@ -78,7 +78,10 @@ def register_observers(register: ObserverRegistrar) -> None:
 
     Call ``register(name, factory, description=...)``; ``factory(run)`` gets
     the :class:`gbx.api.RunInfo` and returns an object implementing
-    :class:`gbx.api.Observer`. Run events reach every selected observer in
+    :class:`gbx.api.Observer`. An observer with options passes an attrs config class,
+    ``register(name, factory, config_cls, description=...)``: it is the config section
+    ``observer.<name>``, and the factory is called ``factory(run, options)`` with the
+    resolved instance. Run events reach every selected observer in
     order: ``on_run_start`` (metadata), ``on_record`` (one metrics record per
     update), ``on_eval``, ``on_checkpoint``, ``on_failure``, ``on_run_end``.
     ``default=True`` makes it one of the observers of a run that names none;

@@ -67,6 +67,9 @@ class ObserverSpec:
     factory: Callable[..., Any]
     description: str
     provider: Provider
+    # The attrs class of the observer's ``observer.<name>`` config section; None when the
+    # observer takes no options. With a class, the factory is called ``factory(run, config)``.
+    config_cls: type | None = None
     # Selected when a run names no observers (``run.observers`` empty).
     default: bool = False
     # label -> file it writes, relative to the run directory; `gbx run` names those present.
@@ -250,20 +253,27 @@ class ModelRegistrar(_Registrar):
 
 
 class ObserverRegistrar(_Registrar):
-    """``register(name, factory, description=..., default=..., outputs=...)`` for one plugin.
+    """``register(name, factory, config_cls=None, description=..., default=..., outputs=...)``
+    for one plugin.
 
-    ``default=True``: a run that names no observers uses it. ``outputs``: ``{label: path}``
-    of the files it writes, relative to the run directory (``{"log": "my_log.jsonl"}``),
-    which ``gbx run`` names when it ends.
+    ``config_cls`` (an attrs class) declares the observer's options: the config section
+    ``observer.<name>`` (``[observer.gif]`` in a file, ``--set observer.gif.steps=50``),
+    validated like the env and algorithm sections; the factory then gets the resolved
+    instance as its second argument. ``default=True``: a run that names no observers uses
+    it. ``outputs``: ``{label: path}`` of the files it writes, relative to the run directory
+    (``{"log": "my_log.jsonl"}``), which ``gbx run`` names when it ends.
     """
 
-    def __call__(self, name: str, factory: Callable[..., Any], *, description: str = "",
-                 default: bool = False, outputs: Mapping[str, str] | None = None) -> None:
+    def __call__(self, name: str, factory: Callable[..., Any], config_cls: type | None = None,
+                 *, description: str = "", default: bool = False,
+                 outputs: Mapping[str, str] | None = None) -> None:
         name = _check_name("observer", name, self.provider)
         _check_unique("observer", self.registry.observers, name, self.provider)
+        if config_cls is not None:
+            config_cls = _check_config_cls("observer", name, config_cls, self.provider)
         self.registry.observers[name] = ObserverSpec(
-            name, factory, description, self.provider, default=bool(default),
-            outputs=dict(outputs or {}))
+            name, factory, description, self.provider, config_cls=config_cls,
+            default=bool(default), outputs=dict(outputs or {}))
 
 
 class WriterRegistrar(_Registrar):

@@ -36,7 +36,7 @@ from gbx.envcheck import CheckedEnv
 from gbx.errors import GbxError, RunFailedError
 from gbx.plugins import PluginHost
 from gbx.records import Stamper
-from gbx.registry import Registry
+from gbx.registry import ObserverSpec, Registry
 from gbx.resolve import require_algorithm, require_env, require_observer, resolve_device
 from gbx.saved import SavedCheckpoint, init_from_checkpoint, load_trainer, newest_checkpoint
 from gbx.schedule import Schedule, run_final_checkpoint
@@ -563,7 +563,8 @@ def _execute(
         on_prepared(run)
     registry = host.registry
     if dist.is_main:
-        run.observers = [require_observer(registry, n).factory(run) for n in config.run.observers]
+        run.observers = [make_observer(require_observer(registry, n), run, config.observer)
+                         for n in config.run.observers]
     algo = require_algorithm(registry, config.run.algo)
     status = "completed"
     with stop_on_signals(run):
@@ -604,6 +605,15 @@ def _execute(
     run.write_summary(summary)
     run._emit("on_run_end", summary)
     return summary
+
+
+def make_observer(spec: ObserverSpec, run: Any, sections: Mapping[str, Any]) -> Any:
+    """Build one observer for ``run``; one that declares a config class gets its section of
+    ``sections`` (a config's ``observer`` table; the class defaults when it has none)."""
+    if spec.config_cls is None:
+        return spec.factory(run)
+    options = sections.get(spec.name)
+    return spec.factory(run, options if options is not None else spec.config_cls())
 
 
 def final_evaluation(run: Run, trainer: Any) -> None:

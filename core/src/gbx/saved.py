@@ -146,7 +146,7 @@ def load_trainer(
 
     saved = source if isinstance(source, SavedCheckpoint) else newest_checkpoint(Path(source))
     if run is None:
-        config = from_dict(saved.payload["config"], host.registry)
+        config = from_dict(saved.payload["config"], host.registry, observers=False)
         run_config = config.run
         if device is not None:
             run_config = attrs.evolve(run_config, device=device)

@@ -9,8 +9,10 @@
       def test_my_env_follows_the_contract():
           check_env(make_my_env(MyConfig(), num_envs=4, device="cpu", seed=0))
 
-* :class:`InMemoryRunContext` runs a trainer on the toy env without the run
-  loop and keeps its records, evals and checkpoints; :func:`roundtrip` and
+* :class:`InMemoryRunContext` is the one run-context stand-in of the tests: it runs a
+  trainer on the toy env (or any env factory) without the run loop and keeps its
+  records, evals, checkpoints and env seeds, and serves observers as their run handle;
+  :func:`roundtrip` and
   :func:`comparable` help compare a resumed run with an uninterrupted one,
   and :func:`train_and_resume` produces the two;
 * :func:`count_host_reads` proves a hot loop reads nothing back from the
@@ -104,8 +106,12 @@ def roundtrip(state: Mapping[str, Any]) -> dict[str, Any]:
     return loaded
 
 
+EnvFactory = Callable[[int, int], Any]  # (num_envs, seed) -> env
+
+
 class InMemoryRunContext:
-    """A :class:`gbx.api.RunContext` in memory, on the built-in toy env.
+    """A :class:`gbx.api.RunContext` in memory, on the built-in toy env: the one stand-in
+    for the run loop in tests (trainers', and observers' as their run handle).
 
     Keeps every record, eval record and checkpoint (serialised and loaded
     back, see :func:`roundtrip`) so a test can drive a trainer directly::
@@ -119,17 +125,23 @@ class InMemoryRunContext:
     once :meth:`run` has bound the trainer; :meth:`run` also writes the final
     checkpoint. ``stop_after_records`` makes :meth:`should_stop` return True once
     that many train records arrived (a stop request between updates).
+    ``env_factory(num_envs, seed)`` builds another env than the toy one (e.g. a
+    wrapper around it, or a test env); ``env_seeds`` lists the seed of every env built.
+    ``trainer`` is None until :meth:`run` binds one or a test sets it (observers that
+    roll out the policy read ``run.trainer.act``, as in a real run).
     """
 
     def __init__(
         self,
-        algo_config: Any,
+        algo_config: Any = None,
         *,
         steps: int = 10_000,
         seed: int = 0,
         env_config: ToyConfig | None = None,
+        env_factory: EnvFactory | None = None,
         device: str = "cpu",
         run_dir: Path | None = None,
+        run_id: str = "test",
         stop_after_records: int | None = None,
         eval_every: int = 0,
         checkpoint_every: int = 0,
@@ -137,16 +149,18 @@ class InMemoryRunContext:
     ) -> None:
         from gbx.schedule import Schedule
 
-        self.run_id = "test"
+        self.run_id = run_id
         self.run_dir = run_dir or Path(".")
         self.device = torch.device(device)
         self.seed = seed
         self.env_config = env_config or ToyConfig()
+        self.env_factory = env_factory
         run = _RunSection(steps, eval_every, checkpoint_every, eval_episodes)
         self.config = _RunConfig(run, self.env_config, algo_config)
         self.records: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.checkpoints: list[tuple[int, dict[str, Any]]] = []
+        self.env_seeds: list[int] = []
         self.stop_after_records = stop_after_records
         self.made_envs: list[tuple[int, bool]] = []  # (num_envs, evaluation) per make_env
         self.schedule = Schedule.of(run)
@@ -169,8 +183,12 @@ class InMemoryRunContext:
         return trainer
 
     def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> Any:
+        seed = self.seed + seed_offset
+        self.env_seeds.append(seed)
         self.made_envs.append((num_envs, evaluation))
-        return make_toy_env(self.env_config, num_envs, self.device, self.seed + seed_offset)
+        if self.env_factory is not None:
+            return self.env_factory(num_envs, seed)
+        return make_toy_env(self.env_config, num_envs, self.device, seed)
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         self.records.append(dict(metrics))

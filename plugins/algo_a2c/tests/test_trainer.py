@@ -17,7 +17,7 @@ from gbx.testing import (
     count_host_reads,
     train_and_resume,
 )
-from gbx.toy import ToyConfig
+from gbx.toy import ToyConfig, make_toy_env
 from gbx_algo_a2c import returns as rl
 from gbx_algo_a2c.config import A2CConfig
 from gbx_algo_a2c.trainer import A2CTrainer
@@ -81,12 +81,9 @@ class _PercentileToy:
 def test_env_reported_percentiles_reach_the_record() -> None:
     cfg = small_config()
 
-    class Ctx(InMemoryRunContext):
-        def make_env(self, num_envs: int, *, seed_offset: int = 0,
-                     evaluation: bool = False) -> object:
-            return _PercentileToy(super().make_env(num_envs, seed_offset=seed_offset))
-
-    ctx = Ctx(cfg, steps=2 * cfg.batch_size)
+    ctx = InMemoryRunContext(
+        cfg, steps=2 * cfg.batch_size,
+        env_factory=lambda n, seed: _PercentileToy(make_toy_env(ToyConfig(), n, "cpu", seed)))
     A2CTrainer(cfg, ctx).train()
     rec = ctx.records[0]
     assert 0.0 <= rec["dist_p10"] <= rec["dist_p50"] <= rec["dist_p90"] <= 1.0

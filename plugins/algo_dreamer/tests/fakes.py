@@ -1,4 +1,4 @@
-"""Small stand-ins for the core run context and a pixel env, for CPU tests."""
+"""A small pixel env for CPU tests, and the shared run-context stand-in on it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from gbx import checkpoint_file
+from gbx.testing import InMemoryRunContext
 
 
 class DotEnv:
@@ -83,47 +83,16 @@ class DotEnv:
         self.gen.set_state(state["gen"])
 
 
-class FakeContext:
-    """RunContext stand-in: keeps records in lists, checkpoints in the gbx file format."""
-
-    def __init__(self, run_dir: Path, *, seed: int = 0, env_shape=(1, 16, 16),
-                 max_records: int | None = None) -> None:
-        self.run_id, self.run_dir, self.seed = "test", Path(run_dir), seed
-        self.device = torch.device("cpu")
-        self.config = None
-        self.env_shape = env_shape
-        self.records: list[dict[str, Any]] = []
-        self.evals: list[dict[str, Any]] = []
-        self.checkpoints: list[Path] = []
-        self.max_records = max_records
-
-    def make_env(self, num_envs: int, *, seed_offset: int = 0, evaluation: bool = False) -> DotEnv:
-        return DotEnv(num_envs, seed=self.seed + seed_offset, shape=self.env_shape)
-
-    def record(self, metrics: Mapping[str, Any]) -> None:
-        self.records.append(dict(metrics))
-
-    def record_eval(self, metrics: Mapping[str, Any]) -> None:
-        self.evals.append(dict(metrics))
-
-    def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        path = checkpoint_file.write_file(self.run_dir / f"ckpt_{step}.pt",
-                                          {"step": step, "config": {}, "state": dict(state)})
-        self.checkpoints.append(path)
-        return path
-
-    def should_stop(self) -> bool:
-        return self.max_records is not None and len(self.records) >= self.max_records
-
-    def run(self, trainer: Any) -> Any:
-        """Train, then write the final checkpoint, as the core run loop does."""
-        trainer.train()
-        self.checkpoint(trainer.state_dict(), step=trainer.env_steps)
-        return trainer
+def dot_context(run_dir: Path | None = None, *, seed: int = 0,
+                env_shape: tuple[int, int, int] = (1, 16, 16),
+                max_records: int | None = None) -> InMemoryRunContext:
+    """The shared run-context stand-in (:class:`gbx.testing.InMemoryRunContext`) on
+    :class:`DotEnv`; ``max_records`` records stop the run (like ``--steps``)."""
+    return InMemoryRunContext(
+        run_dir=run_dir, seed=seed, stop_after_records=max_records,
+        env_factory=lambda num_envs, env_seed: DotEnv(num_envs, seed=env_seed, shape=env_shape))
 
 
-def load_state(path: Path) -> dict[str, Any]:
-    """The trainer state of a checkpoint written by :class:`FakeContext`."""
-    state: dict[str, Any] = checkpoint_file.read_file(path)["state"]
-    return state
+def load_state(checkpoint: tuple[int, dict[str, Any]]) -> dict[str, Any]:
+    """The trainer state of one of the context's checkpoints ``(step, state)``."""
+    return checkpoint[1]

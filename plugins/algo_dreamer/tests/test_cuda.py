@@ -22,13 +22,13 @@ def test_collect_and_update_do_not_sync(tmp_path: Path):
     tr = DreamerTrainer(cfg, ctx)
     tr._ensure_started()
     for _ in range(20):
-        tr._collect_step()
+        tr.collect_step()
     tr.update()  # warm-up: lazy initialisation may sync once
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         for _ in range(3):
-            tr._collect_step()
+            tr.collect_step()
             tr.update()
     finally:
         torch.cuda.set_sync_debug_mode("default")

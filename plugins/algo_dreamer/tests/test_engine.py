@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fakes import FakeContext, load_state
+from fakes import dot_context, load_state
 
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import OverlappedEngine, PlayerWeights, SyncEngine
@@ -40,7 +40,7 @@ def test_engine_option_is_validated_and_sizes_the_replay_reserve():
 def test_overlapped_trains_like_sync_records_and_replay_ratio(tmp_path):
     runs = {}
     for engine in ("sync", "overlapped"):
-        ctx = FakeContext(tmp_path / engine)
+        ctx = dot_context(tmp_path / engine)
         tr = DreamerTrainer(_cfg(engine=engine), ctx)
         actor0, wm0 = _params(tr.behavior.actor), _params(tr.wm)
         ctx.run(tr)
@@ -60,7 +60,7 @@ def test_overlapped_trains_like_sync_records_and_replay_ratio(tmp_path):
 
 
 def test_overlapped_player_acts_with_the_chunk_snapshot(tmp_path):
-    tr = DreamerTrainer(_cfg(total_env_steps=96), FakeContext(tmp_path))
+    tr = DreamerTrainer(_cfg(total_env_steps=96), dot_context(tmp_path))
     weights = tr.player.behavior
     assert isinstance(weights, PlayerWeights)
     assert weights.actor is not tr.behavior.actor
@@ -90,10 +90,10 @@ def test_overlapped_player_acts_with_the_chunk_snapshot(tmp_path):
 
 def test_overlapped_checkpoint_round_trip_resumes_exactly(tmp_path):
     cfg = _cfg(total_env_steps=40)
-    a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
+    a = DreamerTrainer(cfg, dot_context(tmp_path / "a"))
     a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])
-    b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
+    b = DreamerTrainer(cfg, dot_context(tmp_path / "b", seed=123))
     b.load_state_dict(state)
     assert (b.env_steps, b.opt_steps) == (a.env_steps, a.opt_steps)
     assert torch.equal(a.replay.obs, b.replay.obs)
@@ -110,13 +110,13 @@ def test_overlapped_checkpoint_round_trip_resumes_exactly(tmp_path):
 
 
 def test_mid_run_checkpoint_keeps_the_earned_updates(tmp_path):
-    tr = DreamerTrainer(_cfg(total_env_steps=0), FakeContext(tmp_path))
+    tr = DreamerTrainer(_cfg(total_env_steps=0), dot_context(tmp_path))
     tr._ensure_started()
     while tr.pending_env_steps == 0:
         tr.engine.advance(4)
     state = tr.state_dict()
     assert state["counters"]["pending_env_steps"] == tr.pending_env_steps > 0
-    other = DreamerTrainer(_cfg(total_env_steps=0), FakeContext(tmp_path / "o"))
+    other = DreamerTrainer(_cfg(total_env_steps=0), dot_context(tmp_path / "o"))
     other.load_state_dict(state)
     assert other.pending_env_steps == tr.pending_env_steps
 
@@ -163,7 +163,7 @@ def test_bench_times_both_engine_loops_and_their_ratio():
 
 def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
     cfg = _cfg(total_env_steps=0, record_every=4)
-    ctx = FakeContext(tmp_path / "a", max_records=3)  # like --steps: stop after 3 records
+    ctx = dot_context(tmp_path / "a", max_records=3)  # like --steps: stop after 3 records
     a = DreamerTrainer(cfg, ctx)
     ctx.run(a)
     steps = [r["env_steps"] for r in ctx.records]
@@ -172,7 +172,7 @@ def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
     state = load_state(ctx.checkpoints[-1])
     counters = state["counters"]
     assert counters["pending_env_steps"] == 16 and counters["opt_steps"] == a.opt_steps
-    b = DreamerTrainer(cfg, FakeContext(tmp_path / "b"))
+    b = DreamerTrainer(cfg, dot_context(tmp_path / "b"))
     b.load_state_dict(state)
     b.engine.advance(4)  # the pending updates run first, beside the next chunk
     assert b.trained_env_steps == counters["trained_env_steps"] + 16

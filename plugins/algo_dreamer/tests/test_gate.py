@@ -4,7 +4,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from fakes import FakeContext
+from fakes import dot_context
 
 import gbx_algo_dreamer.world_model as world_model
 from gbx_algo_dreamer.cli import dreamer_group
@@ -18,7 +18,7 @@ CFG = DreamerConfig(size="tiny", num_envs=4, batch_size=4, batch_length=8, train
 
 
 def _run(tmp_path, name: str):
-    ctx = FakeContext(tmp_path / name)
+    ctx = dot_context(tmp_path / name)
     DreamerTrainer(CFG, ctx).train()
     run_dir = tmp_path / name
     run_dir.mkdir(parents=True, exist_ok=True)

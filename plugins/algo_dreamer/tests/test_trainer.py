@@ -3,8 +3,9 @@ from __future__ import annotations
 import attrs
 import pytest
 import torch
-from fakes import FakeContext, load_state
+from fakes import dot_context, load_state
 
+from gbx.memory import MemoryBudgetError
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.trainer import DreamerTrainer
 from gbx_toolkit.guard import NonFiniteError
@@ -22,7 +23,7 @@ def _params(module: torch.nn.Module) -> torch.Tensor:
 
 
 def test_one_training_run_updates_everything_and_records(tmp_path):
-    ctx = FakeContext(tmp_path)
+    ctx = dot_context(tmp_path)
     tr = DreamerTrainer(_cfg(), ctx)
     wm0, actor0, critic0 = (_params(tr.wm), _params(tr.behavior.actor),
                             _params(tr.behavior.critic))
@@ -47,10 +48,10 @@ def test_one_training_run_updates_everything_and_records(tmp_path):
 
 def test_checkpoint_round_trip_resumes_exactly(tmp_path):
     cfg = _cfg(total_env_steps=40)
-    a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
+    a = DreamerTrainer(cfg, dot_context(tmp_path / "a"))
     a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])
-    b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
+    b = DreamerTrainer(cfg, dot_context(tmp_path / "b", seed=123))
     b.load_state_dict(state)
     assert torch.equal(state["bins"], b.bins) and b.bins.numel() == 255
     assert b.env_steps == a.env_steps and b.opt_steps == a.opt_steps
@@ -63,15 +64,15 @@ def test_checkpoint_round_trip_resumes_exactly(tmp_path):
 
 
 def test_checkpoint_with_other_bins_is_refused(tmp_path):
-    a = DreamerTrainer(_cfg(total_env_steps=8), FakeContext(tmp_path / "a"))
+    a = DreamerTrainer(_cfg(total_env_steps=8), dot_context(tmp_path / "a"))
     state = a.state_dict()
-    b = DreamerTrainer(_cfg(bins=101, total_env_steps=8), FakeContext(tmp_path / "b"))
+    b = DreamerTrainer(_cfg(bins=101, total_env_steps=8), dot_context(tmp_path / "b"))
     with pytest.raises(ValueError, match="bins"):
         b.load_state_dict(state)
 
 
 def test_nonfinite_loss_raises_with_batch_payload(tmp_path, monkeypatch):
-    ctx = FakeContext(tmp_path)
+    ctx = dot_context(tmp_path)
     tr = DreamerTrainer(_cfg(total_env_steps=64), ctx)
     with torch.no_grad():
         tr.wm.reward.out.bias.fill_(float("nan"))
@@ -87,13 +88,13 @@ def test_nonfinite_loss_raises_with_batch_payload(tmp_path, monkeypatch):
 
 
 def test_standing_still_and_recon_check_modes(tmp_path):
-    ctx = FakeContext(tmp_path)
+    ctx = dot_context(tmp_path)
     tr = DreamerTrainer(_cfg(mode="standing_still", fixed_action=2), ctx)
     tr.train()
     hist = torch.tensor([r["action_hist"] for r in ctx.records]).sum(0)
     assert hist.tolist() == [0, 0, 48, 0, 0]
     assert "loss_actor" not in ctx.records[-1] and "loss_model" in ctx.records[-1]
-    ctx2 = FakeContext(tmp_path / "r")
+    ctx2 = dot_context(tmp_path / "r")
     tr2 = DreamerTrainer(_cfg(mode="recon_check"), ctx2)
     tr2.train()
     rec = ctx2.records[-1]
@@ -103,8 +104,10 @@ def test_standing_still_and_recon_check_modes(tmp_path):
 
 def test_memory_estimate_refuses_cleanly(tmp_path):
     cfg = _cfg(replay_capacity=4_000_000_000, num_envs=4)
-    with pytest.raises(MemoryError, match="will not fit"):
-        DreamerTrainer(cfg, FakeContext(tmp_path))
+    # the shared toolkit's refusal: a GbxError, one line, naming what to lower
+    with pytest.raises(MemoryBudgetError, match=r"^dreamer_v3 needs .* will not fit; lower "
+                       r"algo.replay_capacity, algo.batch_size or algo.size$"):
+        DreamerTrainer(cfg, dot_context(tmp_path))
 
 
 def test_size_presets_follow_the_table():
@@ -117,7 +120,7 @@ def test_size_presets_follow_the_table():
 
 
 def test_act_and_evaluate(tmp_path):
-    tr = DreamerTrainer(_cfg(), FakeContext(tmp_path))
+    tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
     obs = torch.zeros(3, 1, 16, 16, dtype=torch.uint8)
     a = tr.act(obs)
     assert a.shape == (3,) and a.dtype == torch.int64
@@ -127,12 +130,64 @@ def test_act_and_evaluate(tmp_path):
 
 def test_checkpoint_holds_the_running_episode_sums(tmp_path):
     cfg = _cfg(total_env_steps=40)
-    a = DreamerTrainer(cfg, FakeContext(tmp_path / "a"))
+    a = DreamerTrainer(cfg, dot_context(tmp_path / "a"))
     a.ctx.run(a)
     sums = a.metrics.state_dict()
     assert bool((sums["ep_length"] > 0).any())  # episodes are running at the checkpoint
     state = load_state(a.ctx.checkpoints[-1])
-    b = DreamerTrainer(cfg, FakeContext(tmp_path / "b", seed=123))
+    b = DreamerTrainer(cfg, dot_context(tmp_path / "b", seed=123))
     b.load_state_dict(state)
     for key, value in b.metrics.state_dict().items():
         assert torch.equal(value, sums[key]), key
+
+
+def test_evaluation_uses_its_own_seed_stream(tmp_path):
+    """Evaluating and acting draw from the EVAL_RNG stream: they never move the training
+    generator, and two evaluations of one policy replay the same episodes."""
+    tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
+    before = tr.gen.get_state()
+    first = tr.evaluate(4, greedy=False)
+    assert torch.equal(tr.gen.get_state(), before)
+    assert tr.evaluate(4, greedy=False) == first
+    tr.act(torch.zeros(2, 1, 16, 16, dtype=torch.uint8), greedy=False)  # e.g. a rollout GIF
+    assert torch.equal(tr.gen.get_state(), before)
+
+
+def test_checkpoint_keeps_the_shared_rng_and_env_batch_layout(tmp_path):
+    """The RNG streams and the live env batch are saved by the shared toolkit
+    (gbx_toolkit.rl_common), like PPO's and A2C's."""
+    from gbx_toolkit.rl_common import capture_rng_state
+
+    tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
+    assert tr.state_dict()["live"] is None  # nothing to save before the first reset
+    tr._ensure_started()
+    state = tr.state_dict()
+    assert set(state["rng"]) == set(capture_rng_state(tr.gen))
+    assert set(state["live"]) == {"obs", "env", "metrics", "is_first"}
+
+
+def test_engine_modules_do_not_import_each_other_in_a_cycle():
+    """The engines drive the trainer through the narrow ``engine.Learner`` protocol: no
+    module of the plugin imports one that imports it back."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    package = Path(importlib.util.find_spec("gbx_algo_dreamer").origin).parent
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "gbx_algo_dreamer."):
+                names.add(node.module.split(".")[1])
+        graph[path.stem] = names
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    assert "trainer" not in graph["engine"]
+    assert [m for m in graph if reaches(m, m, set())] == []

@@ -63,7 +63,7 @@ def test_stage1_solution_reaches_the_goal_on_pyboy(stage1) -> None:
             obs, reward, done, trunc, info = env.step(torch.tensor([action, 0]))
             assert bool(done[0]) == (i == len(moves) - 1), f"step {i}: dist {info['dist']}"
             assert not done[1] and not trunc.any()
-        assert float(info["dist"][0]) < env.tau and float(reward[0]) == 1.0
+        assert float(info["dist"][0]) < env.env.tau and float(reward[0]) == 1.0
         # env 0 was reset in place: its observation is the start frame again
         assert info["reset_mask"].tolist() == [True, False]
         assert torch.equal(obs[0], start[0]) and not torch.equal(info["final_obs"][0], start[0])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 
-import pytest
 from observer_testdata import META, ppo_record
 
 from gbx_observers.console import (
@@ -13,6 +12,7 @@ from gbx_observers.console import (
     format_eta,
     summary_line,
 )
+from gbx_observers.options import ConsoleConfig
 
 
 class _Terminal(io.StringIO):
@@ -22,7 +22,7 @@ class _Terminal(io.StringIO):
 
 def test_plain_lines_every_n_updates() -> None:
     stream = io.StringIO()
-    console = ConsoleObserver(stream=stream, every=3)
+    console = ConsoleObserver(None, ConsoleConfig(every=3), stream=stream)
     console.on_run_start(META)
     for step in range(1, 8):
         console.on_record(ppo_record(step))
@@ -39,17 +39,14 @@ def test_plain_lines_every_n_updates() -> None:
     assert "steps 1,792/4,096" in lines[-1]
 
 
-def test_every_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GBX_CONSOLE_EVERY", "5")
-    assert ConsoleObserver(stream=io.StringIO()).every == 5
-    monkeypatch.setenv("GBX_CONSOLE_EVERY", "often")
-    with pytest.raises(ValueError, match="GBX_CONSOLE_EVERY"):
-        ConsoleObserver(stream=io.StringIO())
+def test_every_comes_from_the_config_section() -> None:
+    assert ConsoleObserver(stream=io.StringIO()).every == 10
+    assert ConsoleObserver(None, ConsoleConfig(every=5), stream=io.StringIO()).every == 5
 
 
 def test_rich_progress_on_a_terminal() -> None:
     stream = _Terminal()
-    console = ConsoleObserver(stream=stream, every=1000)
+    console = ConsoleObserver(None, ConsoleConfig(every=1000), stream=stream)
     console.on_run_start(META)
     assert console.interactive
     for step in range(1, 4):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import click
 import pytest
@@ -13,10 +12,12 @@ from click.testing import CliRunner
 from observer_testdata import simulate_run
 from PIL import Image
 
+from gbx.testing import InMemoryRunContext
 from gbx_observers.cli import gif_command
 from gbx_observers.console import ConsoleObserver
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log, validate_log
+from gbx_observers.options import ConsoleConfig
 from gbx_observers.plot import PlotObserver
 
 pytest.importorskip("gbx.toy", reason="needs the core's toy env")
@@ -35,9 +36,10 @@ def test_plugin_registers_through_the_core() -> None:
     assert set(cli.commands["log"].commands) == {"validate", "plot"}  # type: ignore[attr-defined]
 
 
-def test_toy_run_produces_a_valid_log_and_plot(run: SimpleNamespace) -> None:
+def test_toy_run_produces_a_valid_log_and_plot(run: InMemoryRunContext) -> None:
     console_out = io.StringIO()
-    observers = [JsonlObserver(run), ConsoleObserver(run, stream=console_out, every=4),
+    observers = [JsonlObserver(run),
+                 ConsoleObserver(run, ConsoleConfig(every=4), stream=console_out),
                  PlotObserver(run)]
     simulate_run(run, observers, updates=8)
     summary = validate_log(run.run_dir / "train_log.jsonl")
@@ -82,14 +84,11 @@ def test_gif_command_replays_a_checkpoint(tmp_path: Path) -> None:
         assert gif.n_frames == 11
 
 
-def test_gif_observer_inside_gbx_run_writes_a_rollout_at_evaluation(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_gif_observer_inside_gbx_run_writes_a_rollout_at_evaluation(tmp_path: Path) -> None:
     plugins = pytest.importorskip("gbx.plugins", reason="needs the core's plugin manager")
     from gbx.config import build_config
     from gbx.runner import execute
 
-    monkeypatch.setenv("GBX_GIF_STEPS", "6")
     host = plugins.load_plugins(
         entry_points=[],
         builtin_modules=(*plugins.BUILTIN_MODULES, "gbx_observers.plugin", "observer_test_walker"),
@@ -99,6 +98,7 @@ def test_gif_observer_inside_gbx_run_writes_a_rollout_at_evaluation(
         host.registry,
         flags={"algo": "walker", "env": "toy", "device": "cpu", "steps": 8,
                "run_dir": str(run_dir), "observers": ("gif", "jsonl")},
+        overrides=["observer.gif.steps=6"],
     )
     execute(config, host)
     gif = run_dir / "media" / "eval_0" / "rollout.gif"

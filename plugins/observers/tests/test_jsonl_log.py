@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from click.testing import CliRunner
 from observer_testdata import META, NUM_ENVS, a2c_record, dreamer_record, ppo_record
 
 from gbx.records import SchemaError, TrainRecord, parse, required_keys
+from gbx.testing import InMemoryRunContext
 from gbx_observers.cli import log_group
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log, validate_log
@@ -21,7 +21,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _write_run(run: SimpleNamespace, make_record: Any, updates: int = 5) -> Path:
+def _write_run(run: InMemoryRunContext, make_record: Any, updates: int = 5) -> Path:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
     for step in range(1, updates + 1):
@@ -37,7 +37,7 @@ def _write_run(run: SimpleNamespace, make_record: Any, updates: int = 5) -> Path
 
 @pytest.mark.parametrize("make_record", [ppo_record, a2c_record, dreamer_record])
 def test_records_of_each_algorithm_validate(
-    run: SimpleNamespace, make_record: Any
+    run: InMemoryRunContext, make_record: Any
 ) -> None:
     path = _write_run(run, make_record)
     lines = _lines(path)
@@ -77,7 +77,7 @@ def test_bad_records_are_rejected(change: dict[str, Any], message: str) -> None:
 
 
 def test_observer_turns_a_bad_record_into_an_error_line(
-    run: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+    run: InMemoryRunContext, capsys: pytest.CaptureFixture[str]
 ) -> None:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
@@ -95,7 +95,7 @@ def test_observer_turns_a_bad_record_into_an_error_line(
 
 
 def test_observer_writes_the_runs_common_fields_and_computes_none(
-    run: SimpleNamespace
+    run: InMemoryRunContext
 ) -> None:
     """The run loop stamps the common fields (gbx.records.Stamper); a record without them
     (not from a run) is rejected, not completed with numbers of the observer's own."""
@@ -118,7 +118,7 @@ def test_observer_writes_the_runs_common_fields_and_computes_none(
     assert validate_log(observer.path).ok
 
 
-def test_failure_lines(run: SimpleNamespace) -> None:
+def test_failure_lines(run: InMemoryRunContext) -> None:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
     observer.on_record(ppo_record(1))
@@ -138,7 +138,7 @@ def test_failure_lines(run: SimpleNamespace) -> None:
     assert validate_log(observer.path).errors == 1
 
 
-def test_core_stamped_records_and_evals(run: SimpleNamespace) -> None:
+def test_core_stamped_records_and_evals(run: InMemoryRunContext) -> None:
     """The core adds step, kind, seq, wall_time_s and trace_id; evals may lack env_steps."""
     observer = JsonlObserver(run)
     observer.on_run_start({**META, "num_envs": None, "config": {"algo": {"num_envs": 16}}})
@@ -174,7 +174,7 @@ def test_validator_needs_meta_first_and_matching_run_id(tmp_path: Path) -> None:
     assert "differs" in validate_log(path).first_problem["message"]  # type: ignore[index]
 
 
-def test_resume_repairs_a_torn_line_and_appends(run: SimpleNamespace) -> None:
+def test_resume_repairs_a_torn_line_and_appends(run: InMemoryRunContext) -> None:
     path = _write_run(run, ppo_record, updates=4)
     with open(path, "a") as handle:  # a run killed in the middle of a write
         handle.write('{"run_id": "run-a", "env_st')
@@ -205,7 +205,7 @@ def test_records_before_the_resume_step_are_flagged(tmp_path: Path) -> None:
     assert problem is not None and "before the resume step" in problem["message"]
 
 
-def test_cli_validate_exit_codes(run: SimpleNamespace, tmp_path: Path) -> None:
+def test_cli_validate_exit_codes(run: InMemoryRunContext, tmp_path: Path) -> None:
     path = _write_run(run, dreamer_record)
     result = CliRunner().invoke(log_group, ["validate", str(path)])
     assert result.exit_code == 0, result.output

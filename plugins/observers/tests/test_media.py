@@ -14,10 +14,12 @@ from click.testing import CliRunner
 from observer_testdata import META, dreamer_record, ppo_record
 from PIL import Image
 
+from gbx.testing import InMemoryRunContext
 from gbx_observers.artifacts import write_failure_frames, write_media
 from gbx_observers.cli import log_group
 from gbx_observers.gif import GifObserver
 from gbx_observers.jsonl import JsonlObserver
+from gbx_observers.options import GifConfig
 from gbx_observers.plot import PlotObserver, plot_log
 from gbx_observers.rollout import DMG_GREENS, encode_gif, record_rollout, shades_to_rgb
 
@@ -40,7 +42,7 @@ def _walk_to_goal(obs: torch.Tensor, *, greedy: bool = True) -> torch.Tensor:
 _walk_to_goal.calls = 0  # type: ignore[attr-defined]
 
 
-def _log(run: SimpleNamespace, records: list[dict[str, Any]]) -> Path:
+def _log(run: InMemoryRunContext, records: list[dict[str, Any]]) -> Path:
     observer = JsonlObserver(run)
     observer.on_run_start(META)
     for record in records:
@@ -51,7 +53,7 @@ def _log(run: SimpleNamespace, records: list[dict[str, Any]]) -> Path:
     return observer.path
 
 
-def test_plot_observer_writes_train_png(run: SimpleNamespace) -> None:
+def test_plot_observer_writes_train_png(run: InMemoryRunContext) -> None:
     _log(run, [ppo_record(step) for step in range(1, 30)])
     PlotObserver(run).on_run_end({})
     png = run.run_dir / "media" / "train.png"
@@ -61,7 +63,7 @@ def test_plot_observer_writes_train_png(run: SimpleNamespace) -> None:
     assert pixels.std() > 10  # curves and text, not a blank canvas
 
 
-def test_plot_cli_with_missing_keys(run: SimpleNamespace, tmp_path: Path) -> None:
+def test_plot_cli_with_missing_keys(run: InMemoryRunContext, tmp_path: Path) -> None:
     sparse = []
     for step in range(1, 10):
         record = dreamer_record(step)
@@ -111,11 +113,11 @@ def test_rollout_files_from_the_toy_env(tmp_path: Path) -> None:
     assert colours <= set(DMG_GREENS) and len(colours) >= 2
 
 
-def test_gif_observer_at_each_eval(run: SimpleNamespace) -> None:
-    run.make_env = lambda num_envs, seed_offset=0, evaluation=False: _toy_env(
-        num_envs, seed_offset)
+def test_gif_observer_at_each_eval(run: InMemoryRunContext) -> None:
+    run = InMemoryRunContext(run_id=run.run_id, run_dir=run.run_dir,
+                             env_config=toy.ToyConfig(random_start=False))
     run.trainer = SimpleNamespace(act=_walk_to_goal)
-    observer = GifObserver(run, steps=8)
+    observer = GifObserver(run, GifConfig(steps=8))
     observer.on_eval({"env_steps": 1000, "reward_mean": 0.5})
     observer.on_eval({"env_steps": 2000, "reward_mean": 0.7})
     for step in (1000, 2000):
@@ -126,9 +128,9 @@ def test_gif_observer_at_each_eval(run: SimpleNamespace) -> None:
 
 
 def test_gif_observer_without_policy_warns_once(
-    run: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+    run: InMemoryRunContext, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    observer = GifObserver(run, steps=4)
+    observer = GifObserver(run, GifConfig(steps=4))
     observer.on_eval({"env_steps": 10})
     observer.on_eval({"env_steps": 20})
     assert capsys.readouterr().err.count("no eval GIFs") == 1
@@ -163,7 +165,7 @@ def test_failure_frames_and_media(tmp_path: Path) -> None:
     assert leftovers == []
 
 
-def test_tensorboard_scalars(run: SimpleNamespace) -> None:
+def test_tensorboard_scalars(run: InMemoryRunContext) -> None:
     pytest.importorskip("tensorboard", reason="tensorboard is an optional extra")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -186,7 +188,7 @@ def test_tensorboard_scalars(run: SimpleNamespace) -> None:
 
 
 def test_tensorboard_missing_is_one_clear_error(
-    run: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+    run: InMemoryRunContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sys
 

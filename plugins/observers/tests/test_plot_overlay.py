@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 from click.testing import CliRunner
 from observer_testdata import META, ppo_record
 from PIL import Image
 
+from gbx.testing import InMemoryRunContext
 from gbx_observers.cli import log_group
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log
@@ -16,7 +16,7 @@ from gbx_observers.plot import draw_figure
 
 
 def _run_dir(root: Path, run_id: str, scale: float) -> Path:
-    run = SimpleNamespace(run_id=run_id, run_dir=root / run_id)
+    run = InMemoryRunContext(run_id=run_id, run_dir=root / run_id)
     observer = JsonlObserver(run)
     observer.on_run_start({**META, "run_id": run_id})
     for step in range(1, 12):

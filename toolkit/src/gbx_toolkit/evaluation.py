@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from gbx.api import Env
+from gbx.api import Env, RunContext
+from gbx.seeds import Stream, derive, offset
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -144,6 +145,26 @@ def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str
         f"{prefix}mean_length": sum(lengths) / count,
         f"{prefix}failure_rate": sum(failure) / count,
     }
+
+
+def make_eval_env(ctx: RunContext, num_envs: int) -> Env:
+    """The run's evaluation envs, on the ``EVAL_ENV`` seed stream (:mod:`gbx.seeds`): every
+    evaluation of a run replays the same episodes, never a training env's, and starts
+    from the task's real start state (``evaluation=True``: no curriculum start states)."""
+    return ctx.make_env(num_envs, seed_offset=offset(Stream.EVAL_ENV), evaluation=True)
+
+
+def eval_seed(ctx: RunContext) -> int:
+    """The seed of an evaluation's random streams (``EVAL_RNG``): its action sampling and
+    its random baseline, apart from the training stream so evaluating never moves it."""
+    return derive(ctx.seed, Stream.EVAL_RNG)
+
+
+def eval_generator(ctx: RunContext, device: torch.device) -> torch.Generator:
+    """A fresh generator on ``device`` seeded :func:`eval_seed` (one per evaluation)."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(eval_seed(ctx))
+    return generator
 
 
 def evaluate_policy(

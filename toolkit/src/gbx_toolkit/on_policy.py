@@ -19,12 +19,19 @@ from torch import nn
 
 from gbx.api import Env, RunContext
 from gbx.memory import check_memory
-from gbx.seeds import Stream, derive, offset
-from gbx_toolkit.evaluation import episode_outcome, eval_batch_size, evaluate_policy
+from gbx.seeds import Stream, derive
+from gbx_toolkit.evaluation import (
+    eval_batch_size,
+    eval_generator,
+    eval_seed,
+    evaluate_policy,
+    make_eval_env,
+)
 from gbx_toolkit.metrics import MetricsAccumulator
 from gbx_toolkit.models import build_model
 from gbx_toolkit.rl_common import (
     StepWindow,
+    add_env_step,
     capture_rng_state,
     categorical_logprob,
     check_step_budget,
@@ -196,22 +203,7 @@ class OnPolicyTrainer:
             final_obs = info.get("final_obs")
             if final_obs is not None:
                 buf.truncated.add(t, trunc, final_obs)
-            goal_dist = info.get("dist")
-            success, _failure = episode_outcome(done, info)
-            acc.add_step(
-                reward,
-                done,
-                trunc,
-                reset_mask=info.get("reset_mask"),
-                success=success,
-                actions=action,
-                dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None,
-            )
-            if not isinstance(goal_dist, torch.Tensor):
-                # Envs that report only percentiles: the record gets their window means.
-                stats = {k: info[k] for k in self.distance_keys if k in info}
-                if stats:
-                    acc.add_scalars(**stats)
+            add_env_step(acc, action, reward, done, trunc, info, self.distance_keys)
         self.obs = obs
         self.env_steps += buf.steps * buf.num_envs
 
@@ -243,8 +235,7 @@ class OnPolicyTrainer:
     ) -> dict[str, Any]:
         """Greedy or sampled episodes on fresh eval envs, beside a random-policy baseline
         (``baseline=False`` leaves it out unless this run has already computed it)."""
-        env = self.ctx.make_env(eval_batch_size(episodes), seed_offset=offset(Stream.EVAL_ENV),
-                                evaluation=True)
+        env = make_eval_env(self.ctx, eval_batch_size(episodes))
         try:
             self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
             model = self.model_or_fail()
@@ -252,8 +243,7 @@ class OnPolicyTrainer:
             model.eval()
             try:
                 # A separate generator keeps training's sampling stream untouched by evaluation.
-                eval_gen = torch.Generator(device=self.device)
-                eval_gen.manual_seed(derive(self.ctx.seed, Stream.EVAL_RNG))
+                eval_gen = eval_generator(self.ctx, self.device)
                 forward = self.forward_fn()
 
                 def policy(obs: torch.Tensor) -> torch.Tensor:
@@ -268,7 +258,7 @@ class OnPolicyTrainer:
                 summary = evaluate_policy(
                     env, policy, int(episodes), greedy=greedy,
                     baseline=baseline and cached is None,
-                    seed=derive(self.ctx.seed, Stream.EVAL_RNG),
+                    seed=eval_seed(self.ctx),
                 )
                 if cached is None and baseline:
                     cached = {k: v for k, v in summary.items() if k.startswith("random_")}

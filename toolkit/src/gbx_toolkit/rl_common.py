@@ -1,4 +1,5 @@
-"""Helpers shared by the on-policy trainers (PPO, A2C): one canonical copy of each.
+"""Helpers shared by the trainers (PPO and A2C; DreamerV3 too for RNG, env batch and step
+metrics): one canonical copy of each.
 
 * RNG state capture/restore, so a resumed run samples exactly what an
   uninterrupted one would have;
@@ -7,6 +8,7 @@
   (log-probabilities, Gumbel-max sampling, explained variance, GAE);
 * a side buffer that compacts the final observations of truncated envs on
   the device, so bootstrapping from ``info["final_obs"]`` needs no host sync;
+* :func:`add_env_step`, how a trainer folds each env step into its metrics;
 * saving and restoring the live env batch (observation, env state, the
   metrics accumulator's per-env episode sums) inside a checkpoint;
 * :class:`StepWindow`, the preallocated ``[T, N]`` storage of on-policy
@@ -39,6 +41,7 @@ __all__ = [
     "StepWindow",
     "TruncatedObsBuffer",
     "activation_bytes",
+    "add_env_step",
     "capture_rng_state",
     "categorical_logprob",
     "check_step_budget",
@@ -363,6 +366,38 @@ class TruncatedObsBuffer:
     def estimate_bytes(steps: int, num_envs: int, obs_shape: Sequence[int]) -> int:
         frame = math.prod(int(d) for d in obs_shape)
         return (trunc_capacity(num_envs, steps) + 1) * (frame + 8)
+
+
+# ---------------------------------------------------------------------------
+# Step metrics
+# ---------------------------------------------------------------------------
+
+
+def add_env_step(
+    metrics: MetricsAccumulator,
+    action: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    trunc: torch.Tensor,
+    info: Mapping[str, Any],
+    distance_keys: Sequence[str] = (),
+) -> None:
+    """Fold one ``env.step`` into the trainer's metrics: the one way every trainer counts
+    its steps (episode sums, rates, actions, goal distance). An episode succeeded where
+    ``info["success"]`` says so (else where it ends ``done``). Envs that report only
+    distance percentiles (``distance_keys`` present in ``info``, no ``dist`` tensor) get
+    their window means."""
+    goal_dist = info.get("dist")
+    success = info.get("success")  # the goal alone: envs with failure screens end done on them
+    if not isinstance(success, torch.Tensor):
+        success = done
+    metrics.add_step(reward, done, trunc, reset_mask=info.get("reset_mask"), success=success,
+                     actions=action,
+                     dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None)
+    if not isinstance(goal_dist, torch.Tensor):
+        stats = {k: info[k] for k in distance_keys if k in info}
+        if stats:
+            metrics.add_scalars(**stats)
 
 
 # ---------------------------------------------------------------------------

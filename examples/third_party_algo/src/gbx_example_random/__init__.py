@@ -18,6 +18,7 @@ import attrs
 import torch
 
 from gbx import hookimpl
+from gbx.seeds import Stream, offset
 
 
 @attrs.frozen
@@ -85,7 +86,8 @@ class RandomTrainer:
                         "episode_return": finished_return})
 
     def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
-        env = self.ctx.make_env(1, seed_offset=10_000)
+        # the run's evaluation seed stream (gbx.seeds), apart from every training env
+        env = self.ctx.make_env(1, seed_offset=offset(Stream.EVAL_ENV))
         obs = env.reset()
         total, done_eps, ret = 0.0, 0, 0.0
         while done_eps < episodes:

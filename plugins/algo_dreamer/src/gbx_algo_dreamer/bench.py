@@ -48,11 +48,11 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     common = _common(device, env, cfg)
 
     def collect() -> None:
-        trainer._collect_step()
+        trainer.collect_step()
         trainer.replay.commit()
 
     # fill enough replay for sampling
-    while not trainer._ready():
+    while not trainer.ready():
         collect()
     env_obj = trainer.env
     actions = torch.zeros(cfg.num_envs, dtype=torch.int64, device=device)
@@ -96,7 +96,7 @@ def run_engine_bench(device: torch.device, env: str, cfg: DreamerConfig, engine:
     cfg = attrs.evolve(cfg, engine=engine)
     trainer = DreamerTrainer(cfg, LocalContext(registry_env_factory(env, device), device))
     trainer._ensure_started()
-    while not trainer._ready():
+    while not trainer.ready():
         trainer.engine.advance(cfg.overlap_chunk)
     # warm-up: lazy initialisation, allocator growth and the first updates
     while trainer.opt_steps < 2:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -38,8 +38,40 @@ from torch import nn
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.world_model import RSSM, WorldModel, embed_frames
 
-if TYPE_CHECKING:
-    from gbx_algo_dreamer.trainer import DreamerTrainer
+
+class Learner(Protocol):
+    """What an engine drives: the trainer's collection and update steps, nothing else
+    (:class:`gbx_algo_dreamer.trainer.DreamerTrainer` implements it; the engine never
+    imports the trainer)."""
+
+    device: torch.device
+    # env steps collected and committed whose updates are not yet earned (overlapped
+    # engine; part of the trainer's checkpoint)
+    pending_env_steps: int
+
+    @property
+    def num_envs(self) -> int: ...
+
+    def collect_step(self) -> None:
+        """One env iteration into staged replay records, on the current stream."""
+
+    def commit(self) -> None:
+        """Make the staged replay records sampleable."""
+
+    def ready(self) -> bool:
+        """Whether the replay holds enough to train on."""
+
+    def earn(self, env_steps: int) -> int:
+        """Count ``env_steps`` trained env steps; return the updates now owed."""
+
+    def update(self) -> Mapping[str, torch.Tensor]:
+        """One gradient step; its scalars."""
+
+    def add_update_scalars(self, scalars: Mapping[str, torch.Tensor]) -> None:
+        """Fold an update's scalars into the metrics (main stream, after a join)."""
+
+    def crossing_tensors(self) -> list[torch.Tensor | None]:
+        """Tensors collection reads that may have been made on the main stream."""
 
 
 class PlayerWeights(nn.Module):
@@ -93,17 +125,16 @@ class SyncEngine:
 
     name = "sync"
 
-    def __init__(self, trainer: DreamerTrainer) -> None:
-        self.tr = trainer
+    def __init__(self, learner: Learner) -> None:
+        self.tr = learner
 
     def advance(self, max_iterations: int) -> None:
         tr = self.tr
-        tr._collect_step()
-        tr.replay.commit()
-        if tr._ready():
-            tr._earn(tr.cfg.num_envs)
-            for _ in range(tr._owed_updates()):
-                tr.metrics.add_scalars(**tr.update())
+        tr.collect_step()
+        tr.commit()
+        if tr.ready():
+            for _ in range(tr.earn(tr.num_envs)):
+                tr.add_update_scalars(tr.update())
 
     def drain(self) -> int:
         return 0  # sync never leaves earned updates behind
@@ -160,53 +191,48 @@ class OverlappedEngine:
 
     name = "overlapped"
 
-    def __init__(self, trainer: DreamerTrainer, weights: PlayerWeights) -> None:
-        self.tr = trainer
+    def __init__(self, learner: Learner, weights: PlayerWeights, chunk: int) -> None:
+        self.tr = learner
         self.weights = weights
-        self.streams = StreamPair(trainer.device)
+        self.chunk = chunk
+        self.streams = StreamPair(learner.device)
 
     def advance(self, max_iterations: int) -> None:
         tr = self.tr
-        chunk = max(1, min(tr.cfg.overlap_chunk, max_iterations))
+        chunk = max(1, min(self.chunk, max_iterations))
         # updates earned by committed steps of earlier chunks: their data is all committed
         updates = self._take_pending()
         self.weights.refresh()
         self.streams.fork()
-        self.streams.hand_over(self._crossing_tensors())
+        # the player's recurrent state is made on the main stream (start, resume) and
+        # replaced on the side stream; the live observations may be too (safe to repeat)
+        self.streams.hand_over(tr.crossing_tensors())
         scalars = list(self._interleave(chunk, updates))
         self.streams.join()
-        tr.replay.commit()  # main stream, after the join: the chunk becomes sampleable
+        tr.commit()  # main stream, after the join: the chunk becomes sampleable
         for s in scalars:
-            tr.metrics.add_scalars(**s)
+            tr.add_update_scalars(s)
 
     def _take_pending(self) -> int:
         """Credit the committed env steps not yet counted; return the updates now owed."""
         tr = self.tr
-        tr._earn(tr.pending_env_steps)
+        owed = tr.earn(tr.pending_env_steps)
         tr.pending_env_steps = 0
-        return tr._owed_updates()
+        return owed
 
-    def _interleave(self, chunk: int, updates: int) -> Iterator[dict[str, torch.Tensor]]:
+    def _interleave(self, chunk: int, updates: int) -> Iterator[Mapping[str, torch.Tensor]]:
         """Collection steps on the side stream with the updates spread evenly between them
         (host launch order; the device runs the two streams concurrently)."""
         tr = self.tr
         done = 0
         for i in range(chunk):
             with self.streams.on_side():
-                tr._collect_step()
-            if tr._ready():  # host counters: the updates this step earns run next chunk
-                tr.pending_env_steps += tr.cfg.num_envs
+                tr.collect_step()
+            if tr.ready():  # host counters: the updates this step earns run next chunk
+                tr.pending_env_steps += tr.num_envs
             while done < updates * (i + 1) // chunk:
                 yield tr.update()
                 done += 1
-
-    def _crossing_tensors(self) -> list[torch.Tensor | None]:
-        # the player's recurrent state is made on the main stream (start, resume) and
-        # replaced on the side stream; the live observations may be too (safe to repeat)
-        tr = self.tr
-        player = tr.player
-        return [tr._obs, tr._is_first, player.state.deter, player.state.stoch,
-                player.prev_action]
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[None]:
@@ -220,5 +246,5 @@ class OverlappedEngine:
         tr = self.tr
         n = self._take_pending()
         for _ in range(n):
-            tr.metrics.add_scalars(**tr.update())
+            tr.add_update_scalars(tr.update())
         return n

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Any
 
 import torch
 
-from gbx.errors import GbxError
+from gbx.memory import check_memory as check_free_memory
+from gbx.memory import format_bytes
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.replay import Replay
 
 _FLOAT = 4
 _OPT_COPIES = 4  # weights, gradients, two Adam moments
-
-
-class ReplayMemoryError(GbxError, MemoryError):
-    """The run would not fit in device memory (reported as one line, no failure bundle)."""
 
 
 def parameter_count(cfg: DreamerConfig, obs_shape: tuple[int, int, int],
@@ -55,26 +50,16 @@ def estimate(cfg: DreamerConfig, obs_shape: tuple[int, int, int], num_actions: i
             "total_bytes": replay + params + conv + latent + imag}
 
 
-def free_bytes(device: torch.device) -> int:
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
-    return int(pages * os.sysconf("SC_PAGE_SIZE")) if pages else 1 << 62
-
-
 def check_memory(cfg: DreamerConfig, obs_shape: tuple[int, int, int], num_actions: int,
-                 device: torch.device) -> dict[str, Any]:
-    """Print the estimate and refuse (``MemoryError``, one line) if it will not fit."""
+                 device: torch.device) -> dict[str, int]:
+    """Print the estimate and refuse the run (the shared toolkit's
+    :class:`gbx.memory.MemoryBudgetError`, one line) if it will not fit."""
     est = estimate(cfg, obs_shape, num_actions)
-    free = free_bytes(device)
-    gib = 1 << 30
-    line = (f"dreamer_v3 memory estimate on {device}: replay {est['replay_bytes'] / gib:.2f} "
-            f"GiB + params/optimiser {est['param_bytes'] / gib:.2f} GiB + activations "
-            f"{est['activation_bytes'] / gib:.2f} GiB = {est['total_bytes'] / gib:.2f} GiB "
-            f"(free {free / gib:.1f} GiB)")
-    print(line, file=sys.stderr, flush=True)  # stderr: keeps --json output clean
-    if est["total_bytes"] > cfg.memory_fraction * free:
-        raise ReplayMemoryError(line + ": will not fit; lower algo.replay_capacity, "
-                          "algo.batch_size or algo.size")
-    return {**est, "free_bytes": free}
+    parts = (f"replay {format_bytes(est['replay_bytes'])} + params/optimiser "
+             f"{format_bytes(est['param_bytes'])} + activations "
+             f"{format_bytes(est['activation_bytes'])}")
+    line = check_free_memory(
+        est["total_bytes"], device, algo="dreamer_v3", headroom=cfg.memory_fraction,
+        fix=f"{parts} will not fit; lower algo.replay_capacity, algo.batch_size or algo.size")
+    print(f"dreamer_v3 memory estimate: {parts}; {line}", file=sys.stderr, flush=True)
+    return est

@@ -4,7 +4,6 @@ overlapped with training; see :mod:`gbx_algo_dreamer.engine`)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -13,8 +12,7 @@ import attrs
 import torch
 
 from gbx import distributed as gdist
-from gbx.api import StatefulEnv
-from gbx.seeds import Stream, derive, offset
+from gbx.seeds import Stream, derive
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import Engine, OverlappedEngine, PlayerWeights, SyncEngine
@@ -23,10 +21,24 @@ from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
 from gbx_algo_dreamer.replay import Batch, Replay
 from gbx_algo_dreamer.world_model import WorldModel
-from gbx_toolkit.evaluation import eval_batch_size, evaluate_policy
+from gbx_toolkit.evaluation import (
+    eval_batch_size,
+    eval_generator,
+    eval_seed,
+    evaluate_policy,
+    make_eval_env,
+)
 from gbx_toolkit.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx_toolkit.metrics import MetricsAccumulator
-from gbx_toolkit.rl_common import check_step_budget
+from gbx_toolkit.rl_common import (
+    add_env_step,
+    capture_rng_state,
+    check_step_budget,
+    env_batch_state,
+    restore_env_batch,
+    restore_rng_state,
+    seed_everything,
+)
 from gbx_toolkit.shades import unpack_shades
 
 STATE_VERSION = 1
@@ -54,9 +66,7 @@ class DreamerTrainer:
                              f"env (0..{self.num_actions - 1})")
         self.per_stream = cfg.replay_capacity // cfg.num_envs
         self.memory = check_memory(cfg, self.obs_shape, self.num_actions, self.device)
-        torch.manual_seed(derive(ctx.seed, Stream.TRAIN_RNG))
-        self.gen = torch.Generator(device=self.device)
-        self.gen.manual_seed(derive(ctx.seed, Stream.TRAIN_RNG))
+        self.gen = seed_everything(derive(ctx.seed, Stream.TRAIN_RNG), self.device)
         size = cfg.preset()
         self.wm = WorldModel(self.obs_shape, self.num_actions, size, cfg.unimix,
                              cfg.bins).to(self.device)
@@ -76,7 +86,7 @@ class DreamerTrainer:
             # the collecting player reads a copy refreshed per chunk, never the live weights
             weights = PlayerWeights(self.wm, self.behavior)
             self.player = Player(weights, weights, cfg.num_envs, self.device)
-            self.engine = OverlappedEngine(self, weights)
+            self.engine = OverlappedEngine(self, weights, cfg.overlap_chunk)
         else:
             self.player = Player(self.wm, self.behavior, cfg.num_envs, self.device)
             self.engine = SyncEngine(self)
@@ -105,6 +115,7 @@ class DreamerTrainer:
         self._bad_index = torch.zeros(cfg.batch_size, cfg.batch_length, dtype=torch.int64,
                                       device=self.device)
         self._act_player: Player | None = None
+        self._act_gen: torch.Generator | None = None
         self.last_record: dict[str, Any] = {}
 
     # -- world model + behavior update ---------------------------------------------
@@ -171,7 +182,13 @@ class DreamerTrainer:
                 self.replay.stage_first(self._obs)
             self.replay.commit()
 
-    def _collect_step(self) -> None:
+    # -- what the engine drives (gbx_algo_dreamer.engine.Learner) --------------------
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.cfg.num_envs)
+
+    def collect_step(self) -> None:
         """One env iteration: player, ``env.step``, staged replay records (the engine
         commits them), metrics. Runs on whatever stream is current."""
         cfg = self.cfg
@@ -190,32 +207,39 @@ class DreamerTrainer:
         reset = info.get("reset_mask", done | trunc)
         arrived = info.get("final_obs", obs)
         self.replay.stage(arrived, action, reward, done, reset, obs)
-        success = info.get("success", done)  # success: the episode ended at the goal
-        dist = info.get("dist")
-        self.metrics.add_step(reward, done, trunc, reset_mask=reset,
-                              success=success if isinstance(success, torch.Tensor) else done,
-                              actions=action,
-                              dist=dist if isinstance(dist, torch.Tensor) else None)
+        add_env_step(self.metrics, action, reward, done, trunc, info)
         if ent is not None:
             self.metrics.add_policy(entropy=ent, value=value)
         self._obs, self._is_first = obs, reset
         self.env_steps += cfg.num_envs
         self.iterations += 1
 
-    def _earn(self, env_steps: int) -> None:
-        """Count ``env_steps`` trained env steps: the replay ratio and the update budget."""
+    def earn(self, env_steps: int) -> int:
+        """Count ``env_steps`` trained env steps (the replay ratio and the update budget);
+        take the whole updates now owed out of the budget and return how many (host
+        arithmetic, exact schedule)."""
         self.trained_env_steps += env_steps
         self.train_budget += self.cfg.updates_per_env_step() * env_steps
-
-    def _owed_updates(self) -> int:
-        """Take the whole updates out of the budget (host arithmetic, exact schedule)."""
         n = 0
         while self.train_budget >= 1.0:
             self.train_budget -= 1.0
             n += 1
         return n
 
-    def _ready(self) -> bool:
+    def commit(self) -> None:
+        """Make the staged replay records sampleable."""
+        self.replay.commit()
+
+    def add_update_scalars(self, scalars: Mapping[str, torch.Tensor]) -> None:
+        self.metrics.add_scalars(**scalars)
+
+    def crossing_tensors(self) -> list[torch.Tensor | None]:
+        """Tensors the collection reads that may have been made on another stream: the
+        live observations and the player's recurrent state."""
+        return [self._obs, self._is_first, self.player.state.deter, self.player.state.stoch,
+                self.player.prev_action]
+
+    def ready(self) -> bool:
         # every stream holds at least iterations + 1 records: a host-side lower bound
         return (self.env_steps >= self.cfg.learning_starts
                 and self.iterations + 1 >= self.cfg.batch_length)
@@ -224,7 +248,7 @@ class DreamerTrainer:
 
     def _record(self, window_start: float, window_opt: int) -> dict[str, Any]:
         valid = self.replay.valid()
-        if self.heldout_streams is not None and self._ready():
+        if self.heldout_streams is not None and self.ready():
             self.metrics.add_scalars(**self.heldout_reconstruction())
         self.metrics.add_scalars(
             replay_size=valid.sum().to(torch.float32),
@@ -341,11 +365,14 @@ class DreamerTrainer:
         n = obs.shape[0]
         if self._act_player is None or self._act_player.num_envs != n:
             self._act_player = Player(self.wm, self.behavior, n, self.device)
+            # the EVAL_RNG stream: acting for a tool or an observer (a rollout GIF) never
+            # moves the training generator, so it cannot change the run
+            self._act_gen = eval_generator(self.ctx, self.device)
             is_first = torch.ones(n, dtype=torch.bool, device=self.device)
         if is_first is None:
             is_first = torch.zeros(n, dtype=torch.bool, device=self.device)
         action, _, _ = self._act_player.step(obs.to(self.device), is_first.to(self.device),
-                                             greedy=greedy, generator=self.gen)
+                                             greedy=greedy, generator=self._act_gen)
         return action
 
     def evaluate(
@@ -357,20 +384,19 @@ class DreamerTrainer:
         leaves training's random streams as they were: a run trains the same whatever its
         evaluation cadence."""
         num = eval_batch_size(episodes)
-        env = _ResetTracking(self.ctx.make_env(num, seed_offset=offset(Stream.EVAL_ENV),
-                                               evaluation=True))
+        env = _ResetTracking(make_eval_env(self.ctx, num))
         player = Player(self.wm, self.behavior, num, self.device)
-        eval_gen = torch.Generator(device=self.device)
-        eval_gen.manual_seed(derive(self.ctx.seed, Stream.EVAL_RNG))
+        # its own generator: evaluating never moves the training stream (self.gen)
+        generator = eval_generator(self.ctx, self.device)
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
-            action, _, _ = player.step(obs, env.is_first, greedy=greedy, generator=eval_gen)
+            action, _, _ = player.step(obs, env.is_first, greedy=greedy, generator=generator)
             return action
 
         try:
             return evaluate_policy(
                 env, policy, episodes, greedy=greedy, baseline=baseline,
-                seed=derive(self.ctx.seed, Stream.EVAL_RNG),
+                seed=eval_seed(self.ctx),
             )
         finally:
             env.close()
@@ -402,18 +428,21 @@ class DreamerTrainer:
             "retnorm": self.retnorm.state_dict(),
             "replay": self.replay.state_dict(),
             "player": self.player.state_dict(),
-            "rng": {"device": self.gen.get_state(), "torch": torch.get_rng_state()},
+            "rng": capture_rng_state(self.gen),
             "counters": {"env_steps": self.env_steps, "iterations": self.iterations,
                          "opt_steps": self.opt_steps, "train_budget": self.train_budget,
                          "trained_env_steps": self.trained_env_steps,
                          "pending_env_steps": self.pending_env_steps},
-            "live": {"obs": None if self._obs is None else self._obs.clone(),
-                     "is_first": None if self._is_first is None else self._is_first.clone(),
-                     "env": self.env.env_state_dict() if isinstance(self.env, StatefulEnv)
-                     else None,
-                     # per-env episode sums, so episode records after a resume are exact
-                     "metrics": self.metrics.state_dict()},
+            "live": self._live_state(),
         }
+
+    def _live_state(self) -> dict[str, Any] | None:
+        """The live env batch (observation, env state, per-env episode sums: the shared
+        :func:`gbx_toolkit.rl_common.env_batch_state`) plus the streams starting an episode."""
+        batch = env_batch_state(self.env, self._obs, self.metrics)
+        if batch is None or self._is_first is None:
+            return None
+        return {**batch, "is_first": self._is_first.clone()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state.get("version") != STATE_VERSION:
@@ -431,8 +460,12 @@ class DreamerTrainer:
         self.retnorm.load_state_dict(state["retnorm"])
         self.replay.load_state_dict(state["replay"])
         self.player.load_state_dict(state["player"])
-        self.gen.set_state(state["rng"]["device"])
-        torch.set_rng_state(state["rng"]["torch"])
+        rng = state["rng"]
+        if "sampler" in rng:
+            restore_rng_state(rng, self.gen)
+        else:  # the layout of earlier version-1 checkpoints
+            self.gen.set_state(rng["device"])
+            torch.set_rng_state(rng["torch"])
         c = state["counters"]
         self.env_steps, self.iterations = int(c["env_steps"]), int(c["iterations"])
         self.opt_steps, self.train_budget = int(c["opt_steps"]), float(c["train_budget"])
@@ -442,19 +475,17 @@ class DreamerTrainer:
             self._restore_live(state["live"])
         self.replay.commit()
 
-    def _restore_live(self, live: Mapping[str, Any]) -> None:
-        if live["obs"] is not None and live.get("env") is not None \
-                and isinstance(self.env, StatefulEnv):
-            self.env.load_env_state_dict(live["env"])
-            self._obs = live["obs"].to(self.device).clone()
+    def _restore_live(self, live: Mapping[str, Any] | None) -> None:
+        if live is None or live.get("obs") is None:
+            return  # saved before the first reset
+        if live.get("env") is None:  # earlier checkpoints wrote None for a plain env
+            live = {k: v for k, v in live.items() if k != "env"}
+        obs = restore_env_batch(self.env, live, self.metrics, self.device, algo="dreamer_v3")
+        if obs is not None:
+            self._obs = obs.clone()
             self._is_first = live["is_first"].to(self.device).clone()
-            if live.get("metrics") is not None:
-                self.metrics.load_state_dict(
-                    {k: v.to(self.device) for k, v in live["metrics"].items()})
-        elif live["obs"] is not None:
-            # an env that is not a StatefulEnv cannot be restored: restart its episodes
-            print("dreamer_v3: warning: the env cannot restore its state (it is not a "
-                  "gbx.api.StatefulEnv); resumed episodes start afresh", file=sys.stderr)
+        else:
+            # an env that is not a StatefulEnv cannot be restored: its episodes restart
             self._obs = self.env.reset()
             self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
                                         device=self.device)

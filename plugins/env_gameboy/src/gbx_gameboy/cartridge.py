@@ -101,6 +101,13 @@ def load_rom_bytes(rom: str | os.PathLike[str] | bytes | bytearray) -> bytes:
         return fh.read()
 
 
+def header_title(data: bytes) -> str:
+    """The title in a ROM's header (0x134..0x143, up to the first NUL; other than printable
+    ASCII shown as ``?``)."""
+    raw = data[0x134:0x144].split(b"\x00")[0]
+    return "".join(chr(c) if 32 <= c < 127 else "?" for c in raw).strip()
+
+
 def parse_cartridge(rom: str | os.PathLike[str] | bytes | bytearray) -> Cartridge:
     """Validate a ROM image and return its parsed header; raises RomError on bad input."""
     data = load_rom_bytes(rom)
@@ -140,11 +147,9 @@ def parse_cartridge(rom: str | os.PathLike[str] | bytes | bytearray) -> Cartridg
     elif has_ram and ram_bytes < 8192:
         # Some test ROMs declare RAM with size 0 yet write to A000: map one 8 KiB bank.
         ram_bytes = 8192
-    title_raw = data[0x134:0x144].split(b"\x00")[0]
-    title = "".join(chr(c) if 32 <= c < 127 else "?" for c in title_raw).strip()
     return Cartridge(
         data=data,
-        title=title,
+        title=header_title(data),
         cart_type=cart_type,
         mbc=mbc,
         has_ram=has_ram,

@@ -10,6 +10,10 @@ all of this and override :meth:`GameBoyEnv.reward_done` (and optionally
 
 Returned tensors are the env's own buffers: they stay valid until the next
 ``step``/``reset``; clone what must be kept longer.
+
+The emulators are the Warp batch unless the env is handed other ones
+(:class:`Emulators`: the ``pyboy`` envs pass a pool of PyBoy processes), so every
+backend steps, scores and resets through this one implementation.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import torch
@@ -177,6 +181,46 @@ def bytes_per_env(cart: Any, config: GameBoyConfig) -> int:
     return env_bytes(cart) + (2 * config.stack_k + 4) * h * w + 64
 
 
+class EmulatorBatch(Protocol):
+    """What an env step needs of its emulators (the Warp ``GameBoyBatch`` has more)."""
+
+    @property
+    def fb(self) -> torch.Tensor:
+        """The last rendered screens, shades ``uint8 [N, 144, 160]`` on the env's device."""
+        ...
+
+    def step_frames(self, buttons: torch.Tensor, frames: int, release: int,
+                    render_last: bool = True) -> None:
+        """Every env: hold ``buttons`` (int32 masks) ``release`` frames, run ``frames``."""
+        ...
+
+    def faulted(self) -> torch.Tensor:
+        """bool ``[N]``: envs the emulator locked during the last step."""
+        ...
+
+
+class StartRestorer(Protocol):
+    """Sends the envs of a mask back to a start state."""
+
+    def restore(self, mask: torch.Tensor, index: int = 0) -> None: ...
+
+
+@attrs.frozen
+class Emulators:
+    """Emulators built outside the env, with the facts the env reports about them.
+
+    They restart every episode from their one start state; an env built on them cannot
+    save its state (the Warp batch's arrays are what :meth:`GameBoyEnv.env_state_dict`
+    saves), and makes no Warp launches.
+    """
+
+    batch: EmulatorBatch
+    restorer: StartRestorer
+    rom_sha256: str
+    state_sha256: str | None
+    rom_title: str | None = None
+
+
 def _warp_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
@@ -184,15 +228,16 @@ def _warp_device(device: torch.device) -> str:
 
 
 class GameBoyEnv:
-    """A batch of ``num_envs`` Game Boys as a :class:`gbx.api.Env`."""
+    """A batch of ``num_envs`` Game Boys as a :class:`gbx.api.Env`.
+
+    ``emulators`` replaces the Warp batch this env builds by default (see
+    :class:`Emulators`).
+    """
 
     def __init__(
-        self, config: GameBoyConfig, num_envs: int, device: torch.device | str, seed: int = 0
+        self, config: GameBoyConfig, num_envs: int, device: torch.device | str, seed: int = 0,
+        *, emulators: Emulators | None = None,
     ) -> None:
-        from gbx_gameboy.cartridge import parse_cartridge
-        from gbx_gameboy.machine import GameBoyBatch
-        from gbx_gameboy.snapshot import MaskedRestore, SnapshotBank, capture
-
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.config = config
@@ -205,6 +250,31 @@ class GameBoyEnv:
                 "gameboy env: frames_per_step=%d (default %d)",
                 config.frames_per_step, DEFAULT_FRAMES_PER_STEP,
             )
+        self.codec = make_codec(config.action_codec, self.device)
+        self.num_actions = self.codec.num_actions
+        hw = obs_hw(config.obs_size)
+        self.obs_shape = (config.stack_k, *hw)
+        self._warp = emulators is None
+        self.start_states_sha256: list[str] = []
+        self.state_sha256: str | None = None
+        self.bank: Any = None
+        if emulators is None:
+            self._build_warp_batch(config, num_envs, seed)
+        else:
+            self.batch: Any = emulators.batch
+            self.restorer: Any = emulators.restorer
+            self.rom_sha256 = emulators.rom_sha256
+            self.state_sha256 = emulators.state_sha256
+            self._rom_title = emulators.rom_title
+            self.random_start = False
+        self._allocate_step_buffers(num_envs, hw)
+
+    def _build_warp_batch(self, config: GameBoyConfig, num_envs: int, seed: int) -> None:
+        """The Warp batch, its start snapshots and the masked restore from them."""
+        from gbx_gameboy.cartridge import parse_cartridge
+        from gbx_gameboy.machine import GameBoyBatch
+        from gbx_gameboy.snapshot import MaskedRestore, SnapshotBank, capture
+
         rom = resolve_rom(config.rom)
         wdev = _warp_device(self.device)
         cart = parse_cartridge(str(rom))
@@ -212,16 +282,11 @@ class GameBoyEnv:
         check_env_memory("gameboy", num_envs, bytes_per_env(cart, config), self.device)
         self.batch = GameBoyBatch(cart, num_envs, wdev)
         self.rom_sha256 = self.batch.cart.sha256
-        self.codec = make_codec(config.action_codec, self.device)
-        self.num_actions = self.codec.num_actions
-        hw = obs_hw(config.obs_size)
-        self.obs_shape = (config.stack_k, *hw)
+        self._rom_title = self.batch.cart.title
 
         # Start snapshots, built on a one-env batch so setup cost does not grow with N:
         # each start state, then 1..random_noop_max no-op frames after it.
         probe = GameBoyBatch(self.batch.cart, 1, wdev)
-        self.state_sha256: str | None = None
-        self.start_states_sha256: list[str] = []
         starts = []
         with self._on_torch_stream():
             paths: list[str | Path] = [config.state, *start_state_files(config.start_states)]
@@ -246,8 +311,6 @@ class GameBoyEnv:
         self.restorer = MaskedRestore(self.batch.state_tensors(), self.bank)
         self.restorer.seed(seed)
         self.random_start = self.bank.size > 1
-
-        self._allocate_step_buffers(num_envs, hw)
 
     def _allocate_step_buffers(self, n: int, hw: tuple[int, int]) -> None:
         """Every buffer a step writes, allocated once (a step allocates nothing)."""
@@ -312,7 +375,7 @@ class GameBoyEnv:
         return {
             "env": "gameboy",
             "rom": str(cfg.rom),
-            "rom_title": self.batch.cart.title if self.batch is not None else None,
+            "rom_title": self._rom_title,
             "rom_sha256": self.rom_sha256,
             "state": cfg.state or None,
             "state_sha256": self.state_sha256,
@@ -332,7 +395,8 @@ class GameBoyEnv:
     def env_state_dict(self) -> dict[str, Any]:
         """Everything the batch's future depends on (:class:`gbx.api.StatefulEnv`): every
         emulator array of every env, the frame stack, the step counters and the random
-        stream that picks start states."""
+        stream that picks start states. Only the Warp batch's state can be saved."""
+        self._require_warp("save")
         emu = {name: t.clone() for name, t in self.batch.state_tensors().items()}
         emu["clocks"] = self.batch.phase_clocks.clone()
         return {
@@ -346,6 +410,7 @@ class GameBoyEnv:
     def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`env_state_dict` into this batch, in place (the kernels keep
         pointing at the same arrays); refuses a state of another ROM or batch shape."""
+        self._require_warp("restore")
         if state.get("rom_sha256") != self.rom_sha256:
             raise ValueError(
                 f"the saved env state is of ROM sha256 {state.get('rom_sha256')}, this env "
@@ -372,6 +437,11 @@ class GameBoyEnv:
         self.restorer.set_generator_state(state["restore_rng"])
 
     # ------------------------------------------------------------------ internals
+    def _require_warp(self, what: str) -> None:
+        if not self._warp:
+            raise TypeError(f"this env runs on emulators it was handed; it cannot {what} "
+                            "their state")
+
     def _reset_envs(self, mask: torch.Tensor) -> None:
         with self._on_torch_stream():
             if self.random_start:
@@ -385,7 +455,7 @@ class GameBoyEnv:
 
     def _on_torch_stream(self) -> contextlib.AbstractContextManager[Any]:
         """Make Warp launch on torch's current stream, so device work stays in order."""
-        if self.device.type == "cuda":
+        if self._warp and self.device.type == "cuda":
             import warp as wp
 
             return wp.ScopedStream(wp.stream_from_torch(self.device))

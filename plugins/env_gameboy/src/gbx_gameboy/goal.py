@@ -31,7 +31,7 @@ import torch
 from gbx.config import in_range, option
 from gbx.goal_math import count_under, end_as_failure, goal_distance, goal_reward, reached
 from gbx_gameboy.capture import FAILURE_KIND, Goal, npy_bytes
-from gbx_gameboy.env import GameBoyConfig, GameBoyEnv
+from gbx_gameboy.env import Emulators, GameBoyConfig, GameBoyEnv
 from gbx_gameboy.goal_states import GoalStateRing
 from gbx_toolkit.metrics import percentiles
 
@@ -153,12 +153,13 @@ class GoalEnv(GameBoyEnv):
     config: GoalConfig  # or a stage's config class with the same fields (tasks.py)
 
     def __init__(
-        self, config: GoalConfig, num_envs: int, device: torch.device | str, seed: int = 0
+        self, config: GoalConfig, num_envs: int, device: torch.device | str, seed: int = 0,
+        *, emulators: Emulators | None = None,
     ) -> None:
         goal, self.tau, self.consec_k = resolve_goal(config)
         self.goal = goal
         self.failures = resolve_failures(config)
-        super().__init__(config, num_envs, device, seed)
+        super().__init__(config, num_envs, device, seed, emulators=emulators)
         want = self.obs_shape[1:]
         n, dev = num_envs, self.device
         self._goal = torch.from_numpy(goal.template).to(dev, torch.int16)

@@ -30,6 +30,10 @@ from gbx_gameboy.snapshot import EnvState, capture, check_compatible, write_env
 from gbx_gameboy.state_bounds import ppu_phase, sanitize, update_banks
 
 PYBOY_STATE_VERSION = 29
+# The version of what this module writes for a given emulator snapshot: bump it when
+# save_pyboy_state's output changes (or the emulator's snapshot of a start changes), so
+# caches of converted states (gbx-env-pyboy's start states) are rebuilt.
+CONVERSION_VERSION = 1
 ROWS, COLS = 144, 160
 _PYBOY_RAM_BANKS = {0: 1, 1: 1, 2: 1, 3: 4, 4: 16, 5: 8}
 _RUMBLE_TYPES = (0x1C, 0x1D, 0x1E)
@@ -485,6 +489,8 @@ def save_pyboy_state(batch: Any, env: int, template: dict[str, Any] | None = Non
 
 
 __all__ = [
+    "CONVERSION_VERSION",
+    "PYBOY_STATE_VERSION",
     "encode",
     "from_gbx",
     "load_pyboy_state",

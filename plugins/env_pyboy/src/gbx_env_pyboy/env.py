@@ -1,12 +1,11 @@
 """``pyboy``, ``pyboy-goal`` and ``pyboy-quest-1..4``: the gbx envs with PyBoy emulating.
 
-:class:`PyBoyEnv` is the ``gameboy`` env with its emulator batch replaced by a
-:class:`~gbx_env_pyboy.pool.PyBoyPool`: the step (action codec, hold/release
-timing, render of the last frame, 2x2-max downsampling, frame stack, truncation,
-masked reset, ``final_obs``) is the ``gameboy`` env's own code, not a copy.
-:class:`PyBoyGoalEnv` adds the ``gameboy-goal`` scoring the same way (its class
-comes first in the method order), so distance, ``done``, reward and ``info`` are
-computed by the one implementation of both backends.
+:class:`PyBoyEnv` holds a ``gameboy`` env (:class:`PyBoyGoalEnv`: a ``gameboy-goal``
+env) built on a :class:`~gbx_env_pyboy.pool.PyBoyPool` handed to it as its emulators
+(:class:`gbx_gameboy.env.Emulators`): the step (action codec, hold/release timing,
+render of the last frame, 2x2-max downsampling, frame stack, truncation, masked reset,
+``final_obs``) and the goal scoring (distance, ``done``, reward, ``info``) are that env's
+own code, not a copy, and the PyBoy env forwards the env API to it.
 
 Observations are made on the host; with a CUDA ``device`` they are copied there
 after every step (this backend is the CPU baseline).
@@ -14,11 +13,10 @@ after every step (this backend is the CPU baseline).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar
 
 import attrs
 import torch
@@ -26,10 +24,10 @@ import torch
 from gbx.config import option
 from gbx_env_pyboy.pool import PyBoyPool, default_workers
 from gbx_env_pyboy.start import load_or_build
-from gbx_gameboy.actions import BUTTON_BITS, make_codec
-from gbx_gameboy.env import GameBoyConfig, GameBoyEnv, resolve_rom
+from gbx_gameboy.actions import BUTTON_BITS
+from gbx_gameboy.cartridge import header_title
+from gbx_gameboy.env import Emulators, GameBoyConfig, GameBoyEnv, resolve_rom
 from gbx_gameboy.goal import GoalConfig, GoalEnv
-from gbx_gameboy.obs import obs_hw
 
 _WORKERS_HELP = "worker processes (0: one per available CPU core, at most num_envs)"
 
@@ -69,17 +67,22 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-class PyBoyEnv(GameBoyEnv):
-    """The ``gameboy`` env on a pool of PyBoy emulators.
+def _pyboy_version() -> str | None:
+    try:
+        return importlib.metadata.version("pyboy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class PyBoyEnv:
+    """The ``gameboy`` env on a pool of PyBoy emulators (a :class:`gbx.api.Env`).
 
     Not a :class:`gbx.api.StatefulEnv`: the emulators live in worker processes, so a
-    resumed run restarts its episodes (and says so). ``None`` withdraws the methods
-    inherited from the Warp env, which ``isinstance(env, StatefulEnv)`` then reports.
+    resumed run restarts its episodes (and says so).
     """
 
-    # The base class types these as methods; withdrawing them is the point here.
-    env_state_dict = None  # type: ignore[assignment]
-    load_env_state_dict = None  # type: ignore[assignment]
+    scoring: ClassVar[type[GameBoyEnv]] = GameBoyEnv  # the env whose step runs on the pool
+    name: ClassVar[str] = "pyboy"
 
     def __init__(self, config: Any, num_envs: int, device: torch.device | str,
                  seed: int = 0) -> None:
@@ -87,66 +90,55 @@ class PyBoyEnv(GameBoyEnv):
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if config.random_noop_max:
             raise ValueError("the pyboy backend has no random starts; set env.random_noop_max=0")
-        self.config = config
-        self.num_envs = n = num_envs
-        self.device = dev = torch.device(device)
+        dev = torch.device(device)
         rom = resolve_rom(config.rom)
-        self.rom_sha256 = _sha256(rom)
-        self.state_sha256 = _sha256(Path(config.state).expanduser()) if config.state else None
+        state_sha256 = _sha256(Path(config.state).expanduser()) if config.state else None
         self.start = load_or_build(rom, config.state)
-        self.codec = make_codec(config.action_codec, dev)
-        self.num_actions = self.codec.num_actions
-        hw = obs_hw(config.obs_size)
-        self.obs_shape = (config.stack_k, *hw)
-        workers = config.workers or default_workers(n)
-        self.pool = PyBoyPool(rom, self.start, n, workers, dev, BUTTON_BITS)
-        # The base env steps ``batch`` and restores through ``restorer.restore``: the pool
-        # offers both with the same signatures.
-        self.batch = cast(Any, self.pool)
-        self.restorer = cast(Any, self.pool)
-        self.random_start = False
-        self._allocate_step_buffers(n, hw)
+        workers = config.workers or default_workers(num_envs)
+        self.pool = PyBoyPool(rom, self.start, num_envs, workers, dev, BUTTON_BITS)
+        data = rom.read_bytes()
+        emulators = Emulators(self.pool, self.pool, hashlib.sha256(data).hexdigest(),
+                              state_sha256, header_title(data))
+        try:
+            self.env = self.scoring(config, num_envs, dev, seed, emulators=emulators)
+        except BaseException:
+            self.pool.close()
+            raise
+        self.config = config
+        self.num_envs, self.num_actions = num_envs, self.env.num_actions
+        self.obs_shape, self.device = self.env.obs_shape, self.env.device
+        self._closed = False
 
-    def _on_torch_stream(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()  # no Warp launches here
+    def reset(self) -> torch.Tensor:
+        return self.env.reset()
+
+    def step(self, actions: torch.Tensor) -> Any:
+        return self.env.step(actions)
 
     def close(self) -> None:
-        if self.batch is not None:
+        if not self._closed:
+            self._closed = True
             self.pool.close()
-        super().close()
+            self.env.close()
 
     def meta(self) -> dict[str, Any]:
-        cfg = self.config
-        return {
-            "env": "pyboy",
+        out = self.env.meta()
+        out.update({
+            "env": self.name,
             "backend": "pyboy",
-            "pyboy_version": importlib.metadata.version("pyboy"),
-            "workers": self.pool.workers if self.batch is not None else None,
-            "rom": str(cfg.rom),
-            "rom_sha256": self.rom_sha256,
-            "state": cfg.state or None,
-            "state_sha256": self.state_sha256,
+            "pyboy_version": _pyboy_version(),
+            "workers": None if self._closed else self.pool.workers,
             "start_pyboy_state_sha256": self.start.sha256,
-            "action_codec": cfg.action_codec,
-            "buttons": list(self.codec.buttons),
-            "frames_per_step": cfg.frames_per_step,
-            "release_after_frames": cfg.release_after_frames,
-            "obs_size": cfg.obs_size,
-            "stack_k": cfg.stack_k,
-            "max_steps": cfg.max_steps,
-        }
-
-
-class PyBoyGoalEnv(GoalEnv, PyBoyEnv):
-    """``gameboy-goal`` scoring over :class:`PyBoyEnv` (method order: goal, pyboy, gameboy)."""
-
-    env_state_dict = None  # type: ignore[assignment]  # not a StatefulEnv (see PyBoyEnv)
-    load_env_state_dict = None  # type: ignore[assignment]
-
-    def meta(self) -> dict[str, Any]:
-        out = super().meta()
-        out["env"] = "pyboy-goal"
+        })
         return out
+
+
+class PyBoyGoalEnv(PyBoyEnv):
+    """The ``gameboy-goal`` env (its scoring, ``info`` and meta) on a pool of PyBoy
+    emulators."""
+
+    scoring = GoalEnv
+    name = "pyboy-goal"
 
 
 def make_pyboy_env(config: Any, num_envs: int, device: Any, seed: int) -> PyBoyEnv:

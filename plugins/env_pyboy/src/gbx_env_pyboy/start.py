@@ -5,8 +5,10 @@ or PyBoy savestate; power-on when empty) and, unless the state holds a rendered
 frame, run one rendered frame. Here the very same steps run once on the Warp CPU
 emulator, and :func:`gbx_gameboy.pyboy_state.save_pyboy_state` turns that snapshot
 into a PyBoy ``.state``; the start screen comes from the same batch. Both are cached
-under ``$GBX_CACHE_DIR/pyboy-start`` (default ``~/.cache/gbx``) by content hash, so
-only the first env build pays for it.
+under ``$GBX_CACHE_DIR/pyboy-start`` (default ``~/.cache/gbx``), so only the first env
+build pays for it. The cache key (:func:`cache_key`) is the bytes the start depends on,
+the ROM and the savestate, and the versions ``gbx_gameboy`` declares for what it makes
+of them: the PyBoy state format and conversion, and its savestate format.
 """
 
 from __future__ import annotations
@@ -39,20 +41,28 @@ def cache_dir() -> Path:
     return Path(root) / "pyboy-start"
 
 
-def _converter_sources() -> list[Path]:
-    """Source files whose change changes the converted state (emulator layout, converter)."""
-    from gbx_gameboy.resources import package_path
+def converter_versions() -> dict[str, int]:
+    """The versions ``gbx_gameboy`` declares for the start states it converts."""
+    from gbx_gameboy import pyboy_state, savestate
 
-    return [package_path(name) for name in ("layout.py", "pyboy_state.py", "savestate.py")]
+    return {"pyboy_state": pyboy_state.PYBOY_STATE_VERSION,
+            "conversion": pyboy_state.CONVERSION_VERSION,
+            "savestate": savestate.FORMAT_VERSION}
+
+
+def cache_key(rom: bytes, state: bytes | None, versions: dict[str, int]) -> str:
+    """The cache key of the start state made from ``rom`` and ``state`` (None: power-on)
+    by a converter of ``versions`` (a pure function of its arguments)."""
+    tag = json.dumps({"format": FORMAT, **versions}, sort_keys=True)
+    h = hashlib.sha256(f"gbx-pyboy-start/{tag}".encode())
+    h.update(hashlib.sha256(rom).digest())
+    h.update(hashlib.sha256(state).digest() if state is not None else b"-")
+    return h.hexdigest()
 
 
 def _digest(rom: Path, state: str) -> str:
-    h = hashlib.sha256(f"gbx-pyboy-start/{FORMAT}".encode())
-    for src in _converter_sources():
-        h.update(src.read_bytes() if src.is_file() else b"-")
-    h.update(hashlib.sha256(rom.read_bytes()).digest())
-    h.update(hashlib.sha256(Path(state).expanduser().read_bytes()).digest() if state else b"-")
-    return h.hexdigest()
+    data = Path(state).expanduser().read_bytes() if state else None
+    return cache_key(rom.read_bytes(), data, converter_versions())
 
 
 def build(rom: Path, state: str) -> StartState:
@@ -81,5 +91,5 @@ def load_or_build(rom: Path, state: str) -> StartState:
     write_atomic(screen_path, buf.getvalue())
     write_atomic(state_path, start.pyboy_state)
     write_atomic(folder / f"{key}.json", json.dumps(
-        {"rom": str(rom), "state": state, "format": FORMAT}).encode())
+        {"rom": str(rom), "state": state, "format": FORMAT, **converter_versions()}).encode())
     return start

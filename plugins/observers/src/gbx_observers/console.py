@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from collections.abc import Mapping
 from typing import IO, Any
 
-EVERY_ENV = "GBX_CONSOLE_EVERY"
-DEFAULT_EVERY = 10
+from gbx_observers.options import ConsoleConfig
+
 _TOTAL_KEYS = ("total_env_steps", "total_steps", "env_steps_total", "max_env_steps")
 
 
@@ -71,15 +70,16 @@ class ConsoleObserver:
 
     On a TTY a ``rich`` progress bar is redrawn in place. Otherwise (CI,
     redirected output) one plain line is printed every ``every`` updates
-    (``GBX_CONSOLE_EVERY``, default 10), plus evaluations and the run's end.
+    (``observer.console.every``, default 10), plus evaluations and the run's end.
     """
 
     def __init__(
-        self, run: Any = None, *, stream: IO[str] | None = None, every: int | None = None
+        self, run: Any = None, config: ConsoleConfig | None = None, *,
+        stream: IO[str] | None = None,
     ) -> None:
         self.run = run
         self.stream = stream if stream is not None else sys.stdout
-        self.every = every if every is not None else _every_from_env()
+        self.every = (config if config is not None else ConsoleConfig()).every
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
         self.total: int | None = None
         self._count = 0
@@ -164,16 +164,3 @@ class ConsoleObserver:
             self._progress.console.print(text, markup=False, highlight=False)
         else:
             print(text, file=self.stream, flush=True)
-
-
-def _every_from_env() -> int:
-    raw = os.environ.get(EVERY_ENV, "")
-    if not raw:
-        return DEFAULT_EVERY
-    try:
-        every = int(raw)
-    except ValueError:
-        raise ValueError(f"{EVERY_ENV}={raw!r} is not an integer; set it to e.g. 10") from None
-    if every <= 0:
-        raise ValueError(f"{EVERY_ENV}={raw!r} must be a positive integer")
-    return every

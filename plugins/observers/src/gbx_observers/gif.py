@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from gbx.seeds import Stream, offset
+from gbx_observers.options import GifConfig
 from gbx_observers.rollout import record_rollout
-
-STEPS_ENV = "GBX_GIF_STEPS"
-SCALE_ENV = "GBX_GIF_SCALE"
-DEFAULT_STEPS = 200
-DEFAULT_SCALE = 2
 
 
 def policy_of(run: Any) -> Callable[..., Any] | None:
@@ -26,29 +21,21 @@ def policy_of(run: Any) -> Callable[..., Any] | None:
     return act if callable(act) else None
 
 
-def _positive_int_env(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) <= 0:
-        raise ValueError(f"{name}={raw!r} must be a positive integer")
-    return int(raw)
-
-
 class GifObserver:
     """Writes ``run_dir/media/eval_<env_steps>/rollout.{gif,jsonl}`` and ``meta.json``.
 
     Needs two things from the run handle it is built with: ``make_env`` (as
     on :class:`gbx.api.RunContext`) and the policy (``run.policy`` or
-    ``run.trainer.act``). Rollouts are greedy; ``GBX_GIF_STEPS`` (default
-    200) and ``GBX_GIF_SCALE`` (default 2) tune them.
+    ``run.trainer.act``). Rollouts are greedy; the ``observer.gif`` section
+    (:class:`gbx_observers.options.GifConfig`: ``steps``, ``scale``) tunes them.
     """
 
-    def __init__(self, run: Any, *, steps: int | None = None, scale: int | None = None) -> None:
+    def __init__(self, run: Any, config: GifConfig | None = None) -> None:
+        config = config if config is not None else GifConfig()
         self.run = run
         self.run_dir = Path(run.run_dir)
-        self.steps = steps if steps is not None else _positive_int_env(STEPS_ENV, DEFAULT_STEPS)
-        self.scale = scale if scale is not None else _positive_int_env(SCALE_ENV, DEFAULT_SCALE)
+        self.steps = config.steps
+        self.scale = config.scale
         self._warned = False
         self.written: list[Path] = []
 

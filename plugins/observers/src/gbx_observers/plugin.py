@@ -12,6 +12,7 @@ def register_observers(register: Any) -> None:
     from gbx_observers.console import ConsoleObserver
     from gbx_observers.gif import GifObserver
     from gbx_observers.jsonl import JsonlObserver
+    from gbx_observers.options import ConsoleConfig, GifConfig
     from gbx_observers.plot import PlotObserver
     from gbx_observers.tensorboard import TensorBoardObserver
 
@@ -20,12 +21,13 @@ def register_observers(register: Any) -> None:
     register("jsonl", JsonlObserver, description="train_log.jsonl (schema v1), flushed per record",
              default=True, outputs={"log": "train_log.jsonl"})
     register(
-        "console", ConsoleObserver, description="live progress on a TTY, sparse lines otherwise",
-        default=True,
+        "console", ConsoleObserver, ConsoleConfig,
+        description="live progress on a TTY, sparse lines otherwise", default=True,
     )
     register("plot", PlotObserver, description="media/train.png training curves at run end",
              default=True, outputs={"plot": "media/train.png"})
-    register("gif", GifObserver, description="media/eval_<step>/rollout.gif at each evaluation")
+    register("gif", GifObserver, GifConfig,
+             description="media/eval_<step>/rollout.gif at each evaluation")
     register(
         "tensorboard", TensorBoardObserver,
         description="TensorBoard scalars (needs gbx-observers[tensorboard])",
