@@ -122,3 +122,22 @@ def test_state_dict_refuses_other_batch_size() -> None:
     saved = env_of(4).env_state_dict()
     with pytest.raises(ValueError, match="same num_envs"):
         env_of(8).load_env_state_dict(saved)
+
+
+def test_a_failure_screen_ends_the_episode_with_the_penalty() -> None:
+    cfg = ToyConfig(grid=4, random_start=False, failure_cell=1, failure_penalty=0.75,
+                    progress_scale=0.0)
+    env = ToyEnv(cfg, 3, "cpu", 0)
+    env.reset()
+    # RIGHT onto the failure cell (0, 1); DOWN and A stay clear of it.
+    _, reward, done, trunc, info = env.step(torch.tensor([6, 4, 0]))
+    assert done.tolist() == [True, False, False] and not trunc.any()
+    assert info["failure"].tolist() == [True, False, False] and not info["success"].any()
+    assert reward.tolist() == [-0.75, 0.0, 0.0]
+    assert info["reset_mask"].tolist() == [True, False, False]
+    check_env(ToyEnv(cfg, 3, "cpu", 0))
+    # Starts never fall on the failure cell.
+    starts = ToyEnv(ToyConfig(grid=2, failure_cell=1), 64, "cpu", 0)._start_cells()
+    assert set((starts[:, 0] * 2 + starts[:, 1]).tolist()) == {0, 2}
+    with pytest.raises(ValueError, match="failure_cell"):
+        ToyConfig(grid=2, failure_cell=3)

@@ -101,10 +101,35 @@ def test_evaluate_policy_adds_random_baseline_on_toy() -> None:
     # DOWN alone succeeds only from the right-most column (3 of the 8 start cells).
     assert 0.0 < out["success_rate"] < 1.0
     assert 0.0 < out["random_success_rate"] <= 1.0
-    again = evaluate_policy(env, scripted, 32, greedy=True, seed=1)
-    assert again["random_success_rate"] == out["random_success_rate"]  # seeded baseline
+    # Seeded: a fresh env of the same seed (as every evaluation builds) gives the same figures.
+    fresh = make_toy_env(ToyConfig(grid=3, max_steps=12), 16, "cpu", seed=3)
+    again = evaluate_policy(fresh, scripted, 32, greedy=True, seed=1)
+    assert again == out
 
 
 def test_bad_episode_count() -> None:
     with pytest.raises(ValueError, match="episodes"):
         run_episodes(Corridor(2), always_move, 0)
+
+
+def test_an_episode_ended_on_a_failure_screen_is_a_failure_not_a_success() -> None:
+    cfg = ToyConfig(grid=4, random_start=False, failure_cell=1, failure_penalty=0.75,
+                    progress_scale=0.0)
+    env = make_toy_env(cfg, 3, "cpu", seed=0)
+    # RIGHT from the top-left cell lands on the failure cell: done, but no success.
+    summary = evaluate_policy(env, lambda obs: torch.full((obs.shape[0],), 6), 6, greedy=True,
+                              baseline=False)
+    assert summary["success_rate"] == 0.0 and summary["failure_rate"] == 1.0
+    assert summary["mean_return"] == -0.75 and summary["mean_length"] == 1.0
+    # DOWN then RIGHT along the left column and the bottom row reaches the goal.
+    plan = [4, 4, 4, 6, 6, 6]
+    t = [0]
+
+    def walk(obs: torch.Tensor) -> torch.Tensor:
+        a = plan[min(t[0], len(plan) - 1)]
+        t[0] += 1
+        return torch.full((obs.shape[0],), a)
+
+    out = evaluate_policy(make_toy_env(cfg, 3, "cpu", seed=0), walk, 3, greedy=True,
+                          baseline=False)
+    assert out["success_rate"] == 1.0 and out["failure_rate"] == 0.0

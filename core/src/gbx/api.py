@@ -26,7 +26,10 @@ class Env(Protocol):
     tensor returned lives on ``device``. Environments reset themselves:
     when an env finishes (``done | trunc``) the observation returned for it is
     already the first one of its next episode and ``info["reset_mask"]`` is
-    True for it. ``info`` may carry more keys (tensors or plain numbers).
+    True for it. ``info`` may carry more keys (tensors or plain numbers); the
+    run loop and evaluation read ``info["success"]`` (bool ``[N]``: the episode ended at
+    its goal; default ``done``) and ``info["failure"]`` (bool ``[N]``: it ended ``done``
+    on a failure screen, not a success).
 
     An env may also offer ``meta() -> dict`` (action names, frames per step,
     ROM hash...); the run loop records it in the run's ``meta.json``.
@@ -158,6 +161,34 @@ class WindowMetrics(Protocol):
     def window_metrics(self) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class RealStartConfig(Protocol):
+    """An env config with settings that only training envs use (a curriculum's start
+    states, the saving of reached goal states).
+
+    An optional capability of an env's config class: ``real_start()`` returns the same
+    config without them, so the env it builds starts every episode from the task's real
+    start state. The run loop builds every env that is not a training env from it
+    (``RunContext.make_env`` without ``training=True``): an evaluation measures the
+    task itself, never the curriculum.
+    """
+
+    def real_start(self) -> Any: ...
+
+
+@runtime_checkable
+class GoalStateSaver(Protocol):
+    """An :class:`Env` that keeps states its envs reached at the goal (optional).
+
+    ``write_goal_states(folder)`` writes the distinct ones it holds into ``folder``
+    (each file atomically; a file already there is kept) and returns how many files the
+    folder holds. The run loop calls it on the training env at every checkpoint, into
+    ``<run_dir>/goal_states/``; a later stage starts from them (a curriculum).
+    """
+
+    def write_goal_states(self, folder: Path) -> int: ...
+
+
 # ---------------------------------------------------------------------------
 # Runs, trainers, observers
 # ---------------------------------------------------------------------------
@@ -189,9 +220,12 @@ class RunContext(RunInfo, Protocol):
     def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Env:
         """Build the configured env with ``num_envs`` copies.
 
-        ``training=True`` marks the trainer's training envs: when the config selects an
-        explorer (``explore.name``), it wraps them (archive starts, intrinsic reward).
-        Every other env (evaluation, rollouts) starts from the task's real start state.
+        ``training=True`` marks the trainer's training envs: they start from the config's
+        curriculum (e.g. start states), keep reached goal states (:class:`GoalStateSaver`)
+        and, when the config selects an explorer (``explore.name``), are wrapped in it
+        (archive starts, intrinsic reward). Every other env (evaluation, rollouts) is built
+        from :meth:`RealStartConfig.real_start` when the config offers it: it measures the
+        task itself, from the task's real start state.
         """
         ...
 
@@ -259,6 +293,21 @@ class Trainer(Protocol):
 
     # Optional: ``failure_context() -> {"frames": [T, H, W], "actions": [T]}`` of one env;
     # the run loop adds them to the failure bundle when the trainer raises.
+
+
+@runtime_checkable
+class WeightInit(Protocol):
+    """A :class:`Trainer` that can start from another run's weights (optional).
+
+    ``init_weights(state, source)`` takes the trainer state of a checkpoint (what
+    ``state_dict()`` returned, possibly of a run on another env) and loads the policy's
+    weights only: optimiser, counters, random streams and env batch start fresh.
+    ``gbx run --init-from RUN_OR_CHECKPOINT`` (``run.init_from``) calls it once, before
+    training; a resumed run continues from its own checkpoint instead. A state that does
+    not fit raises ``ValueError`` naming the mismatch.
+    """
+
+    def init_weights(self, state: Mapping[str, Any], source: str) -> None: ...
 
 
 class Observer(Protocol):

@@ -61,6 +61,9 @@ def _config_options(f: Any) -> Any:
         click.option("--seed", type=int, help="random seed (run.seed)"),
         click.option("--steps", type=int, help="total environment steps (run.steps)"),
         click.option("--run-dir", help="run directory (run.run_dir)"),
+        click.option("--init-from", "init_from",
+                     help="start from the weights of this run directory or checkpoint "
+                          "(run.init_from)"),
         click.option("--tag", help="label appended to the run directory name (run.tag)"),
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
                      help="TOML or JSON file with run/env/algo/explore sections"),
@@ -152,10 +155,12 @@ def build_cli(host: Any) -> click.Group:
     @cli.command(name="eval")
     @click.option("--checkpoint", required=True, type=click.Path(exists=True),
                   help="checkpoint file, checkpoints/ folder or run directory")
-    @click.option("--episodes", type=click.IntRange(min=1), default=10, show_default=True)
+    @click.option("--episodes", type=click.IntRange(min=1), default=10, show_default=True,
+                  help="episodes, played at once as one batch of envs (up to 1024 per "
+                       "round) from the task's real start state")
     @click.option("--greedy/--sample", default=True, show_default=True,
                   help="take the most likely action, or sample from the policy")
-    @click.option("--device", help="override the device stored in the checkpoint")
+    @click.option("--device", help="override the device the run's config names (run.device)")
     @click.option("--baseline/--no-baseline", default=True, show_default=True,
                   help="also play the same episodes with a random policy (random_* keys)")
     @click.option("--quiet", is_flag=True,

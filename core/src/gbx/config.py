@@ -149,6 +149,10 @@ class RunConfig:
     )
     tag: str = option("", "free label appended to the run directory name", _matches(_TAG_RE))
     resume: str | None = option(None, "run directory this run was resumed from")
+    init_from: str | None = option(
+        None, "start from the policy weights of this run directory or checkpoint (a "
+        "curriculum's next stage); optimiser and counters start fresh"
+    )
     keep_checkpoints: int = option(
         3, "checkpoint files kept in the run directory (the newest ones)", attrs.validators.ge(1)
     )

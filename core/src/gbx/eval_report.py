@@ -11,6 +11,7 @@ from rich.table import Table
 # Rows of the table: (label, key of the policy's value); the baseline is the random_ key.
 ROWS = (
     ("success rate", "success_rate"),
+    ("failure rate", "failure_rate"),
     ("median steps to goal", "median_steps_to_goal"),
     ("mean return", "mean_return"),
     ("mean episode length", "mean_length"),

@@ -10,7 +10,10 @@ taking ``out=``/scratch buffers write into them, so an env step allocates nothin
   ends the episode on the first step under ``tau``);
 * reward: ``bonus`` on the step that reaches the goal, plus an optional dense
   term ``shaping * (previous distance - distance)`` (positive when the screen
-  got closer to the goal picture).
+  got closer to the goal picture);
+* failure: a task may also name failure screens (templates compared with the same
+  distance); a step whose frame is under a failure template's tau ends the episode
+  as a failure, with ``-penalty`` reward (:func:`end_as_failure`).
 """
 
 from __future__ import annotations
@@ -109,3 +112,24 @@ def step_goal(
     done = reached(consec, k)
     reward = goal_reward(prev_dist, dist, done, bonus=bonus, shaping=shaping)
     return dist, done, reward
+
+
+def end_as_failure(
+    failed: torch.Tensor,
+    goal_done: torch.Tensor,
+    reward: torch.Tensor,
+    *,
+    penalty: float,
+    done: torch.Tensor,
+) -> torch.Tensor:
+    """Fold failure screens into a step's outcome, in place (no allocation).
+
+    ``failed`` (bool ``[N]``, the frame matched a failure template) is cleared where the
+    goal was reached (the goal wins); ``reward`` loses ``penalty`` where it stays set;
+    ``done`` becomes ``goal_done | failed``. Returns ``failed``: the failure mask
+    (``info["failure"]``), while ``goal_done`` stays the success mask.
+    """
+    torch.gt(failed, goal_done, out=failed)  # failed and not goal_done, in place
+    reward.add_(failed, alpha=-penalty)
+    torch.logical_or(goal_done, failed, out=done)
+    return failed

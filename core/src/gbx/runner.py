@@ -28,7 +28,7 @@ import torch
 
 from gbx import __version__, seeds
 from gbx import distributed as gdist
-from gbx.api import SnapshotEnv
+from gbx.api import GoalStateSaver, RealStartConfig, SnapshotEnv
 from gbx.artifacts import latest_checkpoint, remove_partial_checkpoints
 from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
 from gbx.config import Config, RunConfig, to_dict, write_atomic
@@ -44,7 +44,7 @@ from gbx.resolve import (
     require_observer,
     resolve_device,
 )
-from gbx.saved import SavedCheckpoint, load_trainer, newest_checkpoint
+from gbx.saved import SavedCheckpoint, init_from_checkpoint, load_trainer, newest_checkpoint
 from gbx.schedule import Schedule, run_final_checkpoint
 
 OBSERVER_EVENTS = ("on_run_start", "on_record", "on_eval", "on_checkpoint", "on_failure",
@@ -53,6 +53,7 @@ _KEEP_RECORDS = 50  # records kept in memory for failure bundles
 
 
 SUMMARY_FILE = "summary.json"
+GOAL_STATES_DIR = "goal_states"  # savestates the training envs reached at the goal
 # Exit status of `gbx run` by how the run ended; a stop by signal N exits 128 + N (the
 # shell's convention: 143 for SIGTERM, 130 for SIGINT), so a supervisor tells a stopped
 # run from a completed one.
@@ -163,12 +164,18 @@ class Run:
         # The common fields of every record (seq, wall time, sps, ...): computed here only.
         self.stamper = Stamper(run_id, start_step=self.last_step)
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEEP_RECORDS)
+        self._training_envs: list[Any] = []  # built by make_env for training (not evaluation)
 
     # -- RunContext ----------------------------------------------------------
 
     def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
         spec = require_env(self.host.registry, self.config.run.env)
-        env = spec.factory(self.config.env, num_envs, self.device, self.seed + seed_offset)
+        env_config = self.config.env
+        if not training and isinstance(env_config, RealStartConfig):
+            env_config = env_config.real_start()  # the task itself, never the curriculum
+        env = spec.factory(env_config, num_envs, self.device, self.seed + seed_offset)
+        if training:
+            self._training_envs.append(env)  # its goal states go to every checkpoint
         if training and self.config.explore.enabled:
             env = self._explore(env)
         if self.config.run.debug:
@@ -230,8 +237,16 @@ class Run:
             raise GbxError("no 'checkpoint' artifact writer is registered")
         self.last_step = max(self.last_step, int(step))
         self.last_checkpoint_step = int(step)
+        self._save_goal_states()
         self._emit("on_checkpoint", paths[0], int(step))
         return paths[0]
+
+    def _save_goal_states(self) -> None:
+        """Write the goal states the training envs hold into ``goal_states/`` (envs that
+        keep them: :class:`gbx.api.GoalStateSaver`; others write nothing)."""
+        for env in self._training_envs:
+            if isinstance(env, GoalStateSaver):
+                env.write_goal_states(self.run_dir / GOAL_STATES_DIR)
 
     def should_stop(self) -> bool:
         if self._stop_reason is None and self.last_step >= self.config.run.steps:
@@ -584,6 +599,9 @@ def _execute(
                 trainer = load_trainer(checkpoint, host, run=run).trainer
             else:
                 trainer = algo.trainer_cls(run.config.algo, run)
+                if run.config.run.init_from:  # a curriculum's next stage: weights only
+                    init_from_checkpoint(trainer, run.config.run.algo,
+                                         Path(run.config.run.init_from))
             # Observers that roll out the policy (gif) find it here.
             run.trainer = trainer
             # Run metadata goes out with the first record, checkpoint or failure, once

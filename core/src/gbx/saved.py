@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from gbx.api import WeightInit
 from gbx.artifacts import load_latest_good
 from gbx.checkpoint_file import CheckpointError, read_file
+from gbx.errors import GbxError
 
 if TYPE_CHECKING:
     from gbx.plugins import PluginHost
     from gbx.runner import Run
 
-__all__ = ["LoadedTrainer", "SavedCheckpoint", "load_trainer", "newest_checkpoint",
-           "restore_trainer"]
+__all__ = ["LoadedTrainer", "SavedCheckpoint", "init_from_checkpoint", "load_trainer",
+           "newest_checkpoint", "restore_trainer"]
 
 
 def _warn(line: str) -> None:
@@ -78,6 +80,33 @@ def restore_trainer(trainer: Any, state: Any, source: str) -> None:
             f"{source}: its state does not fit this {type(trainer).__name__} "
             f"({type(exc).__name__}: {first})"
         ) from exc
+
+
+def init_from_checkpoint(trainer: Any, algo: str, path: Path) -> Path:
+    """Load the policy weights of the checkpoint at ``path`` (a run directory, its
+    checkpoints/ folder or a file: its newest intact one) into a new ``trainer``
+    (:class:`gbx.api.WeightInit`, ``run.init_from``); return the file. Every refusal is
+    one line."""
+    try:
+        saved = newest_checkpoint(Path(path))
+    except FileNotFoundError as exc:
+        raise GbxError(f"run.init_from: {exc} (name a run directory or a checkpoint file)") \
+            from None
+    theirs = str(saved.payload.get("config", {}).get("run", {}).get("algo"))
+    if theirs != algo:
+        raise GbxError(f"run.init_from: {saved.path} is a {theirs} checkpoint and this run "
+                       f"trains {algo}: start from a run of the same algorithm")
+    if not isinstance(trainer, WeightInit):
+        raise GbxError(f"run.init_from: the {algo} trainer cannot start from another run's "
+                       "weights (it lacks gbx.api.WeightInit.init_weights); drop --init-from")
+    try:
+        trainer.init_weights(saved.payload["state"], str(saved.path))
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise CheckpointError(f"run.init_from: the weights of {saved.path} do not fit this "
+                              f"run ({type(exc).__name__}: {first})") from exc
+    _warn(f"gbx: policy weights from {saved.path} (step {saved.step})")
+    return saved.path
 
 
 @attrs.frozen

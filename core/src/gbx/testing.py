@@ -166,6 +166,7 @@ class InMemoryRunContext:
         self.checkpoints: list[tuple[int, dict[str, Any]]] = []
         self.env_seeds: list[int] = []
         self.stop_after_records = stop_after_records
+        self.made_envs: list[tuple[int, bool]] = []  # (num_envs, training) per make_env
         self.schedule = Schedule.of(run)
         self.trainer: Any = None
         self.last_step = 0
@@ -188,6 +189,7 @@ class InMemoryRunContext:
     def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
         seed = self.seed + seed_offset
         self.env_seeds.append(seed)
+        self.made_envs.append((num_envs, training))
         if self.env_factory is not None:
             env = self.env_factory(num_envs, seed)
         else:

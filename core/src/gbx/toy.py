@@ -10,7 +10,11 @@ mean L1 pixel distance to that template, as the Game Boy goal envs do:
 * ``dist = mean(|frame - goal|) / 3`` in ``[0, 1]``;
 * ``reward = progress_scale * (dist_before - dist_after) + goal_bonus * done``;
 * ``done`` after ``consec`` consecutive steps with ``dist < tau``;
-* ``trunc`` after ``max_steps`` steps; both reset the env in place.
+* ``trunc`` after ``max_steps`` steps; both reset the env in place;
+* with ``failure_cell`` set, the frame with the player on that cell is a failure
+  template: a step whose frame is within ``tau`` of it ends the episode as a failure
+  (``done``, ``-failure_penalty`` reward, ``info["failure"]``; ``info["success"]`` is
+  the goal alone), scored like a goal (:func:`gbx.goal_math.end_as_failure`).
 
 Actions follow the Game Boy buttons: 0 A, 1 B, 2 START (no effect here),
 3 UP, 4 DOWN, 5 LEFT, 6 RIGHT. Every env steps at once; nothing loops over
@@ -27,7 +31,7 @@ import torch
 
 from gbx import hookimpl
 from gbx.config import in_range, option
-from gbx.goal_math import count_under, goal_reward, reached
+from gbx.goal_math import count_under, end_as_failure, goal_reward, reached
 from gbx.memory import check_env_memory
 
 ACTION_NAMES = ("A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT")
@@ -56,6 +60,17 @@ class ToyConfig:
     progress_scale: float = option(
         4.0, "reward per unit of distance gained towards the goal template", in_range(0))
     random_start: bool = option(True, "random start cell per episode (else the top-left cell)")
+    failure_cell: int = option(
+        -1, "board cell (row * grid + col) whose frame is a failure screen: reaching it ends "
+        "the episode as a failure; -1 = none", attrs.validators.ge(-1))
+    failure_penalty: float = option(
+        1.0, "reward taken away on the step that ends in the failure screen", in_range(0))
+
+    def __attrs_post_init__(self) -> None:
+        last = self.grid * self.grid - 1
+        if self.failure_cell >= last:
+            raise ValueError(f"failure_cell must be a board cell other than the goal's "
+                             f"(0..{last - 1}) or -1, got {self.failure_cell}")
 
 
 class ToyEnv:
@@ -88,6 +103,14 @@ class ToyEnv:
         self._moves = torch.tensor(_MOVES, dtype=torch.int64, device=dev)
         self._goal_cell = torch.tensor([[g - 1, g - 1]], dtype=torch.int64, device=dev)
         self._goal_cells = self._cells(self._goal_cell)  # [1, G*G]
+        # Start cells: every cell but the goal's and the failure cell.
+        starts = [c for c in range(g * g - 1) if c != config.failure_cell]
+        self._start_choices = torch.tensor(starts, dtype=torch.int64, device=dev)
+        self._failure_cells: torch.Tensor | None = None
+        if config.failure_cell >= 0:
+            fail = torch.tensor([[config.failure_cell // g, config.failure_cell % g]],
+                                dtype=torch.int64, device=dev)
+            self._failure_cells = self._cells(fail)
         n = num_envs
         self._pos = torch.zeros(n, 2, dtype=torch.int64, device=dev)
         self._t = torch.zeros(n, dtype=torch.int64, device=dev)
@@ -118,17 +141,20 @@ class ToyEnv:
         cfg = self.config
         return cells.index_select(1, self._pixel_cell).view(-1, cfg.height, cfg.width)
 
-    def _distance(self, cells: torch.Tensor) -> torch.Tensor:
-        """Mean L1 distance (shades / 3) of each frame to the goal template."""
-        diff = (cells.to(torch.int16) - self._goal_cells.to(torch.int16)).abs()
+    def _distance(self, cells: torch.Tensor, template: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean L1 distance (shades / 3) of each frame to the goal template (or another)."""
+        target = self._goal_cells if template is None else template
+        diff = (cells.to(torch.int16) - target.to(torch.int16)).abs()
         return diff.to(torch.float32) @ self._cell_weight
 
     def _start_cells(self) -> torch.Tensor:
         g = self.config.grid
         if not self.config.random_start:
             return torch.zeros(self.num_envs, 2, dtype=torch.int64, device=self.device)
-        # Uniform over every cell except the goal (the last cell).
-        idx = torch.randint(0, g * g - 1, (self.num_envs,), generator=self._gen, device=self.device)
+        # Uniform over every cell except the goal (the last cell) and the failure cell.
+        pick = torch.randint(0, len(self._start_choices), (self.num_envs,), generator=self._gen,
+                             device=self.device)
+        idx = self._start_choices[pick]
         return torch.stack((idx // g, idx % g), dim=1)
 
     # -- Env API -------------------------------------------------------------
@@ -160,6 +186,13 @@ class ToyEnv:
         reward = goal_reward(
             self._dist, dist, done, bonus=cfg.goal_bonus, shaping=cfg.progress_scale
         )
+        success = done
+        failure = torch.zeros_like(done)
+        if self._failure_cells is not None:
+            failure = self._distance(cells, self._failure_cells) < cfg.tau
+            done = torch.empty_like(success)
+            end_as_failure(failure, success, reward, penalty=cfg.failure_penalty, done=done)
+            trunc = trunc & ~done
 
         # Shift the frame stack, then start finished envs afresh (no host sync).
         frame = self._frame(cells)
@@ -174,7 +207,8 @@ class ToyEnv:
         fresh = self._frame(new_cells).unsqueeze(1).expand_as(self._frames)
         self._frames = torch.where(reset.view(-1, 1, 1, 1), fresh, self._frames)
         self._dist = torch.where(reset, self._distance(new_cells), dist)
-        info = {"reset_mask": reset, "final_obs": final_obs, "dist": dist}
+        info = {"reset_mask": reset, "final_obs": final_obs, "dist": dist, "success": success,
+                "failure": failure}
         return self._frames.clone(), reward, done, trunc, info
 
     def close(self) -> None:

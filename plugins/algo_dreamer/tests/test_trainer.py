@@ -191,3 +191,14 @@ def test_engine_modules_do_not_import_each_other_in_a_cycle():
 
     assert "trainer" not in graph["engine"]
     assert [m for m in graph if reaches(m, m, set())] == []
+
+
+def test_training_envs_are_asked_for_as_training_envs(tmp_path):
+    """Dreamer's replay is filled from training envs (curriculum start states, an explorer's
+    archive starts); its evaluation envs are plain ones from the task's real start."""
+    ctx = dot_context(tmp_path)
+    ctx.made_envs.clear()
+    tr = DreamerTrainer(_cfg(), ctx)
+    assert ctx.made_envs == [(tr.env.num_envs, True)]
+    tr.evaluate(2, greedy=True)
+    assert ctx.made_envs[1:] and all(not training for _, training in ctx.made_envs[1:])

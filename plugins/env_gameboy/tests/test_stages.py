@@ -15,6 +15,7 @@ from gbx_gameboy.tasks import (
 )
 
 STAGE_FILES = ("goal.npy", "meta.json", "goal.png", "README.md")
+FAILURE_FILES = ("goal.npy", "meta.json", "goal.png")
 
 
 def test_make_stages_reproduces_committed_files(tmp_path: Path) -> None:
@@ -30,6 +31,9 @@ def test_make_stages_reproduces_committed_files(tmp_path: Path) -> None:
     for task in STAGE_TASKS:
         pairs += [(task.goal_dir(tmp_path) / f, task.goal_dir(committed) / f)
                   for f in STAGE_FILES]
+        pairs += [(task.goal_dir(tmp_path) / s.dir_name / f,
+                   task.goal_dir(committed) / s.dir_name / f)
+                  for s in task.failures for f in FAILURE_FILES]
     stale = [str(want.relative_to(committed)) for got, want in pairs
              if got.read_bytes() != want.read_bytes()]
     assert not stale, f"states/ is stale, run `gbx gameboy make-stages`: {stale}"

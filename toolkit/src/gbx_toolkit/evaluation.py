@@ -4,10 +4,13 @@ Each env of the batch contributes exactly its first episode of a round, so
 short episodes are not over-represented (which happens when one keeps
 collecting finished episodes until a count is reached). Episode bookkeeping
 (returns, lengths, outcome) stays on the device; the host only reads one
-"all finished?" flag every ``check_every`` steps and the results once.
+"all finished?" flag every ``check_every`` steps and the results once. On the CPU that
+read costs nothing, so the flag is read every step there (a round ends on the step its
+last episode ends); on a GPU every :data:`CHECK_EVERY_GPU` steps.
 
-Success means the episode ended in ``done`` (the goal) rather than in
-``trunc`` (the time limit).
+Success means the episode ended at the goal: ``info["success"]`` where the env
+reports it (an env with failure screens ends episodes with ``done`` both at the goal
+and at a failure, ``info["failure"]``), else ``done``; not ``trunc`` (the time limit).
 """
 
 from __future__ import annotations
@@ -25,6 +28,18 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 # Hard cap on steps of one round, so an env that never ends cannot hang a run.
 DEFAULT_MAX_ROUND_STEPS = 100_000
+# Steps between reads of the "all finished?" flag on a GPU (each read waits for the device).
+CHECK_EVERY_GPU = 8
+# Most envs one evaluation batch holds; more episodes than this play in further rounds.
+MAX_EVAL_ENVS = 1024
+
+
+def eval_batch_size(episodes: int) -> int:
+    """Envs of an evaluation batch: one per episode (every episode plays at once), at most
+    :data:`MAX_EVAL_ENVS`."""
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    return min(int(episodes), MAX_EVAL_ENVS)
 
 
 def random_policy(num_actions: int, generator: torch.Generator | None) -> Policy:
@@ -43,20 +58,23 @@ def run_episodes(
     policy: Policy,
     episodes: int,
     *,
-    check_every: int = 16,
+    check_every: int | None = None,
     max_round_steps: int = DEFAULT_MAX_ROUND_STEPS,
 ) -> dict[str, list[float]]:
     """Play ``episodes`` episodes (one per env per round); return per-episode lists.
 
-    Keys: ``return``, ``length``, ``success`` (1.0/0.0), ``finished`` (0.0 when
-    a round hit ``max_round_steps`` before the env's episode ended).
+    Keys: ``return``, ``length``, ``success`` (1.0/0.0: ended at the goal), ``failure``
+    (1.0/0.0: ended on a failure screen), ``finished`` (0.0 when a round hit
+    ``max_round_steps`` before the env's episode ended).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     n = env.num_envs
     device = torch.device(env.device)
+    if check_every is None:
+        check_every = 1 if device.type == "cpu" else CHECK_EVERY_GPU
     rounds = math.ceil(episodes / n)
-    results = torch.zeros(4, rounds * n, dtype=torch.float32, device=device)
+    results = torch.zeros(5, rounds * n, dtype=torch.float32, device=device)
     ep_return = torch.zeros(n, dtype=torch.float32, device=device)
     ep_length = torch.zeros(n, dtype=torch.float32, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
@@ -69,7 +87,8 @@ def run_episodes(
         with torch.no_grad():
             for step in range(1, max_round_steps + 1):
                 actions = policy(obs)
-                obs, reward, done, trunc, _info = env.step(actions)
+                obs, reward, done, trunc, info = env.step(actions)
+                success, failure = episode_outcome(done, info)
                 live = ~finished
                 live_f = live.to(torch.float32)
                 ep_return.add_(reward.to(torch.float32) * live_f)
@@ -78,8 +97,10 @@ def run_episodes(
                 # Record outcomes of episodes ending now; later episodes of the env are ignored.
                 out[0] = torch.where(ending, ep_return, out[0])
                 out[1] = torch.where(ending, ep_length, out[1])
-                out[2] = torch.where(ending, done.to(torch.float32), out[2])
+                out[2] = torch.where(ending, success.to(torch.float32), out[2])
                 out[3] = torch.where(ending, 1.0, out[3])
+                if failure is not None:
+                    out[4] = torch.where(ending, failure.to(torch.float32), out[4])
                 finished |= ending
                 if step % check_every == 0 and bool(finished.all()):
                     break
@@ -87,12 +108,25 @@ def run_episodes(
         out[0] = torch.where(finished, out[0], ep_return)
         out[1] = torch.where(finished, out[1], ep_length)
     host = results[:, :episodes].tolist()  # the one read of the results
-    return {"return": host[0], "length": host[1], "success": host[2], "finished": host[3]}
+    return {"return": host[0], "length": host[1], "success": host[2], "finished": host[3],
+            "failure": host[4]}
+
+
+def episode_outcome(
+    done: torch.Tensor, info: dict[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(success, failure)`` masks of a step: ``info["success"]`` (else ``done``) and
+    ``info["failure"]`` (None when the env has no failure screens)."""
+    success = info.get("success")
+    failure = info.get("failure")
+    return (success if isinstance(success, torch.Tensor) else done,
+            failure if isinstance(failure, torch.Tensor) else None)
 
 
 def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str, Any]:
     """success_rate, median_steps_to_goal (None without successes), mean_return, ..."""
     returns = per_episode["return"]
+    failure = per_episode.get("failure", [0.0] * len(returns))
     lengths = per_episode["length"]
     success = per_episode["success"]
     count = len(returns)
@@ -109,12 +143,14 @@ def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str
         f"{prefix}median_steps_to_goal": median,
         f"{prefix}mean_return": sum(returns) / count,
         f"{prefix}mean_length": sum(lengths) / count,
+        f"{prefix}failure_rate": sum(failure) / count,
     }
 
 
 def make_eval_env(ctx: RunContext, num_envs: int) -> Env:
     """The run's evaluation envs, on the ``EVAL_ENV`` seed stream (:mod:`gbx.seeds`): every
-    evaluation of a run replays the same episodes, never a training env's."""
+    evaluation of a run replays the same episodes, never a training env's, and starts
+    from the task's real start state (not ``training=True``: no curriculum start states)."""
     return ctx.make_env(num_envs, seed_offset=offset(Stream.EVAL_ENV))
 
 
@@ -139,7 +175,7 @@ def evaluate_policy(
     greedy: bool,
     baseline: bool = True,
     seed: int = 0,
-    check_every: int = 16,
+    check_every: int | None = None,
     max_round_steps: int = DEFAULT_MAX_ROUND_STEPS,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on ``env``; add the random-policy baseline as ``random_*`` keys."""

@@ -20,7 +20,13 @@ from torch import nn
 from gbx.api import Env, RunContext, WindowMetrics
 from gbx.memory import check_memory
 from gbx.seeds import Stream, derive
-from gbx_toolkit.evaluation import eval_generator, eval_seed, evaluate_policy, make_eval_env
+from gbx_toolkit.evaluation import (
+    eval_batch_size,
+    eval_generator,
+    eval_seed,
+    evaluate_policy,
+    make_eval_env,
+)
 from gbx_toolkit.metrics import MetricsAccumulator
 from gbx_toolkit.models import build_model
 from gbx_toolkit.rl_common import (
@@ -231,9 +237,7 @@ class OnPolicyTrainer:
     ) -> dict[str, Any]:
         """Greedy or sampled episodes on fresh eval envs, beside a random-policy baseline
         (``baseline=False`` leaves it out unless this run has already computed it)."""
-        # One episode per eval env and round; rounds repeat beyond 1024 episodes.
-        num = min(int(episodes), 1024)
-        env = make_eval_env(self.ctx, num)
+        env = make_eval_env(self.ctx, eval_batch_size(episodes))
         try:
             self._setup_model(tuple(int(d) for d in env.obs_shape), env.num_actions)
             model = self.model_or_fail()
@@ -300,6 +304,23 @@ class OnPolicyTrainer:
             "rng": capture_rng_state(self.generator),
             "env": self._env_state(),
         }
+
+    def init_weights(self, state: Mapping[str, Any], source: str) -> None:
+        """:class:`gbx.api.WeightInit`: the model weights of another run's checkpoint state
+        (same algorithm and model config; the env must give the same observation shape and
+        actions). Optimiser, counters, random streams and envs stay fresh."""
+        if state.get("algo") != self.algo:
+            raise ValueError(f"{source} holds a {state.get('algo')} state, not {self.algo}")
+        spec = state.get("spec")
+        if spec is None:
+            raise ValueError(f"{source} was saved before training began (no model spec)")
+        theirs = {k: state.get("config", {}).get(k) for k in ("model", "model_options")}
+        ours = {"model": self.cfg.model, "model_options": dict(self.cfg.model_options)}
+        if theirs != ours:
+            raise ValueError(f"its model is {theirs}, this run builds {ours}: set "
+                             "algo.model / algo.model_options as in that run")
+        self._setup_model(tuple(spec["obs_shape"]), int(spec["num_actions"]))
+        self.model_or_fail().load_state_dict(state["model"])
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         spec = state.get("spec")

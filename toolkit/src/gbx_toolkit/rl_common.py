@@ -383,11 +383,15 @@ def add_env_step(
     distance_keys: Sequence[str] = (),
 ) -> None:
     """Fold one ``env.step`` into the trainer's metrics: the one way every trainer counts
-    its steps (episode sums, rates, actions, goal distance). An episode that ends ``done``
-    succeeded (goal envs end at the goal). Envs that report only distance percentiles
-    (``distance_keys`` present in ``info``, no ``dist`` tensor) get their window means."""
+    its steps (episode sums, rates, actions, goal distance). An episode succeeded where
+    ``info["success"]`` says so (else where it ends ``done``). Envs that report only
+    distance percentiles (``distance_keys`` present in ``info``, no ``dist`` tensor) get
+    their window means."""
     goal_dist = info.get("dist")
-    metrics.add_step(reward, done, trunc, reset_mask=info.get("reset_mask"), success=done,
+    success = info.get("success")  # the goal alone: envs with failure screens end done on them
+    if not isinstance(success, torch.Tensor):
+        success = done
+    metrics.add_step(reward, done, trunc, reset_mask=info.get("reset_mask"), success=success,
                      actions=action,
                      dist=goal_dist if isinstance(goal_dist, torch.Tensor) else None)
     if not isinstance(goal_dist, torch.Tensor):

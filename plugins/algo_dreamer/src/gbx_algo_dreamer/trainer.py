@@ -21,7 +21,13 @@ from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
 from gbx_algo_dreamer.replay import Batch, Replay
 from gbx_algo_dreamer.world_model import WorldModel
-from gbx_toolkit.evaluation import eval_generator, eval_seed, evaluate_policy, make_eval_env
+from gbx_toolkit.evaluation import (
+    eval_batch_size,
+    eval_generator,
+    eval_seed,
+    evaluate_policy,
+    make_eval_env,
+)
 from gbx_toolkit.guard import NonFiniteError, new_trace_id, tensor_stats
 from gbx_toolkit.metrics import MetricsAccumulator
 from gbx_toolkit.rl_common import (
@@ -49,7 +55,7 @@ class DreamerTrainer:
         self.cfg = cfg = config
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        self.env = ctx.make_env(cfg.num_envs)
+        self.env = ctx.make_env(cfg.num_envs, training=True)
         self.obs_shape = tuple(self.env.obs_shape)
         if len(self.obs_shape) != 3:
             raise ValueError(f"dreamer_v3 needs pixel observations [K, H, W]; the env gives "
@@ -372,11 +378,12 @@ class DreamerTrainer:
     def evaluate(
         self, episodes: int, *, greedy: bool = True, baseline: bool = True
     ) -> dict[str, Any]:
-        """Episodes on fresh envs from the env's start state with the shared evaluator
-        (plus its random baseline unless ``baseline=False``). The player draws from its
-        own eval generator, so an evaluation leaves training's random streams as they
-        were: a run trains the same whatever its evaluation cadence."""
-        num = max(1, min(episodes, self.cfg.num_envs))
+        """Episodes on fresh envs from the task's real start state (evaluation envs), one
+        env per episode, with the shared evaluator (plus its random baseline unless
+        ``baseline=False``). The player draws from its own eval generator, so an evaluation
+        leaves training's random streams as they were: a run trains the same whatever its
+        evaluation cadence."""
+        num = eval_batch_size(episodes)
         env = _ResetTracking(make_eval_env(self.ctx, num))
         player = Player(self.wm, self.behavior, num, self.device)
         # its own generator: evaluating never moves the training stream (self.gen)

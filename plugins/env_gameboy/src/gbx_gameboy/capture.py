@@ -45,6 +45,7 @@ PNG_FILE = "goal.png"
 PNG_SCALE = 4
 DEFAULT_TAU = 0.02
 DEFAULT_CONSEC_K = 1
+FAILURE_KIND = "failure"  # meta.json "kind" of a failure screen (capture-goal --failure)
 
 
 class GoalError(GbxError, ValueError):
@@ -328,7 +329,7 @@ def check_goal_rom(goal: Goal, rom_sha256: str, rom: str | Path, *, allow_mismat
 
 def goal_meta(
     *, rom: str | Path, state: str | Path | None, script: Script, obs_size: str, tau: float,
-    consec_k: int, state_label: str | None = None, note: str = "",
+    consec_k: int, state_label: str | None = None, note: str = "", failure: bool = False,
 ) -> dict[str, Any]:
     from gbx_gameboy.cartridge import parse_cartridge
 
@@ -346,19 +347,23 @@ def goal_meta(
     }
     if note:
         meta["note"] = note
+    if failure:
+        meta["kind"] = FAILURE_KIND
     return meta
 
 
 def capture_goal(
     rom: str | Path, state: str | Path | None, script: Script, out_dir: str | Path, *,
     obs_size: str = "72x80", tau: float = DEFAULT_TAU, consec_k: int = DEFAULT_CONSEC_K,
-    device: str = "cpu",
+    device: str = "cpu", failure: bool = False,
 ) -> Path:
-    """Play ``script`` from ``state`` and write the last observation as a goal; return the PNG."""
+    """Play ``script`` from ``state`` and write the last observation as a goal (or, with
+    ``failure``, a failure screen: the same files, ``"kind": "failure"`` in the meta);
+    return the PNG."""
     batch = new_batch(rom, state, device)
     frames = play(batch, script, obs_size)
     meta = goal_meta(rom=rom, state=state, script=script, obs_size=obs_size, tau=tau,
-                     consec_k=consec_k)
+                     consec_k=consec_k, failure=failure)
     return write_goal(out_dir, frames[-1], meta)
 
 
@@ -392,11 +397,16 @@ def make_state(
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="goal folder to write (goal.npy, meta.json, goal.png)")
 @click.option("--device", default="cpu", show_default=True)
+@click.option("--failure", is_flag=True,
+              help="save a failure screen (for env.failure_dirs: reaching it ends an episode "
+                   "as a failure) instead of a goal")
 def capture_goal_cmd(
     rom: str, state: str | None, press: str, steps_spec: str, settle: int, frames_per_step: int,
     hold: int, obs_size: str, tau: float, consec_k: int, out_dir: str, device: str,
+    failure: bool,
 ) -> None:
-    """Play a button script from a state and save the screen as a goal template."""
+    """Play a button script from a state and save the screen as a goal template (or, with
+    --failure, as a failure screen)."""
     from gbx_gameboy.obs import obs_hw
 
     try:
@@ -406,7 +416,7 @@ def capture_goal_cmd(
         if not 0.0 < tau <= 1.0 or consec_k < 1:
             raise ValueError(f"need 0 < tau <= 1 and consec-k >= 1, got {tau} and {consec_k}")
         png = capture_goal(rom, state, script, out_dir, obs_size=obs_size, tau=tau,
-                           consec_k=consec_k, device=device)
+                           consec_k=consec_k, device=device, failure=failure)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {Path(out_dir) / GOAL_FILE} and {Path(out_dir) / META_FILE}")

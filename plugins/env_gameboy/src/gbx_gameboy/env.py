@@ -56,8 +56,26 @@ def _release_within_step(inst: Any, _attr: Any, value: int) -> None:
         )
 
 
+# Settings only training envs use, with their "off" values: evaluation envs are built
+# without them (gbx.api.RealStartConfig), so they start from the task's real start state.
+TRAINING_ONLY = {"start_states": (), "save_goal_states": 0}
+START_STATE_SUFFIXES = (".gbxstate", ".state")
+
+
+class RealStart:
+    """Gives an env config class :meth:`real_start` (:class:`gbx.api.RealStartConfig`)."""
+
+    __slots__ = ()
+
+    def real_start(self) -> Any:
+        """This config without its training-only settings (:data:`TRAINING_ONLY`)."""
+        config: Any = self  # an attrs class deriving from this one
+        names = attrs.fields_dict(type(config))
+        return attrs.evolve(config, **{k: v for k, v in TRAINING_ONLY.items() if k in names})
+
+
 @attrs.frozen
-class GameBoyConfig:
+class GameBoyConfig(RealStart):
     """The ``env`` section of the ``gameboy`` env."""
 
     rom: str = option(str(DEFAULT_ROM), "path of the .gb ROM (default: the bundled game)")
@@ -85,7 +103,9 @@ class GameBoyConfig:
         _v.and_(_v.ge(0), _v.le(10_000)),
     )
     start_states: tuple[str, ...] = option(
-        (), "more start savestates (gbx or PyBoy); each episode starts from a random one",
+        (), "more start savestates (gbx or PyBoy files, or folders of them) for training "
+        "envs; each episode starts from a random one of these and env.state (evaluation "
+        "always starts from env.state)",
         _v.deep_iterable(_v.instance_of(str)),
     )
     cpu_threads: int = option(
@@ -106,23 +126,52 @@ def resolve_rom(path: str) -> Path:
     return p
 
 
-def load_start_state(batch: Any, path: str | Path) -> tuple[str, bool]:
+def start_state_files(entries: tuple[str, ...]) -> list[Path]:
+    """The savestate files ``env.start_states`` names: files as given, folders expanded to
+    their ``.gbxstate``/``.state`` files (sorted). A missing path or a folder without
+    states is a one-line :class:`~gbx_gameboy.savestate.SaveStateError`."""
+    from gbx_gameboy.savestate import SaveStateError
+
+    files: list[Path] = []
+    for entry in entries:
+        p = Path(entry).expanduser()
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir()
+                           if f.is_file() and f.suffix in START_STATE_SUFFIXES)
+            if not found:
+                raise SaveStateError(
+                    f"env.start_states folder {p} holds no {' or '.join(START_STATE_SUFFIXES)} "
+                    "files: point it at the goal_states/ of a run made with "
+                    "env.save_goal_states > 0, or at savestate files"
+                )
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SaveStateError(f"env.start_states: savestate not found: {p} (a savestate "
+                                 "file or a folder of them)")
+    return files
+
+
+def load_start_state(batch: Any, path: str | Path, setting: str = "") -> tuple[str, bool]:
     """Load a gbx or PyBoy savestate into every env; return (file sha256, has a rendered frame).
 
-    The format is detected from the file's first bytes.
+    The format is detected from the file's first bytes. ``setting`` (e.g. ``env.state``)
+    prefixes a refusal, so the one-line error names the setting that gave the file.
     """
     from gbx_gameboy import savestate
 
     p = Path(path).expanduser()
+    source = f"{setting} {p}" if setting else str(p)
     if not p.is_file():
-        raise savestate.SaveStateError(f"savestate not found: {p}")
+        raise savestate.SaveStateError(f"savestate not found: {source}")
     data = p.read_bytes()
     if savestate.is_gbx_state(data):
-        savestate.load_into(batch, savestate.decode(data, str(p)), None, source=str(p))
+        savestate.load_into(batch, savestate.decode(data, source), None, source=source)
         return hashlib.sha256(data).hexdigest(), True
     from gbx_gameboy import pyboy_state
 
-    pyboy_state.load_pyboy_state(batch, data, env=None, source=str(p))
+    pyboy_state.load_pyboy_state(batch, data, env=None, source=source)
     return hashlib.sha256(data).hexdigest(), False
 
 
@@ -244,11 +293,13 @@ class GameBoyEnv:
         probe = GameBoyBatch(self.batch.cart, 1, wdev)
         starts = []
         with self._on_torch_stream():
-            for i, path in enumerate((config.state, *config.start_states)):
+            paths: list[str | Path] = [config.state, *start_state_files(config.start_states)]
+            for i, path in enumerate(paths):
                 probe.reset()
                 rendered = False
                 if path:
-                    sha, rendered = load_start_state(probe, path)
+                    sha, rendered = load_start_state(probe, path,
+                                                     "env.state" if i == 0 else "env.start_states")
                     if i == 0:
                         self.state_sha256 = sha
                     else:

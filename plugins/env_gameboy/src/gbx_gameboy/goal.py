@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 
 from gbx.config import in_range, option
-from gbx.goal_math import count_under, goal_distance, goal_reward, reached
-from gbx_gameboy.capture import Goal, npy_bytes
+from gbx.goal_math import count_under, end_as_failure, goal_distance, goal_reward, reached
+from gbx_gameboy.capture import FAILURE_KIND, Goal, npy_bytes
 from gbx_gameboy.env import Emulators, GameBoyConfig, GameBoyEnv
+from gbx_gameboy.goal_states import GoalStateRing
 from gbx_toolkit.metrics import percentiles
 
 INFO_MODES = ("full", "stats", "none")
+MAX_GOAL_STATES = 4096
 _QUANTILES = (0.1, 0.5, 0.9)
 _v = attrs.validators
 
@@ -75,6 +78,19 @@ class GoalConfig(GameBoyConfig):
     allow_goal_rom_mismatch: bool = option(
         False, "use a goal whose meta.json names another ROM's sha256 than env.rom's"
     )
+    failure_dirs: tuple[str, ...] = option(
+        (), "failure screens: folders made by `gbx gameboy capture-goal --failure` (or .npy); "
+        "a step whose frame is under a failure template's tau ends the episode as a failure",
+        _v.deep_iterable(_v.instance_of(str)),
+    )
+    failure_penalty: float = option(
+        1.0, "reward taken away on the step that ends in a failure screen", in_range(0)
+    )
+    save_goal_states: int = option(
+        0, "keep the newest N states training envs reach at the goal; every checkpoint "
+        "writes the distinct ones to <run_dir>/goal_states/ (start states of a next stage)",
+        _v.and_(_v.ge(0), _v.le(MAX_GOAL_STATES)),
+    )
 
 
 def resolve_goal(config: Any) -> tuple[Goal, float, int]:
@@ -93,6 +109,9 @@ def resolve_goal(config: Any) -> tuple[Goal, float, int]:
             "`gbx gameboy capture-goal` (or to a .npy template)"
         )
     goal = load_goal(config.goal_dir)
+    if goal.meta.get("kind") == FAILURE_KIND:
+        raise GoalError(f"env.goal_dir {goal.path} is a failure screen (captured with --failure): "
+                        "name it in env.failure_dirs, and a goal in env.goal_dir")
     rom = resolve_rom(config.rom)
     check_goal_rom(goal, sha256_file(rom), rom, allow_mismatch=config.allow_goal_rom_mismatch)
     want = obs_hw(config.obs_size)
@@ -106,6 +125,28 @@ def resolve_goal(config: Any) -> tuple[Goal, float, int]:
     return goal, tau, consec_k
 
 
+def resolve_failures(config: Any) -> list[Goal]:
+    """The failure templates of ``env.failure_dirs``, each checked like a goal (loads,
+    captured on ``env.rom`` unless allowed otherwise, the obs size); their tau is their
+    ``meta.json``'s."""
+    from gbx_gameboy.capture import GoalError, check_goal_rom, load_goal, sha256_file
+    from gbx_gameboy.env import resolve_rom
+    from gbx_gameboy.obs import obs_hw
+
+    out = []
+    for path in config.failure_dirs:
+        failure = load_goal(path)
+        rom = resolve_rom(config.rom)
+        check_goal_rom(failure, sha256_file(rom), rom,
+                       allow_mismatch=config.allow_goal_rom_mismatch)
+        if tuple(failure.template.shape) != obs_hw(config.obs_size):
+            raise GoalError(f"failure template {failure.path} is "
+                            f"{list(failure.template.shape)}, env.obs_size={config.obs_size} "
+                            f"gives {list(obs_hw(config.obs_size))}")
+        out.append(failure)
+    return out
+
+
 class GoalEnv(GameBoyEnv):
     """:class:`GameBoyEnv` with reward and done from the distance to a goal screen."""
 
@@ -117,6 +158,7 @@ class GoalEnv(GameBoyEnv):
     ) -> None:
         goal, self.tau, self.consec_k = resolve_goal(config)
         self.goal = goal
+        self.failures = resolve_failures(config)
         super().__init__(config, num_envs, device, seed, emulators=emulators)
         want = self.obs_shape[1:]
         n, dev = num_envs, self.device
@@ -129,6 +171,20 @@ class GoalEnv(GameBoyEnv):
         self._goal_done = torch.zeros(n, dtype=torch.bool, device=dev)
         self._under = torch.zeros(n, dtype=torch.bool, device=dev)
         self._not_done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._failure_templates = [torch.from_numpy(f.template).to(dev, torch.int16)
+                                   for f in self.failures]
+        self._failure_taus = [f.tau for f in self.failures]
+        self._fdist = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._funder = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._failed = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._ended = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.goal_states: GoalStateRing | None = None
+        if config.save_goal_states:
+            from gbx_gameboy.savestate import RomId
+
+            self._rom_id = RomId.of(self.batch.cart)
+            self.goal_states = GoalStateRing(self.batch.state_tensors(), n,
+                                             config.save_goal_states, dev)
         self._scoring = True
 
     # ------------------------------------------------------------------ hooks
@@ -140,7 +196,28 @@ class GoalEnv(GameBoyEnv):
         goal_reward(self._prev, self._dist, self._goal_done, bonus=cfg.goal_bonus,
                     shaping=cfg.shaping, out=self._reward)
         self._prev.copy_(self._dist)
-        return self._reward, self._goal_done
+        if self.goal_states is not None:  # before the reset restores these envs
+            self.goal_states.capture(self._goal_done)
+        if not self._failure_templates:
+            return self._reward, self._goal_done
+        # Failure screens: the same distance; any template under its tau ends the episode.
+        self._failed.zero_()
+        for template, tau in zip(self._failure_templates, self._failure_taus, strict=True):
+            goal_distance(frame, template, out=self._fdist, scratch=self._scratch)
+            self._failed.logical_or_(torch.lt(self._fdist, tau, out=self._funder))
+        end_as_failure(self._failed, self._goal_done, self._reward,
+                       penalty=cfg.failure_penalty, done=self._ended)
+        return self._reward, self._ended
+
+    def write_goal_states(self, folder: Path) -> int:
+        """:class:`gbx.api.GoalStateSaver`: write the distinct goal states held (with
+        ``env.save_goal_states``; none without) into ``folder``; return its file count."""
+        if self.goal_states is None:
+            return 0
+        from gbx_gameboy.savestate import encode
+
+        rom = self._rom_id  # kept: the ring outlives close()
+        return self.goal_states.write(folder, lambda arrays: encode(rom, arrays))
 
     def on_reset(self, mask: torch.Tensor, frame: torch.Tensor) -> None:
         if not getattr(self, "_scoring", False):
@@ -157,6 +234,9 @@ class GoalEnv(GameBoyEnv):
         # A step that reaches the goal is terminal, even on the last allowed step.
         torch.logical_not(done, out=self._not_done)
         trunc.logical_and_(self._not_done)
+        info["success"] = self._goal_done
+        if self._failure_templates:
+            info["failure"] = self._failed
         mode = self.config.info_mode
         if mode == "full":
             info["dist"] = self._dist
@@ -179,6 +259,8 @@ class GoalEnv(GameBoyEnv):
         shaping reward) and the consecutive steps under tau of every env."""
         state = super().env_state_dict()
         state["goal"] = {k.lstrip("_"): getattr(self, k).clone() for k in self._GOAL_FIELDS}
+        if self.goal_states is not None:
+            state["goal_states"] = self.goal_states.state_dict()
         return state
 
     def load_env_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -194,6 +276,12 @@ class GoalEnv(GameBoyEnv):
         super().load_env_state_dict(state)
         for key in self._GOAL_FIELDS:
             getattr(self, key).copy_(goal[key.lstrip("_")].to(self.device))
+        if self.goal_states is not None:
+            saved = state.get("goal_states")
+            if not isinstance(saved, Mapping):
+                raise ValueError("the saved env state holds no goal states: resume with the "
+                                 "env.save_goal_states the run was started with")
+            self.goal_states.load_state_dict(saved)
 
     def meta(self) -> dict[str, Any]:
         cfg = self.config
@@ -209,6 +297,12 @@ class GoalEnv(GameBoyEnv):
             "goal_bonus": cfg.goal_bonus,
             "shaping": cfg.shaping,
             "info_mode": cfg.info_mode,
+            "save_goal_states": cfg.save_goal_states,
+            "failure_dirs": list(cfg.failure_dirs),
+            "failure_sha256": [hashlib.sha256(npy_bytes(f.template)).hexdigest()
+                               for f in self.failures],
+            "failure_taus": self._failure_taus,
+            "failure_penalty": cfg.failure_penalty,
         })
         return out
 

@@ -21,7 +21,7 @@ import click
 
 from gbx import hookimpl
 from gbx.config import module_class
-from gbx_gameboy.env import DEFAULT_ROM
+from gbx_gameboy.env import DEFAULT_ROM, RealStart
 from gbx_gameboy.game import solutions as sol
 from gbx_gameboy.goal import GoalConfig, GoalEnv
 from gbx_gameboy.resources import bundled_states_dir
@@ -42,6 +42,22 @@ def states_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class FailureScreen:
+    """A screen that ends a stage's episode as a failure: the last observation of ``steps``
+    played from the start state. ``tau`` must stay below the distance of every screen on
+    the stage's solution (``make-stages`` checks it)."""
+
+    name: str
+    description: str
+    steps: tuple[str, ...]
+    tau: float
+
+    @property
+    def dir_name(self) -> str:
+        return f"failure_{self.name}"
+
+
+@dataclass(frozen=True)
 class StageTask:
     """One bundled task: its goal screen is the last observation of ``solution``."""
 
@@ -53,6 +69,7 @@ class StageTask:
     max_steps: int
     tau: float
     consec_k: int = 1
+    failures: tuple[FailureScreen, ...] = ()
 
     @property
     def env_name(self) -> str:
@@ -64,6 +81,9 @@ class StageTask:
 
     def goal_dir(self, root: Path | None = None) -> Path:
         return (root or states_dir()) / self.dir_name
+
+    def failure_dirs(self, root: Path | None = None) -> tuple[str, ...]:
+        return tuple(str(self.goal_dir(root) / f.dir_name) for f in self.failures)
 
 
 _FIND_GEM = sol.LEAVE_HOUSE + sol.TO_MEADOW + sol.TO_CAVE + sol.TAKE_GEM[:-1]
@@ -78,6 +98,11 @@ STAGE_TASKS: tuple[StageTask, ...] = (
         2, "reach_meadow", "Cross the village to the meadow, two rooms from home.",
         "the meadow just after coming through the village's east gate",
         sol.SOLUTIONS["reach_meadow"], max_steps=512, tau=0.05,
+        failures=(FailureScreen(
+            "back_in_house",
+            "back in the house: the hero just inside its door, facing into the house (the "
+            "screen re-entering from the village shows; turning up on that block shows it too)",
+            sol.LEAVE_HOUSE + ("UP",), tau=0.0005),),
     ),
     StageTask(
         3, "fetch_gem", "Find the gem in the cave, north of the meadow.",
@@ -109,6 +134,7 @@ def stage_config_cls(task: StageTask, root: Path | None = None) -> type:
         "max_steps": task.max_steps,
         "tau": task.tau,
         "consec_k": task.consec_k,
+        "failure_dirs": task.failure_dirs(base),
     }
     fields = {
         f.name: attrs.field(
@@ -118,7 +144,7 @@ def stage_config_cls(task: StageTask, root: Path | None = None) -> type:
         for f in attrs.fields(attrs.resolve_types(GoalConfig))
     }
     name = f"Quest{task.number}Config"
-    cls = attrs.make_class(name, fields, frozen=True)
+    cls = attrs.make_class(name, fields, bases=(RealStart,), frozen=True)
     cls.__doc__ = f"The ``env`` section of ``{task.env_name}`` ({task.name})."
     cls.__module__ = __name__
     cls.__qualname__ = name
@@ -211,6 +237,8 @@ def make_stages(root: Path, rom: Path = DEFAULT_ROM, device: str = "cpu") -> dic
         meta["nearest_other_distance_on_solution"] = min(before) if before else None
         out = task.goal_dir(root)
         cap.write_goal(out, goal, meta)
+        for failure in task.failures:
+            write_failure_screen(rom, start, task, failure, frames, root)
         (out / "README.md").write_text(stage_readme(task, meta, out), encoding="utf-8")
         index["stages"].append({
             "number": task.number,
@@ -222,12 +250,35 @@ def make_stages(root: Path, rom: Path = DEFAULT_ROM, device: str = "cpu") -> dic
             "tau": task.tau,
             "consec_k": task.consec_k,
             "solution_steps": len(task.solution),
+            "failure_dirs": [f"{task.dir_name}/{f.dir_name}" for f in task.failures],
         })
     text = json.dumps(index, indent=2, sort_keys=True) + "\n"
     from gbx.config import write_atomic
 
     write_atomic(root / INDEX_FILE, text)
     return index
+
+
+def write_failure_screen(rom: Path, start: Path, task: StageTask, failure: FailureScreen,
+                         solution_frames: list[Any], root: Path) -> None:
+    """Capture ``failure`` (its steps from the start state) into the stage folder; refuse
+    a tau that a screen of the stage's own solution (or its first screen) would reach."""
+    from gbx_gameboy import capture as cap
+
+    script = cap.Script(steps=failure.steps, frames_per_step=sol.STEP_FRAMES,
+                        hold=sol.HOLD_FRAMES)
+    batch = cap.new_batch(rom, start)
+    first = cap.observe(batch)
+    template = cap.play(batch, script)[-1]
+    nearest = min(cap.distances([first, *solution_frames], template))
+    if nearest <= failure.tau:
+        raise ValueError(f"failure screen {failure.name} of {task.env_name} is within tau "
+                         f"{failure.tau} of a screen on the stage's solution ({nearest})")
+    meta = cap.goal_meta(rom=rom, state=start, script=script, obs_size="72x80",
+                         tau=failure.tau, consec_k=1, state_label=START_STATE,
+                         note=f"failure screen: {failure.description}", failure=True)
+    meta["nearest_solution_distance"] = nearest
+    cap.write_goal(task.goal_dir(root) / failure.dir_name, template, meta)
 
 
 def stage_readme(task: StageTask, meta: dict[str, Any], goal_dir: Path) -> str:
@@ -240,7 +291,10 @@ def stage_readme(task: StageTask, meta: dict[str, Any], goal_dir: Path) -> str:
             f"Uniform random actions over the 7 buttons, {b['episodes']} episodes of at most "
             f"{b['max_steps']} steps, {b['num_envs']} envs on `{b['device']}`, seed "
             f"{b['seed']}: success rate **{b['success_rate']:.3f}**, median steps to the goal "
-            f"**{median if median is not None else 'n/a (no success)'}**; smallest goal "
+            f"**{median if median is not None else 'n/a (no success)'}**"
+            + (f", failure rate **{b['failure_rate']:.3f}** (episodes ended on a failure "
+               f"screen)" if task.failures and "failure_rate" in b else "")
+            + "; smallest goal "
             f"distance seen on a step that did not reach the goal: "
             f"{b.get('min_dist_not_done', 'n/a')}.\n\n"
             f"Measured with `gbx gameboy baseline --env {task.env_name} --episodes "
@@ -250,6 +304,9 @@ def stage_readme(task: StageTask, meta: dict[str, Any], goal_dir: Path) -> str:
         baseline = (f"Not measured yet: `gbx gameboy baseline --env {task.env_name} "
                     f"--episodes 64 --record`.")
     steps = meta["script"]["steps"]
+    failures = "".join(
+        f"| failure screen | `{f.dir_name}/` (tau {f.tau}): {f.description}; reaching it ends "
+        f"the episode as a failure, reward -env.failure_penalty |\n" for f in task.failures)
     return f"""# Stage {task.number}: `{task.name}` (env `{task.env_name}`)
 
 {task.description}
@@ -267,7 +324,7 @@ Goal screen: {task.goal_screen} (`goal.png`, the 72x80 template scaled 4x).
 | scripted solution | {len(task.solution)} steps: `{steps}` |
 | first step under tau on the solution | {meta['first_step_under_tau']} |
 | nearest other screen on the solution | distance {meta['nearest_other_distance_on_solution']} |
-
+{failures}
 ## Random-policy baseline
 
 {baseline}

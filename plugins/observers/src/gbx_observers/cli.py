@@ -77,8 +77,8 @@ def gif_command(
     meta: dict[str, Any] = {"checkpoint": str(checkpoint), "seed": seed, **loaded.meta}
     with progress("rollout steps", total=steps, quiet=quiet) as bar:
         paths = record_rollout(
-            loaded.make_env(1), loaded.policy, out, steps=steps, greedy=greedy, scale=scale,
-            meta=meta, on_step=bar.advance,
+            loaded.make_env(1), loaded.policy, out, steps=steps,
+            greedy=greedy, scale=scale, meta=meta, on_step=bar.advance,
         )
     click.echo(json.dumps({k: str(v) for k, v in paths.items()}))
 
