@@ -23,7 +23,6 @@ from gbx_gameboy.decode import (
     A_SP_DOWN,
     CB_BASE,
     CC_SHIFT,
-    D8_NONE,
     D16_NONE,
     DST8_SHIFT,
     DST16_SHIFT,
@@ -92,7 +91,6 @@ from gbx_gameboy.decode import (
     SRC8_SHIFT,
     SRC16_SHIFT,
     W_PUSH,
-    W_RES8,
     W_RES16,
     WADDR_SHIFT,
     WDOWN_SHIFT,
@@ -599,14 +597,8 @@ def run_kernel(
 
         # ---- reads: n_rd bytes from raddr (little-endian in rv), after r_wait cycles
         # Both addresses come from the registers before this instruction.
-        # Only instructions that read (write) need the address: most touch no memory, and
-        # on the CPU device the eight selects of an address are a good part of their cost.
-        raddr = int(0)
-        waddr = int(0)
-        if field(w0, NRD_SHIFT, 2) != 0:
-            raddr = bus_address(field(w0, RADDR_SHIFT, 3), r, sp, imm)
-        if field(w0, NWR_SHIFT, 2) != 0:
-            waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
+        raddr = bus_address(field(w0, RADDR_SHIFT, 3), r, sp, imm)
+        waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
         t += 4 * field(w0, RWAIT_SHIFT, 1)
         n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
         rv = int(0)
@@ -633,36 +625,28 @@ def run_kernel(
         if op8 != OP_LD:
             out8 = alu(op8, a, v8, f, (code >> 3) & 7)
         res8 = out8 >> 8
-        # The 16-bit path only for instructions that use its result: the adder, a 16-bit
-        # destination, a 16-bit or pushed write value, or the adder's flags.
+        src16 = field(w2, SRC16_SHIFT, 3)
+        v16 = wp.where(src16 == R16_SP, sp, hl)
+        v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
+        v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
+        v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
+        v16 = wp.where(src16 == R16_IMM, imm, v16)
+        v16 = wp.where(src16 == R16_MEM, rv, v16)
+        v16 = wp.where(src16 == R16_PC, pc, v16)
         op16 = field(w2, OP16_SHIFT, 3)
-        dst16 = field(w2, DST16_SHIFT, 3)
-        vsel = field(w0, WVAL_SHIFT, 2)
-        f16 = field(w1, F16_SHIFT, 1)
-        out16 = int(0)
-        if op16 != OP16_PASS or dst16 != D16_NONE or vsel != W_RES8 or f16 != 0:
-            src16 = field(w2, SRC16_SHIFT, 3)
-            v16 = wp.where(src16 == R16_SP, sp, hl)
-            v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
-            v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
-            v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
-            v16 = wp.where(src16 == R16_IMM, imm, v16)
-            v16 = wp.where(src16 == R16_MEM, rv, v16)
-            v16 = wp.where(src16 == R16_PC, pc, v16)
-            out16 = v16 << 8
-            if op16 != OP16_PASS:
-                out16 = add16(op16, v16, hl, e)
+        out16 = v16 << 8
+        if op16 != OP16_PASS:
+            out16 = add16(op16, v16, hl, e)
         res16 = out16 >> 8
         # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
-        calc = wp.where(f16 != 0, out16 & 0xF0, out8 & 0xF0)
+        calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
         r[R_F] = (
             (f & (field(w1, FKEEP_SHIFT, 4) << 4))
             | (field(w1, FSET_SHIFT, 4) << 4)
             | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
         )
-        dst8 = field(w1, DST8_SHIFT, 4)
-        if dst8 != D8_NONE:
-            r = rset(r, dst8, res8)
+        r = rset(r, field(w1, DST8_SHIFT, 4), res8)
+        dst16 = field(w2, DST16_SHIFT, 3)
         if dst16 != D16_NONE:
             hi = res16 >> 8
             lo = res16 & 0xFF
@@ -677,6 +661,7 @@ def run_kernel(
             sp = wp.where(dst16 == R16_SP, res16, sp)
         # writes (to waddr, chosen with the read address above)
         wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
+        vsel = field(w0, WVAL_SHIFT, 2)
         wval = wp.where(vsel == W_RES16, res16, res8)
         wval = wp.where(vsel == W_PUSH, ((res16 & 0xFF) << 8) | (res16 >> 8), wval)
         n_wr = wp.where(taken, field(w0, NWR_SHIFT, 2), 0)
