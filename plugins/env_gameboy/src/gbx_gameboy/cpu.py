@@ -98,7 +98,7 @@ from gbx_gameboy.decode import (
     WVAL_SHIFT,
     WWAIT_SHIFT,
 )
-from gbx_gameboy.kstate import GB, ldg_i32, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.kstate import GB, ld_i32, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     FAULT_BUDGET,
@@ -555,9 +555,9 @@ def run_kernel(
         else:
             op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
         desc = op * DESC_BYTES
-        w0 = ldg_i32(g.dec_ptr, desc)
-        w1 = ldg_i32(g.dec_ptr, desc + 4)
-        w2 = ldg_i32(g.dec_ptr, desc + 8)
+        w0 = ld_i32(g.dec_ptr, desc)
+        w1 = ld_i32(g.dec_ptr, desc + 4)
+        w2 = ld_i32(g.dec_ptr, desc + 8)
         if halt_bug != 0:
             # PC was not advanced past the opcode: its byte is read again as the next one.
             halt_bug = int(0)
@@ -583,9 +583,9 @@ def run_kernel(
         code = wp.where(op == 0xCB, imm & 0xFF, op)
         if op == 0xCB:
             desc = (CB_BASE + code) * DESC_BYTES
-            w0 = ldg_i32(g.dec_ptr, desc)
-            w1 = ldg_i32(g.dec_ptr, desc + 4)
-            w2 = ldg_i32(g.dec_ptr, desc + 8)
+            w0 = ld_i32(g.dec_ptr, desc)
+            w1 = ld_i32(g.dec_ptr, desc + 4)
+            w2 = ld_i32(g.dec_ptr, desc + 8)
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[2] += c1 - c0

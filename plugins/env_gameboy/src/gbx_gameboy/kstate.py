@@ -67,8 +67,7 @@ class GB:
     cram_ptr: wp.uint64
     ser_ptr: wp.uint64
     apu_ptr: wp.uint64
-    dec_ptr: wp.uint64  # dec's address: descriptors are read at byte offsets (ldg_i32)
-    rom_ptr: wp.uint64  # rom's address: code bytes are read at byte offsets (ldg_u8)
+    dec_ptr: wp.uint64  # dec's address: descriptors are read at byte offsets (ld_i32)
     cram_tile: int  # max(cart RAM, 1) * TILE
     ser_tile: int  # serial capacity * TILE
     rom_mask: int
@@ -111,29 +110,6 @@ def st_u8(base: wp.uint64, off: int, v: int): ...
 
 @wp.func_native("return *(const int32_t*)(((const uint8_t*)base) + off);")
 def ld_i32(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
-
-
-# Loads of data no kernel writes during a launch (the ROM, the opcode descriptors): on a
-# GPU through the read-only data cache (``__ldg``), which keeps them apart from the
-# per-env state in L1 and needs no coherence with stores; a plain load on the CPU.
-@wp.func_native("""
-#if defined(__CUDA_ARCH__)
-return (int32_t)__ldg(((const uint8_t*)base) + off);
-#else
-return (int32_t)(((const uint8_t*)base)[off]);
-#endif
-""")
-def ldg_u8(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
-
-
-@wp.func_native("""
-#if defined(__CUDA_ARCH__)
-return __ldg((const int32_t*)(((const uint8_t*)base) + off));
-#else
-return *(const int32_t*)(((const uint8_t*)base) + off);
-#endif
-""")
-def ldg_i32(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
 
 
 @wp.func_native("*(int32_t*)(((uint8_t*)base) + off) = v;")

@@ -130,7 +130,6 @@ class GameBoyBatch:
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
         g.dec = wp.array(decode_table(), dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
-        g.rom_ptr = g.rom.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
         g.mem = wp.zeros((nt, L.MEM_BYTES, L.TILE), dtype=wp.uint8, device=dev)
         g.cram = wp.zeros((nt, cram_rows, L.TILE), dtype=wp.uint8, device=dev)

@@ -7,20 +7,7 @@ to that exact M-cycle first (see timer.py, ppu_timing.py).
 from __future__ import annotations
 
 from gbx_gameboy.apu import apu_div_write, apu_read, apu_write
-from gbx_gameboy.kstate import (
-    GB,
-    cget,
-    cset,
-    ldg_u8,
-    load_gb,
-    mget,
-    mset,
-    serset,
-    sget,
-    sset,
-    tget,
-    tset,
-)
+from gbx_gameboy.kstate import GB, cget, cset, load_gb, mget, mset, serset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     BOOT_OFF_REG,
     DIV,
@@ -475,7 +462,7 @@ def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
 def rom_code_byte(g: GB, a: int, bank0: int, bankx: int) -> int:
     """Byte of cartridge ROM at CPU address a (0000-7FFF) with the given banks mapped."""
     bank = wp.where(a < 0x4000, bank0, bankx)
-    return ldg_u8(g.rom_ptr, (bank * 0x4000 + (a & 0x3FFF)) & g.rom_mask)
+    return int(g.rom[(bank * 0x4000 + (a & 0x3FFF)) & g.rom_mask])
 
 
 @wp.func
@@ -489,9 +476,9 @@ def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, 
     if t < dma_e and t >= dma_s:
         v = rd_call(g.ref, env, a, t)
     elif a < 0x4000 and (a >= 0x100 or g.has_boot == 0):
-        v = ldg_u8(g.rom_ptr, (bank0 * 0x4000 + a) & g.rom_mask)
+        v = int(g.rom[(bank0 * 0x4000 + a) & g.rom_mask])
     elif a >= 0x4000 and a < 0x8000:
-        v = ldg_u8(g.rom_ptr, (bankx * 0x4000 + (a - 0x4000)) & g.rom_mask)
+        v = int(g.rom[(bankx * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a >= 0xC000 and a < 0xFE00:
         v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
     elif a >= 0xFF80:
