@@ -154,7 +154,8 @@ class Run:
         self.last_step = int(resume["step"]) if resume else 0
         # a resumed run starts at its checkpoint: that step needs no second one
         self.last_checkpoint_step: int | None = self.last_step if resume else None
-        self.last_eval_step: int | None = None
+        last_eval = int(resume.get("last_eval_step", -1)) if resume else -1
+        self.last_eval_step: int | None = last_eval if last_eval >= 0 else None
         # Evaluations and checkpoints on the run's cadence, continued from a resumed step.
         self.schedule = Schedule.of(config.run, start_step=self.last_step)
         self._stop_reason: str | None = None
@@ -230,6 +231,9 @@ class Run:
             "run_id": self.run_id,
             "config": to_dict(self.config),
             "state": dict(state),
+            # The schedule evaluates before it checkpoints: a run resumed from here knows
+            # whether this step's evaluation (which stands in for the final one) happened.
+            "last_eval_step": -1 if self.last_eval_step is None else int(self.last_eval_step),
         }
         self._ensure_started()
         paths = self.write_artifact("checkpoint", payload)
@@ -469,7 +473,8 @@ def _plan_run(
         except FileNotFoundError as exc:
             raise GbxError(f"cannot resume {run_dir}: {exc}; start a new run instead") from exc
         run_id = str(checkpoint.payload.get("run_id") or run_dir.name)
-        resume_info = {"from": str(checkpoint.path), "step": checkpoint.step}
+        resume_info = {"from": str(checkpoint.path), "step": checkpoint.step,
+                       "last_eval_step": int(checkpoint.payload.get("last_eval_step", -1))}
         config = attrs.evolve(
             config, run=attrs.evolve(config.run, run_dir=str(run_dir), resume=str(run_dir))
         )
