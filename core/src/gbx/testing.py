@@ -490,7 +490,8 @@ def check_sigkill_resume(
     assert set(after) == set(reference)
     for step, rec in reference.items():
         assert after[step] == rec, f"record at step {step} differs after the resume"
-    assert logged_evals(killed_dir) == logged_evals(full_dir), f"evaluations differ: {logged_evals(killed_dir)} vs {logged_evals(full_dir)}"
+    resumed_evals, full_evals = logged_evals(killed_dir), logged_evals(full_dir)
+    assert resumed_evals == full_evals, f"evaluations differ: {resumed_evals} vs {full_evals}"
     expected_ckpts = [s for s in printed_checkpoint_steps(full.stdout) if s > ckpt_step]
     assert printed_checkpoint_steps(resumed_run.stdout) == expected_ckpts
     final = load_checkpoint(latest_checkpoint(full_dir))
