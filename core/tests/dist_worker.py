@@ -75,7 +75,9 @@ class DpTrainer:
                              "rank_id": float(gdist.rank())})
             self.ctx.checkpoint(self.state_dict(), step=self.env_steps)
 
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+    def evaluate(
+        self, episodes: int, *, greedy: bool = True, baseline: bool = True
+    ) -> dict[str, Any]:
         return {"episodes": episodes}
 
     def state_dict(self) -> dict[str, Any]:

@@ -83,7 +83,9 @@ class CounterTrainer:
             if self.config.eval_each:
                 self.ctx.record_eval({"step": self.steps, **self.evaluate(2)})
 
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+    def evaluate(
+        self, episodes: int, *, greedy: bool = True, baseline: bool = True
+    ) -> dict[str, Any]:
         return {"episodes": episodes, "greedy": greedy, "steps_trained": self.steps}
 
     def state_dict(self) -> dict[str, Any]:

@@ -31,8 +31,8 @@ class Env(Protocol):
     its goal; default ``done``) and ``info["failure"]`` (bool ``[N]``: it ended ``done``
     on a failure screen, not a success).
 
-    An env may also offer ``meta() -> dict`` (action names, frames per step,
-    ROM hash...); the run loop records it in the run's ``meta.json``.
+    An env may also describe itself (:class:`EnvMeta`); the run loop records that in
+    the run's ``meta.json``.
     ``gbx.testing.check_env`` checks an env against this contract.
     """
 
@@ -273,12 +273,14 @@ class Trainer(Protocol):
         """Train until the configured budget or ``ctx.should_stop()``."""
         ...
 
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+    def evaluate(
+        self, episodes: int, *, greedy: bool = True, baseline: bool = True
+    ) -> dict[str, Any]:
         """Run evaluation episodes on fresh envs (``ctx.make_env`` with the eval seed
         offset, from the env's real start state); return a summary. It must not change
-        what training does next (its own random streams). A trainer may also take
-        ``baseline: bool = True`` (``gbx eval --no-baseline`` passes False to skip the
-        random-policy episodes)."""
+        what training does next (its own random streams). ``baseline=False``
+        (``gbx eval --no-baseline``) skips random-policy episodes a trainer plays beside
+        its own; a trainer that plays none ignores it."""
         ...
 
     def state_dict(self) -> dict[str, Any]:
@@ -291,8 +293,25 @@ class Trainer(Protocol):
         """Actions int64 ``[N]`` for observations (used by ``gbx gif``/``eval``)."""
         ...
 
-    # Optional: ``failure_context() -> {"frames": [T, H, W], "actions": [T]}`` of one env;
-    # the run loop adds them to the failure bundle when the trainer raises.
+
+
+@runtime_checkable
+class FailureContext(Protocol):
+    """A :class:`Trainer` that can show what one env saw before a failure (optional).
+
+    ``failure_context()`` returns ``{"frames": [T, H, W], "actions": [T]}`` of one env;
+    the run loop adds them to the failure bundle when the trainer raises.
+    """
+
+    def failure_context(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class EnvMeta(Protocol):
+    """An :class:`Env` that describes itself (optional): ``meta()`` returns plain data
+    (action names, frames per step, ROM hash...), which the run records in ``meta.json``."""
+
+    def meta(self) -> dict[str, Any]: ...
 
 
 @runtime_checkable

@@ -454,7 +454,8 @@ def upgrade_saved(data: Mapping[str, Any], registry: Registry) -> dict[str, Any]
     run = out.get("run")
     if not isinstance(algo, dict) or not isinstance(run, dict):
         return out
-    spec = registry.algorithms.get(run.get("algo", attrs.fields(RunConfig).algo.default))
+    name = run.get("algo", attrs.fields(RunConfig).algo.default)
+    spec = registry.algorithms.get(name) if isinstance(name, str) else None
     if spec is None:
         return out
     for key in MOVED_KEYS:

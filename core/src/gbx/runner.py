@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import datetime as _dt
 import importlib.metadata
-import inspect
 import platform
 import shlex
 import signal
@@ -28,7 +27,7 @@ import torch
 
 from gbx import __version__, seeds
 from gbx import distributed as gdist
-from gbx.api import GoalStateSaver, RealStartConfig, SnapshotEnv
+from gbx.api import EnvMeta, FailureContext, GoalStateSaver, RealStartConfig, SnapshotEnv
 from gbx.artifacts import latest_checkpoint, remove_partial_checkpoints
 from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
 from gbx.config import Config, RunConfig, to_dict, write_atomic
@@ -181,9 +180,8 @@ class Run:
             env = self._explore(env)
         if self.config.run.debug:
             env = CheckedEnv(env)  # checks what the trainer sees, the explorer's output
-        meta = getattr(env, "meta", None)
-        if callable(meta) and (not self.env_meta or training):
-            self.env_meta = dict(meta())
+        if isinstance(env, EnvMeta) and (not self.env_meta or training):
+            self.env_meta = dict(env.meta())
         return env
 
     def _explore(self, env: Any) -> Any:
@@ -391,10 +389,10 @@ class Run:
             error["details"] = details()
         # The trainer's last observations and actions of one env ("frames", "actions"),
         # when it offers them; a failure while gathering them must not hide the error.
-        context = getattr(self.trainer, "failure_context", None)
-        if callable(context):
+        if isinstance(self.trainer, FailureContext):
             try:
-                error.update({k: v for k, v in context().items() if k in ("frames", "actions")})
+                context = self.trainer.failure_context()
+                error.update({k: v for k, v in context.items() if k in ("frames", "actions")})
             except Exception as ctx_exc:  # noqa: BLE001 - the bundle matters more
                 error["context_error"] = f"{type(ctx_exc).__name__}: {ctx_exc}"
         paths: list[Path] = []
@@ -665,10 +663,8 @@ def final_evaluation(run: Run, trainer: Any) -> None:
 
 
 def call_evaluate(trainer: Any, episodes: int, *, greedy: bool, baseline: bool) -> dict[str, Any]:
-    """``trainer.evaluate``; ``baseline=False`` only reaches a trainer that declares it."""
-    if not baseline and "baseline" in inspect.signature(trainer.evaluate).parameters:
-        return dict(trainer.evaluate(episodes, greedy=greedy, baseline=False))
-    return dict(trainer.evaluate(episodes, greedy=greedy))
+    """``trainer.evaluate`` (gbx.api.Trainer) as a plain dict."""
+    return dict(trainer.evaluate(episodes, greedy=greedy, baseline=baseline))
 
 
 def run_outputs(run_dir: Path, registry: Registry, observers: Iterable[str]) -> dict[str, Path]:

@@ -33,7 +33,9 @@ class WalkerTrainer:
         # One evaluation, so observers that act at evaluations (gif) run inside a real run.
         self.ctx.record_eval({"env_steps": 0, "success_rate": 0.0})
 
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+    def evaluate(
+        self, episodes: int, *, greedy: bool = True, baseline: bool = True
+    ) -> dict[str, Any]:
         return {}
 
     def state_dict(self) -> dict[str, Any]:

@@ -85,7 +85,9 @@ class RandomTrainer:
             ctx.record({"step": self.steps, "episodes": self.episodes,
                         "episode_return": finished_return})
 
-    def evaluate(self, episodes: int, *, greedy: bool = True) -> dict[str, Any]:
+    def evaluate(
+        self, episodes: int, *, greedy: bool = True, baseline: bool = True
+    ) -> dict[str, Any]:
         # the run's evaluation seed stream (gbx.seeds), apart from every training env
         env = self.ctx.make_env(1, seed_offset=offset(Stream.EVAL_ENV))
         obs = env.reset()

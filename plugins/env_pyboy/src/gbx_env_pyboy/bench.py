@@ -24,6 +24,7 @@ from typing import Any
 import click
 import torch
 
+from gbx.api import EnvMeta
 from gbx.config import build_config, has_field
 
 # How a task's env is named on each backend (the Warp env names are the reference).
@@ -169,7 +170,7 @@ def measure_env(registry: Any, env_name: str, num_envs: int, device: str, steps:
             secs = start.elapsed_time(end) / 1000.0
         else:
             secs = time.perf_counter() - t0
-        meta = env.meta() if callable(getattr(env, "meta", None)) else {}
+        meta = env.meta() if isinstance(env, EnvMeta) else {}
     finally:
         env.close()
     fps = getattr(config, "frames_per_step", None)

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import torch
 
-from gbx.api import EnvSnapshots, GoalDistanceEnv, SnapshotEnv
+from gbx.api import EnvMeta, EnvSnapshots, GoalDistanceEnv, SnapshotEnv
 from gbx_explore.archive import Archive, Weighting
 from gbx_explore.cells import CellHasher
 from gbx_explore.config import ArchiveConfig
@@ -134,8 +134,7 @@ class ArchiveExplorer:
         }
 
     def meta(self) -> dict[str, Any]:
-        inner = getattr(self.env, "meta", None)
-        out = dict(inner()) if callable(inner) else {}
+        out = dict(self.env.meta()) if isinstance(self.env, EnvMeta) else {}
         out["explore"] = {"explorer": "archive", "capacity": self.config.capacity,
                           "bytes": self.nbytes(), "goal_weighting": self.use_goal}
         return out
