@@ -88,6 +88,7 @@ def _versions() -> dict[str, str]:
 def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
     cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
+    kernel: str = "auto",
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate).
 
@@ -104,7 +105,7 @@ def measure(
         wp.config.kernel_cache_dir = tempfile.mkdtemp(prefix="gbx-warp-cache-")
     from gbx_gameboy.machine import GameBoyBatch
 
-    batch = GameBoyBatch(rom, envs, device, threads=threads)
+    batch = GameBoyBatch(rom, envs, device, threads=threads, kernel=kernel)
     compile_s = batch.compile()
     tdev = "cuda" if batch.device.startswith("cuda") else "cpu"
     n_steps = max(1, frames // STEP_FRAMES)
@@ -161,6 +162,7 @@ def measure(
         "device": batch.device,
         # CPU device: the worker threads the launches ran on (a GPU ignores the count)
         "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
+        "kernel": batch.kernel,  # the run kernel's variant (cpu.build_run_kernel)
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": env_frames / run_s,
@@ -194,9 +196,13 @@ def measure(
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="CPU device: worker threads, each stepping a contiguous chunk of envs "
                    "(0: every core)")
+@click.option("--kernel", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+              show_default=True,
+              help="run-kernel variant: the one generated for the device (auto), or the "
+                   "CUDA variant on the CPU device (cuda) to compare the two")
 def emulator_bench(
     rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
-    warmup_steps: int, threads: int,
+    warmup_steps: int, threads: int, kernel: str,
 ) -> None:
     """Emulated frames/s and instructions/s; prints one JSON record per batch size.
 
@@ -211,8 +217,12 @@ def emulator_bench(
             parse_cartridge(rom)
         except RomError as exc:
             raise click.BadParameter(str(exc), param_hint="--rom") from exc
+    if kernel == "cpu" and not device.startswith("cpu"):
+        raise click.BadParameter("the cpu variant runs on the CPU device only; use auto or cuda",
+                                 param_hint="--kernel")
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
     for i, n in enumerate(envs):
         record = measure(image, n, frames, device, game if game is not None else rom is not None,
-                         cold=cold and i == 0, warmup_steps=warmup_steps, threads=threads)
+                         cold=cold and i == 0, warmup_steps=warmup_steps, threads=threads,
+                         kernel=kernel)
         click.echo(json.dumps(record))

@@ -113,6 +113,24 @@ def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
         click.echo(conf.format_table(results))
 
 
+@gameboy.command("kernel-digest")
+@click.option("--arch", type=int, default=None, help="CUDA architecture (default: 90)")
+def kernel_digest(arch: int | None) -> None:
+    """SHA-256 of the CUDA run kernel's PTX, and whether it is the recorded one.
+
+    Needs no GPU. Exit 0 when unchanged, 1 when the CUDA kernel differs from the digest
+    recorded in gbx_gameboy.kernel_digest (update it there when that is intended)."""
+    from gbx_gameboy.kernel_digest import CUDA_PTX_SHA256, DIGEST_ARCH, ptx_digest
+
+    arch = DIGEST_ARCH if arch is None else arch
+    digest = ptx_digest(arch)
+    same = digest == CUDA_PTX_SHA256 if arch == DIGEST_ARCH else None
+    click.echo(json.dumps({"arch": arch, "ptx_sha256": digest, "recorded": CUDA_PTX_SHA256,
+                           "unchanged": same}))
+    if same is False:
+        sys.exit(1)
+
+
 def _prepare(batch: object, state: str | None, press: str) -> list[tuple[str, int]]:
     """Load ``--state`` into every env and parse ``--press``; one-line errors on bad input."""
     from gbx_gameboy.actions import parse_presses

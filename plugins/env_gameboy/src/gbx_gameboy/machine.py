@@ -17,7 +17,9 @@ from gbx_gameboy.cpu import (
     RUN_CYCLES,
     RUN_FRAMES,
     run_kernel,
+    run_kernel_host,
     store_gb,
+    store_gb_host,
 )
 from gbx_gameboy.cpu_threads import ChunkedLaunch, chunk_bounds, resolve_threads
 from gbx_gameboy.decode import decode_table
@@ -32,6 +34,9 @@ DEFAULT_SERIAL_CAPACITY = 1024
 # 1.07e9 cycles); longer requests are split (frames: see cpu.BUDGET_CYCLES_PER_FRAME).
 MAX_CYCLES_PER_LAUNCH = MAX_FRAMES_PER_LAUNCH * L.CYCLES_PER_FRAME
 assert MAX_CYCLES_PER_LAUNCH < LAUNCH_TIME_LIMIT
+# Run-kernel variants (cpu.build_run_kernel): the one for the batch's device, or either
+# by name ("cpu" only on the CPU device).
+KERNEL_VARIANTS = ("auto", "cpu", "cuda")
 # Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
 POST_BOOT_DIV = 0xABC8
 
@@ -106,9 +111,14 @@ class GameBoyBatch:
         boot_rom: str | os.PathLike[str] | bytes | None = None,
         serial_capacity: int = DEFAULT_SERIAL_CAPACITY,
         threads: int | None = None,
+        kernel: str = "auto",
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if kernel not in KERNEL_VARIANTS:
+            raise ValueError(
+                f"kernel must be one of {', '.join(KERNEL_VARIANTS)}, got {kernel!r}"
+            )
         self.threads = resolve_threads(threads)
         self.cart = rom if isinstance(rom, Cartridge) else parse_cartridge(rom)
         boot = None
@@ -118,6 +128,15 @@ class GameBoyBatch:
                 raise RomError(f"boot ROM must be 256 bytes (DMG), got {len(boot)}")
         wp.init()
         self.device = str(wp.get_device(device))
+        on_cpu = self.device.startswith("cpu")
+        # The run kernel's variant (cpu.build_run_kernel): the one generated for this
+        # device unless asked for the other (the CUDA variant runs on the CPU too).
+        self.kernel = ("cpu" if on_cpu else "cuda") if kernel == "auto" else kernel
+        if self.kernel == "cpu" and not on_cpu:
+            raise ValueError("kernel='cpu' runs on the CPU device only; use 'auto' or 'cuda'")
+        host = self.kernel == "cpu"
+        self._run_kernel = run_kernel_host if host else run_kernel
+        self._store_gb = store_gb_host if host else store_gb
         self.num_envs = num_envs
         self.serial_capacity = serial_capacity
         n = num_envs
@@ -323,7 +342,7 @@ class GameBoyBatch:
     def compile(self) -> float:
         """Build (or load from the kernel cache) the run kernel; returns seconds taken."""
         t0 = time.perf_counter()
-        wp.load_module(run_kernel.module, device=self.device)
+        wp.load_module(self._run_kernel.module, device=self.device)
         self.last_compile_s = time.perf_counter() - t0
         return self.last_compile_s
 
@@ -337,7 +356,7 @@ class GameBoyBatch:
     ) -> None:
         g = self._g
         g.render_frame = render_frame
-        wp.launch(store_gb, dim=1, inputs=[self._g_dev, g], device=self.device)
+        wp.launch(self._store_gb, dim=1, inputs=[self._g_dev, g], device=self.device)
         inputs = [
             g,
             mode,
@@ -347,10 +366,10 @@ class GameBoyBatch:
             release_after,
         ]
         if not self.device.startswith("cpu"):
-            wp.launch(run_kernel, dim=self.num_envs, inputs=[*inputs, 0], device=self.device)
+            wp.launch(self._run_kernel, dim=self.num_envs, inputs=[*inputs, 0], device=self.device)
             return
         if self._chunks is None:
-            self._chunks = ChunkedLaunch(run_kernel, self.device, self.num_envs, self.threads,
+            self._chunks = ChunkedLaunch(self._run_kernel, self.device, self.num_envs, self.threads,
                                          inputs)
         self._chunks.launch(inputs)
 

@@ -1,0 +1,116 @@
+"""The run kernel's two variants (cpu.build_run_kernel): the CPU one gives the CUDA one's
+results bit for bit, and its CPU-only code leaves the CUDA one's compiled form unchanged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from gbx_gameboy.cpu import alu, alu_host, run_kernel
+from gbx_gameboy.decode import OP_ADD, OP_CCF
+from gbx_gameboy.env import DEFAULT_ROM
+from gbx_gameboy.machine import GameBoyBatch
+from gbx_gameboy.tiles import env_rows
+from gbx_gameboy.warp_setup import wp
+
+FLAPPY = Path(os.environ.get("GBX_TESTROMS", "")) / "games" / "flappyboy" / "flappyboy.gb"
+BUILD_OPTIONS = ("GBX_GAMEBOY_PHASE_CLOCKS", "GBX_GAMEBOY_CHECK_BOUNDS",
+                 "GBX_GAMEBOY_CUDA_MAX_REGISTERS")
+
+
+def _played(rom: str, kernel: str, n: int, boot: int) -> dict[str, torch.Tensor]:
+    """n envs booted (``boot`` frames, then START), then stepped with a different random
+    button sequence per env."""
+    batch = GameBoyBatch(rom, n, "cpu", threads=1, kernel=kernel)
+    assert batch.kernel == kernel
+    batch.run_frames(boot)
+    batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32), 6, release_after=3)
+    gen = torch.Generator().manual_seed(11)
+    for _ in range(4):
+        buttons = torch.randint(0, 256, (n,), generator=gen, dtype=torch.int32)
+        batch.step_frames(buttons, 6, release_after=3)
+    return {k: v.clone() for k, v in batch.state_tensors().items()}
+
+
+def _assert_variants_agree(rom: str, n: int, boot: int = 30) -> None:
+    host = _played(rom, "cpu", n, boot)
+    mem0 = env_rows(host["mem"], 0)
+    assert any(not torch.equal(mem0, env_rows(host["mem"], e)) for e in range(1, n)), \
+        "the envs did not diverge"
+    cuda = _played(rom, "cuda", n, boot)
+    for name, tensor in host.items():
+        assert torch.equal(tensor, cuda[name]), f"{name} differs between the variants"
+
+
+def test_cpu_variant_gives_the_cuda_variants_state_bit_for_bit() -> None:
+    _assert_variants_agree(str(DEFAULT_ROM), 40)
+
+
+@pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
+def test_cpu_variant_matches_on_flappyboy() -> None:
+    _assert_variants_agree(str(FLAPPY), 33, boot=120)
+
+
+def test_auto_picks_the_devices_variant_and_refuses_cpu_on_a_gpu() -> None:
+    assert GameBoyBatch(str(DEFAULT_ROM), 1, "cpu").kernel == "cpu"
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        GameBoyBatch(str(DEFAULT_ROM), 1, "cpu", kernel="fast")
+    if torch.cuda.is_available():
+        assert GameBoyBatch(str(DEFAULT_ROM), 1, "cuda").kernel == "cuda"
+        with pytest.raises(ValueError, match="CPU device only"):
+            GameBoyBatch(str(DEFAULT_ROM), 1, "cuda", kernel="cpu")
+
+
+@wp.kernel(module="unique")
+def _alu_pairs(ops: wp.array(dtype=wp.int32), fs: wp.array(dtype=wp.int32),
+               out: wp.array(dtype=wp.int32)):
+    i = wp.tid()
+    op = ops[i // (256 * 256 * 4)]
+    f = fs[(i // (256 * 256)) % 4]
+    a = (i // 256) % 256
+    v = i % 256
+    bit = (a ^ v) & 7
+    out[i] = wp.where(alu(op, a, v, f, bit) == alu_host(op, a, v, f, bit), 0, 1)
+
+
+def test_host_alu_equals_the_branch_free_alu_everywhere() -> None:
+    """Every operation, every A and operand, four flag sets (each flag on and off)."""
+    ops = list(range(OP_ADD, OP_CCF + 1))
+    fs = [0x00, 0xF0, 0x50, 0xA0]
+    n = len(ops) * 4 * 256 * 256
+    out = wp.zeros(n, dtype=wp.int32, device="cpu")
+    wp.launch(_alu_pairs, dim=n, device="cpu",
+              inputs=[wp.array(ops, dtype=wp.int32, device="cpu"),
+                      wp.array(fs, dtype=wp.int32, device="cpu"), out])
+    assert int(out.numpy().sum()) == 0
+
+
+def _cuda_source() -> str:
+    from warp._src.context import ModuleBuilder
+
+    module = run_kernel.module
+    builder = ModuleBuilder(module, dict(module.options), target="cuda")
+    return builder.codegen("cuda")
+
+
+def test_cuda_variant_has_none_of_the_cpu_paths() -> None:
+    src = _cuda_source()
+    assert "run_kernel" in src
+    for name in ("alu_host", "bus_address_host", "run_kernel_host"):
+        assert name not in src, f"{name} reached the CUDA module"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(any(os.environ.get(k) for k in BUILD_OPTIONS),
+                    reason="a kernel build option is set in the environment")
+def test_cuda_variant_ptx_is_the_recorded_one() -> None:
+    """The CUDA variant's sm_90 PTX is byte for byte the recorded one (see kernel_digest)."""
+    from gbx_gameboy.kernel_digest import CUDA_PTX_SHA256, ptx_digest
+
+    assert ptx_digest() == CUDA_PTX_SHA256, (
+        "the CUDA run kernel changed; if intended, record `gbx gameboy kernel-digest`'s "
+        "ptx_sha256 in gbx_gameboy/kernel_digest.py"
+    )
