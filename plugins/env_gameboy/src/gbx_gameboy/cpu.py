@@ -33,6 +33,8 @@ from gbx_gameboy.decode import (
     FCALC_SHIFT,
     FKEEP_SHIFT,
     FSET_SHIFT,
+    LANE_GENERIC,
+    LANE_JUMP,
     NRD_SHIFT,
     NWR_SHIFT,
     OP8_SHIFT,
@@ -416,6 +418,14 @@ def bus_address_host(sel: int, r: vec8i, sp: int, imm: int) -> int:
     return a
 
 
+@wp.func_native("return (uint64_t)a.data;")
+def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
+
+
+@wp.func_native("uint32_t w; __builtin_memcpy(&w, ((const uint8_t*)base) + off, 4); return (int32_t)w;")
+def ld_u32(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
+
+
 @wp.func
 def sext8(v: int) -> int:
     return v - ((v & 0x80) << 1)
@@ -556,6 +566,8 @@ def build_run_kernel(host: bool) -> Any:
             clk = vec9l()  # cycles per phase, then live lanes, fetches, catch-ups
             c0 = cycle_clock()
             c1 = c0
+        if wp.static(host):
+            rom_ptr = array_u8_ptr(g.rom)
         # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
         next_ev = int(STALE)
         irq = int(0)
@@ -668,12 +680,27 @@ def build_run_kernel(host: bool) -> Any:
             op = int(0)
             b1 = int(0)
             b2 = int(0)
-            if fast:
-                op = rom_code_byte(g, pc, bank0, bankx)
-                b1 = rom_code_byte(g, pc + 1, bank0, bankx)
-                b2 = rom_code_byte(g, pc + 2, bank0, bankx)
+            if wp.static(host):
+                # One CPU thread: the three bytes in one load when they lie in one bank.
+                if fast and (pc & 0x3FFF) <= 0x3FFC:
+                    bank = wp.where(pc < 0x4000, bank0, bankx)
+                    word = ld_u32(rom_ptr, (bank * 0x4000 + (pc & 0x3FFF)) & g.rom_mask)
+                    op = word & 0xFF
+                    b1 = (word >> 8) & 0xFF
+                    b2 = (word >> 16) & 0xFF
+                elif fast:
+                    op = rom_code_byte(g, pc, bank0, bankx)
+                    b1 = rom_code_byte(g, pc + 1, bank0, bankx)
+                    b2 = rom_code_byte(g, pc + 2, bank0, bankx)
+                else:
+                    op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
             else:
-                op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
+                if fast:
+                    op = rom_code_byte(g, pc, bank0, bankx)
+                    b1 = rom_code_byte(g, pc + 1, bank0, bankx)
+                    b2 = rom_code_byte(g, pc + 2, bank0, bankx)
+                else:
+                    op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
             desc = op * DESC_BYTES
             w0 = ld_i32(g.dec_ptr, desc)
             w1 = ld_i32(g.dec_ptr, desc + 4)
@@ -709,6 +736,45 @@ def build_run_kernel(host: bool) -> Any:
             if wp.static(PHASE_CLOCKS):
                 c1 = cycle_clock()
                 clk[2] += c1 - c0
+            if wp.static(host):
+                # One CPU thread: instructions that touch no memory beyond their fetch take
+                # a short lane (decode.LANE_*), with the generic path's results.
+                lane = ld_i32(g.dec_ptr, desc + 12)
+                if lane != LANE_GENERIC:
+                    f0 = r[R_F]
+                    if lane == LANE_JUMP:
+                        r[R_F] = f0 & 0xF0
+                        if cond(field(w0, CC_SHIFT, 3), f0):
+                            psel0 = field(w0, PC_SHIFT, 3)
+                            if psel0 == PC_IMM:
+                                pc = imm
+                            elif psel0 == PC_REL:
+                                pc = (pc + sext8(imm & 0xFF)) & 0xFFFF
+                            elif psel0 == PC_HL:
+                                pc = (r[4] << 8) | r[5]
+                            t += 4 * field(w0, EXTRA_SHIFT, 2)
+                    else:
+                        src0 = field(w1, SRC8_SHIFT, 4)
+                        v0 = imm & 0xFF
+                        if src0 != S8_IMM:
+                            v0 = r[src0]
+                        op0 = field(w1, OP8_SHIFT, 5)
+                        o0 = v0 << 8
+                        if op0 != OP_LD:
+                            o0 = alu_host(op0, r[R_A], v0, f0, (code >> 3) & 7)
+                        r[R_F] = (
+                            (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+                            | (field(w1, FSET_SHIFT, 4) << 4)
+                            | (o0 & 0xF0 & (field(w1, FCALC_SHIFT, 4) << 4))
+                        )
+                        d0 = field(w1, DST8_SHIFT, 4)
+                        if d0 < 8:
+                            r[d0] = o0 >> 8
+                    if ei_delay > 0:
+                        ei_delay -= 1
+                        if ei_delay == 0:
+                            ime = int(1)
+                    continue
             f = r[R_F]
             a = r[R_A]
             hl = pair(r, 4)

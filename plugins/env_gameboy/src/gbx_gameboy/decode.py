@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-WORDS = 4  # int32 words per descriptor (the fourth is padding: 16-byte aligned entries)
+WORDS = 4  # int32 words per descriptor (16-byte aligned entries; the fourth: LANE_*)
 CB_BASE = 256
 
 # 8-bit operand selectors (src8 / dst8). Registers use their vector index (layout.R_*:
@@ -53,6 +53,13 @@ SPD_NONE, SPD_POP, SPD_PUSH = range(3)
 SP_NONE, SP_HALT, SP_STOP, SP_DI, SP_EI, SP_RETI, SP_ILLEGAL = range(7)
 # Condition codes: always, NZ, Z, NC, C.
 CC_ALWAYS = 0
+
+# Word 3, read only by the run kernel's CPU variant: instructions that touch no memory
+# beyond their fetch and leave SP alone take a short lane there. LANE_JUMP: NOP, JP, JR
+# (conditional or not), JP HL: flags and registers unchanged, a new PC when taken.
+# LANE_REG8: 8-bit register and immediate operations (LD r,r' and r,n, ALU, INC/DEC r,
+# rotates, CB ops on registers, DAA, CPL, SCF, CCF). Every other instruction: LANE_GENERIC.
+LANE_GENERIC, LANE_JUMP, LANE_REG8 = range(3)
 
 # Flags as a nibble Z N H C (bits 3..0, i.e. F >> 4).
 FL_Z, FL_N, FL_H, FL_C = 8, 4, 2, 1
@@ -137,7 +144,22 @@ class Op:
             | self.f16 << F16_SHIFT
         )
         w2 = self.src16 << SRC16_SHIFT | self.op16 << OP16_SHIFT | self.dst16 << DST16_SHIFT
-        return w0, w1, w2, 0
+        return w0, w1, w2, self.lane()
+
+    def lane(self) -> int:
+        """Word 3: the short lane the CPU variant of the run kernel may take (LANE_*)."""
+        plain = (
+            self.n_rd == 0 and self.n_wr == 0 and self.r_wait == 0 and self.spd == SPD_NONE
+            and self.special == SP_NONE and self.dst16 == D16_NONE and self.f16 == 0
+            and self.op16 == OP16_PASS and self.wval == W_RES8
+        )
+        if (plain and self.op8 == OP_LD and self.dst8 == D8_NONE and self.fkeep == FL_ALL
+                and self.fset == 0 and self.pc in (PC_KEEP, PC_IMM, PC_REL, PC_HL)):
+            return LANE_JUMP
+        if (plain and self.pc == PC_KEEP and self.cc == CC_ALWAYS and self.extra == 0
+                and self.src8 != S8_MEM and self.dst8 != D8_MEM):
+            return LANE_REG8
+        return LANE_GENERIC
 
 
 def _operand8(d: Op, r: int, *, read: bool, write: bool) -> None:
