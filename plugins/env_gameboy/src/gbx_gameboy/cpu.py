@@ -422,7 +422,9 @@ def bus_address_host(sel: int, r: vec8i, sp: int, imm: int) -> int:
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
 
-@wp.func_native("uint32_t w; __builtin_memcpy(&w, ((const uint8_t*)base) + off, 4); return (int32_t)w;")
+@wp.func_native(
+    "uint32_t w; __builtin_memcpy(&w, ((const uint8_t*)base) + off, 4); return (int32_t)w;"
+)
 def ld_u32(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
 
 
