@@ -35,6 +35,11 @@ from gbx_gameboy.decode import (
     FSET_SHIFT,
     LANE_GENERIC,
     LANE_JUMP,
+    LANE_LOAD8,
+    LANE_REG8,
+    LANE_REG16,
+    LANE_RMW8,
+    LANE_STORE8,
     NRD_SHIFT,
     NWR_SHIFT,
     OP8_SHIFT,
@@ -418,6 +423,24 @@ def bus_address_host(sel: int, r: vec8i, sp: int, imm: int) -> int:
     return a
 
 
+@wp.func
+def value16_host(sel: int, r: vec8i, sp: int, imm: int, hl: int) -> int:
+    """The 16-bit source a descriptor names (decode.R16_*, but for R16_MEM and R16_PC,
+    which the caller supplies), by branches, for one CPU thread."""
+    v = hl
+    if sel == R16_SP:
+        v = sp
+    elif sel == R16_BC:
+        v = (r[0] << 8) | r[1]
+    elif sel == R16_DE:
+        v = (r[2] << 8) | r[3]
+    elif sel == R16_AF:
+        v = (r[R_A] << 8) | r[R_F]
+    elif sel == R16_IMM:
+        v = imm
+    return v
+
+
 @wp.func_native("return (uint64_t)a.data;")
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
@@ -739,8 +762,8 @@ def build_run_kernel(host: bool) -> Any:
                 c1 = cycle_clock()
                 clk[2] += c1 - c0
             if wp.static(host):
-                # One CPU thread: instructions that touch no memory beyond their fetch take
-                # a short lane (decode.LANE_*), with the generic path's results.
+                # One CPU thread: the commonest simple instructions take a short lane
+                # (decode.LANE_*), with the generic path's results.
                 lane = ld_i32(g.dec_ptr, desc + 12)
                 if lane != LANE_GENERIC:
                     f0 = r[R_F]
@@ -755,10 +778,50 @@ def build_run_kernel(host: bool) -> Any:
                             elif psel0 == PC_HL:
                                 pc = (r[4] << 8) | r[5]
                             t += 4 * field(w0, EXTRA_SHIFT, 2)
-                    else:
+                    elif lane == LANE_STORE8:
+                        wa = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
                         src0 = field(w1, SRC8_SHIFT, 4)
                         v0 = imm & 0xFF
                         if src0 != S8_IMM:
+                            v0 = r[src0]
+                        r[R_F] = f0 & 0xF0
+                        if field(w2, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
+                            hl1 = ((r[4] << 8) | r[5]) + wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
+                            r[4] = (hl1 >> 8) & 0xFF
+                            r[5] = hl1 & 0xFF
+                        t += 4
+                        if wr_cpu(g, env, wa & 0xFFFF, v0 & 0xFF, t) != 0:
+                            next_ev = int(STALE)
+                    elif lane == LANE_REG16:
+                        hl0 = (r[4] << 8) | r[5]
+                        v16 = value16_host(field(w2, SRC16_SHIFT, 3), r, sp, imm, hl0)
+                        op16 = field(w2, OP16_SHIFT, 3)
+                        o16 = v16 << 8
+                        if op16 != OP16_PASS:
+                            o16 = add16(op16, v16, hl0, imm & 0xFF)
+                        calc0 = wp.where(field(w1, F16_SHIFT, 1) != 0, o16 & 0xF0, 0)
+                        r[R_F] = (
+                            (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+                            | (field(w1, FSET_SHIFT, 4) << 4)
+                            | (calc0 & (field(w1, FCALC_SHIFT, 4) << 4))
+                        )
+                        d16 = field(w2, DST16_SHIFT, 3)
+                        res0 = o16 >> 8
+                        if d16 == R16_SP:
+                            sp = res0
+                        else:
+                            r[2 * d16] = res0 >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
+                            r[2 * d16 + 1] = res0 & 0xFF
+                        t += 4 * field(w0, EXTRA_SHIFT, 2)
+                    else:  # LANE_REG8, LANE_LOAD8, LANE_RMW8
+                        src0 = field(w1, SRC8_SHIFT, 4)
+                        v0 = imm & 0xFF
+                        ra = int(0)
+                        if lane != LANE_REG8:
+                            t += 4
+                            ra = bus_address_host(field(w0, RADDR_SHIFT, 3), r, sp, imm) & 0xFFFF
+                            v0 = rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) & 0xFF
+                        elif src0 != S8_IMM:
                             v0 = r[src0]
                         op0 = field(w1, OP8_SHIFT, 5)
                         o0 = v0 << 8
@@ -772,6 +835,15 @@ def build_run_kernel(host: bool) -> Any:
                         d0 = field(w1, DST8_SHIFT, 4)
                         if d0 < 8:
                             r[d0] = o0 >> 8
+                        if lane == LANE_LOAD8:
+                            if field(w2, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
+                                hl1 = ((r[4] << 8) | r[5]) + wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
+                                r[4] = (hl1 >> 8) & 0xFF
+                                r[5] = hl1 & 0xFF
+                        elif lane == LANE_RMW8:
+                            t += 4
+                            if wr_cpu(g, env, ra, (o0 >> 8) & 0xFF, t) != 0:
+                                next_ev = int(STALE)
                     if ei_delay > 0:
                         ei_delay -= 1
                         if ei_delay == 0:
@@ -842,18 +914,8 @@ def build_run_kernel(host: bool) -> Any:
                 out16 = int(0)
                 if dst16 != D16_NONE or vsel != W_RES8 or f16 != 0:
                     src16 = field(w2, SRC16_SHIFT, 3)
-                    v16 = hl
-                    if src16 == R16_SP:
-                        v16 = sp
-                    elif src16 == R16_BC:
-                        v16 = (r[0] << 8) | r[1]
-                    elif src16 == R16_DE:
-                        v16 = (r[2] << 8) | r[3]
-                    elif src16 == R16_AF:
-                        v16 = (a << 8) | f
-                    elif src16 == R16_IMM:
-                        v16 = imm
-                    elif src16 == R16_MEM:
+                    v16 = value16_host(src16, r, sp, imm, hl)
+                    if src16 == R16_MEM:
                         v16 = rv
                     elif src16 == R16_PC:
                         v16 = pc

@@ -54,12 +54,18 @@ SP_NONE, SP_HALT, SP_STOP, SP_DI, SP_EI, SP_RETI, SP_ILLEGAL = range(7)
 # Condition codes: always, NZ, Z, NC, C.
 CC_ALWAYS = 0
 
-# Word 3, read only by the run kernel's CPU variant: instructions that touch no memory
-# beyond their fetch and leave SP alone take a short lane there. LANE_JUMP: NOP, JP, JR
+# Word 3, read only by the run kernel's CPU variant: the commonest simple instructions
+# take a short lane there, with the generic path's results. LANE_JUMP: NOP, JP, JR
 # (conditional or not), JP HL: flags and registers unchanged, a new PC when taken.
 # LANE_REG8: 8-bit register and immediate operations (LD r,r' and r,n, ALU, INC/DEC r,
-# rotates, CB ops on registers, DAA, CPL, SCF, CCF). Every other instruction: LANE_GENERIC.
-LANE_GENERIC, LANE_JUMP, LANE_REG8 = range(3)
+# rotates, CB ops on registers, DAA, CPL, SCF, CCF). LANE_REG16: 16-bit register work
+# without memory (LD rr,nn, INC/DEC rr, ADD HL,rr, ADD SP,e, LD HL,SP+e, LD SP,HL).
+# LANE_LOAD8: one byte read into the 8-bit path (LD r,(HL), LD A,(BC/DE/nn/C), LDH A,(n),
+# ALU A,(HL), CB ops reading (HL) without writing). LANE_STORE8: one register or immediate
+# byte written (LD (HL),r/n, LD (BC/DE/nn/C),A, LDH (n),A); both with (HL+) and (HL-).
+# LANE_RMW8: read, change and write back one byte (INC/DEC (HL), CB ops writing (HL)).
+# Every other instruction: LANE_GENERIC.
+LANE_GENERIC, LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_RMW8 = range(7)
 
 # Flags as a nibble Z N H C (bits 3..0, i.e. F >> 4).
 FL_Z, FL_N, FL_H, FL_C = 8, 4, 2, 1
@@ -148,17 +154,39 @@ class Op:
 
     def lane(self) -> int:
         """Word 3: the short lane the CPU variant of the run kernel may take (LANE_*)."""
-        plain = (
-            self.n_rd == 0 and self.n_wr == 0 and self.r_wait == 0 and self.spd == SPD_NONE
-            and self.special == SP_NONE and self.dst16 == D16_NONE and self.f16 == 0
-            and self.op16 == OP16_PASS and self.wval == W_RES8
+        simple = (
+            self.r_wait == 0 and self.w_wait == 0 and self.spd == SPD_NONE
+            and self.special == SP_NONE and self.wval == W_RES8
         )
+        plain = (
+            simple and self.n_rd == 0 and self.n_wr == 0 and self.dst16 == D16_NONE
+            and self.f16 == 0 and self.op16 == OP16_PASS
+        )
+        straight = self.pc == PC_KEEP and self.cc == CC_ALWAYS
         if (plain and self.op8 == OP_LD and self.dst8 == D8_NONE and self.fkeep == FL_ALL
                 and self.fset == 0 and self.pc in (PC_KEEP, PC_IMM, PC_REL, PC_HL)):
             return LANE_JUMP
-        if (plain and self.pc == PC_KEEP and self.cc == CC_ALWAYS and self.extra == 0
-                and self.src8 != S8_MEM and self.dst8 != D8_MEM):
+        if (plain and straight and self.extra == 0 and self.src8 != S8_MEM
+                and self.dst8 != D8_MEM):
             return LANE_REG8
+        if (simple and straight and self.n_rd == 0 and self.n_wr == 0
+                and self.dst16 != D16_NONE and self.src16 not in (R16_MEM, R16_PC)
+                and self.op8 == OP_LD and self.dst8 == D8_NONE):
+            return LANE_REG16
+        no16 = self.dst16 == D16_NONE and self.f16 == 0 and self.op16 == OP16_PASS
+        hl_step = (self.dst16 == R16_HL and self.src16 == R16_HL and self.f16 == 0
+                   and self.op16 in (OP16_INC, OP16_DEC))  # (HL+) and (HL-)
+        one_byte = simple and straight and self.extra == 0
+        if (one_byte and (no16 or hl_step) and self.n_rd == 1 and self.n_wr == 0
+                and self.src8 == S8_MEM and self.dst8 != D8_MEM):
+            return LANE_LOAD8
+        if (one_byte and (no16 or hl_step) and self.n_rd == 0 and self.n_wr == 1
+                and self.dst8 == D8_MEM and self.op8 == OP_LD and self.src8 != S8_MEM
+                and self.fkeep == FL_ALL and self.fset == 0):
+            return LANE_STORE8
+        if (one_byte and no16 and self.n_rd == 1 and self.n_wr == 1 and self.src8 == S8_MEM
+                and self.dst8 == D8_MEM and self.raddr == self.waddr):
+            return LANE_RMW8
         return LANE_GENERIC
 
 
