@@ -785,10 +785,6 @@ def build_run_kernel(host: bool) -> Any:
                         if src0 != S8_IMM:
                             v0 = r[src0]
                         r[R_F] = f0 & 0xF0
-                        if field(w2, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
-                            hl1 = ((r[4] << 8) | r[5]) + wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
-                            r[4] = (hl1 >> 8) & 0xFF
-                            r[5] = hl1 & 0xFF
                         t += 4
                         if wr_cpu(g, env, wa & 0xFFFF, v0 & 0xFF, t) != 0:
                             next_ev = int(STALE)
@@ -835,15 +831,17 @@ def build_run_kernel(host: bool) -> Any:
                         d0 = field(w1, DST8_SHIFT, 4)
                         if d0 < 8:
                             r[d0] = o0 >> 8
-                        if lane == LANE_LOAD8:
-                            if field(w2, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
-                                hl1 = ((r[4] << 8) | r[5]) + wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
-                                r[4] = (hl1 >> 8) & 0xFF
-                                r[5] = hl1 & 0xFF
-                        elif lane == LANE_RMW8:
+                        if lane == LANE_RMW8:
                             t += 4
                             if wr_cpu(g, env, ra, (o0 >> 8) & 0xFF, t) != 0:
                                 next_ev = int(STALE)
+                    if (lane == LANE_LOAD8 or lane == LANE_STORE8) and field(
+                        w2, DST16_SHIFT, 3
+                    ) == R16_HL:  # (HL+) / (HL-): HL steps after the access
+                        step = wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
+                        hl1 = ((r[4] << 8) | r[5]) + step
+                        r[4] = (hl1 >> 8) & 0xFF
+                        r[5] = hl1 & 0xFF
                     if ei_delay > 0:
                         ei_delay -= 1
                         if ei_delay == 0:
