@@ -593,6 +593,11 @@ def build_run_kernel(host: bool) -> Any:
             c1 = c0
         if wp.static(host):
             rom_ptr = array_u8_ptr(g.rom)
+            # Where CPU addresses 0000-3FFF and 4000-7FFF of the mapped banks start in ROM:
+            # a code byte is one load from there (the ROM is a power of two >= 32 KiB, so
+            # masking the bank's offset masks the whole index).
+            code_lo = rom_ptr
+            code_hi = rom_ptr
         # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
         next_ev = int(STALE)
         irq = int(0)
@@ -628,6 +633,9 @@ def build_run_kernel(host: bool) -> Any:
                 bankx = sget(g, env, S_BANKX)
                 dma_s = sget(g, env, T_DMA_START)
                 dma_e = sget(g, env, T_DMA_END)
+                if wp.static(host):
+                    code_lo = rom_ptr + wp.uint64((bank0 * 0x4000) & g.rom_mask)
+                    code_hi = rom_ptr + wp.uint64((bankx * 0x4000) & g.rom_mask) - wp.uint64(0x4000)
             if wp.static(PHASE_CLOCKS):
                 c1 = cycle_clock()
                 clk[0] += c1 - c0
@@ -708,8 +716,7 @@ def build_run_kernel(host: bool) -> Any:
             if wp.static(host):
                 # One CPU thread: the three bytes in one load when they lie in one bank.
                 if fast and (pc & 0x3FFF) <= 0x3FFC:
-                    bank = wp.where(pc < 0x4000, bank0, bankx)
-                    word = ld_u32(rom_ptr, (bank * 0x4000 + (pc & 0x3FFF)) & g.rom_mask)
+                    word = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
                     op = word & 0xFF
                     b1 = (word >> 8) & 0xFF
                     b2 = (word >> 16) & 0xFF
