@@ -39,6 +39,7 @@ from gbx_gameboy.decode import (
     LANE_REG8,
     LANE_REG16,
     LANE_RMW8,
+    LANE_STACK,
     LANE_STORE8,
     NRD_SHIFT,
     NWR_SHIFT,
@@ -816,6 +817,46 @@ def build_run_kernel(host: bool) -> Any:
                             r[2 * d16] = res0 >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
                             r[2 * d16 + 1] = res0 & 0xFF
                         t += 4 * field(w0, EXTRA_SHIFT, 2)
+                    elif lane == LANE_STACK:
+                        r[R_F] = f0 & 0xF0
+                        t += 4 * field(w0, RWAIT_SHIFT, 1)
+                        if cond(field(w0, CC_SHIFT, 3), f0):
+                            if field(w0, NRD_SHIFT, 2) != 0:  # POP, RET: two bytes from SP
+                                t += 4
+                                lo = rd_cpu(g, env, sp, t, bank0, bankx, dma_s, dma_e)
+                                t += 4
+                                hi = rd_cpu(g, env, (sp + 1) & 0xFFFF, t, bank0, bankx,
+                                            dma_s, dma_e)
+                                sp = (sp + 2) & 0xFFFF
+                                d16 = field(w2, DST16_SHIFT, 3)
+                                if d16 == D16_NONE:
+                                    pc = (hi << 8) | lo
+                                elif d16 == R16_AF:
+                                    r[R_A] = hi
+                                    r[R_F] = lo & 0xF0
+                                else:
+                                    r[2 * d16] = hi  # BC DE HL: registers 0-1, 2-3, 4-5
+                                    r[2 * d16 + 1] = lo
+                            else:  # PUSH, CALL, RST: high byte at SP-1, low at SP-2
+                                v16 = pc
+                                src16 = field(w2, SRC16_SHIFT, 3)
+                                if src16 != R16_PC:
+                                    v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
+                                    if src16 == R16_AF:  # F as it was before this instruction
+                                        v16 = (r[R_A] << 8) | f0
+                                psel0 = field(w0, PC_SHIFT, 3)
+                                if psel0 == PC_IMM:
+                                    pc = imm
+                                elif psel0 == PC_RST:
+                                    pc = code & 0x38
+                                t += 8
+                                if wr_cpu(g, env, (sp - 1) & 0xFFFF, v16 >> 8, t) != 0:
+                                    next_ev = int(STALE)
+                                t += 4
+                                if wr_cpu(g, env, (sp - 2) & 0xFFFF, v16 & 0xFF, t) != 0:
+                                    next_ev = int(STALE)
+                                sp = (sp - 2) & 0xFFFF
+                            t += 4 * field(w0, EXTRA_SHIFT, 2)
                     else:  # LANE_REG8, LANE_LOAD8, LANE_RMW8
                         src0 = field(w1, SRC8_SHIFT, 4)
                         v0 = imm & 0xFF

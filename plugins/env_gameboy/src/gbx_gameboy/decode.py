@@ -64,8 +64,10 @@ CC_ALWAYS = 0
 # ALU A,(HL), CB ops reading (HL) without writing). LANE_STORE8: one register or immediate
 # byte written (LD (HL),r/n, LD (BC/DE/nn/C),A, LDH (n),A); both with (HL+) and (HL-).
 # LANE_RMW8: read, change and write back one byte (INC/DEC (HL), CB ops writing (HL)).
-# Every other instruction: LANE_GENERIC.
-LANE_GENERIC, LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_RMW8 = range(7)
+# LANE_STACK: PUSH, POP, CALL, RET (with conditions) and RST. Every other instruction
+# (HALT, STOP, DI, EI, RETI, LD (nn),SP, the illegal opcodes): LANE_GENERIC.
+(LANE_GENERIC, LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_RMW8,
+ LANE_STACK) = range(8)
 
 # Flags as a nibble Z N H C (bits 3..0, i.e. F >> 4).
 FL_Z, FL_N, FL_H, FL_C = 8, 4, 2, 1
@@ -187,7 +189,25 @@ class Op:
         if (one_byte and no16 and self.n_rd == 1 and self.n_wr == 1 and self.src8 == S8_MEM
                 and self.dst8 == D8_MEM and self.raddr == self.waddr):
             return LANE_RMW8
+        if self._stack_lane():
+            return LANE_STACK
         return LANE_GENERIC
+
+    def _stack_lane(self) -> bool:
+        """PUSH, POP, CALL (cc), RET (cc), RST: two bytes at SP, no ALU, flags kept."""
+        moves = (self.special == SP_NONE and self.op8 == OP_LD and self.dst8 == D8_NONE
+                 and self.op16 == OP16_PASS and self.f16 == 0 and self.fkeep == FL_ALL
+                 and self.fset == 0)
+        pop = (self.n_rd == 2 and self.raddr == A_SP and self.n_wr == 0
+               and self.spd == SPD_POP and self.w_wait == 0
+               and ((self.pc == PC_MEM and self.dst16 == D16_NONE)
+                    or (self.pc == PC_KEEP and self.src16 == R16_MEM
+                        and self.dst16 != D16_NONE)))
+        push = (self.n_wr == 2 and self.waddr == A_SP_DOWN and self.w_down == 1
+                and self.wval == W_PUSH and self.w_wait == 1 and self.spd == SPD_PUSH
+                and self.n_rd == 0 and self.r_wait == 0 and self.extra == 0
+                and self.dst16 == D16_NONE and self.pc in (PC_KEEP, PC_IMM, PC_RST))
+        return moves and (pop or push)
 
 
 def _operand8(d: Op, r: int, *, read: bool, write: bool) -> None:
