@@ -71,6 +71,7 @@ def test_bench_prints_one_json_record() -> None:
     assert rec["envs"] == 2 and rec["frames_per_s"] > 0 and rec["instructions_per_s"] > 0
     assert {"compile_s", "run_s", "warp", "torch", "device", "threads", "loadavg_1m"} <= rec.keys()
     assert rec["process_cpu_s"] > 0 and rec["frames_per_cpu_s"] > 0
+    assert rec["kernel"] == "cpu"  # the CPU device's own variant of the run kernel
     # One rate per timed step; the steady rate covers the second half of them.
     assert rec["warmup_steps"] == 1 and len(rec["step_frames_per_s"]) == 3
     half = rec["step_frames_per_s"][1:]
@@ -87,6 +88,15 @@ def test_bench_envs_list_prints_one_record_per_size() -> None:
     for r in recs:
         assert r["frames_per_env"] == 24 and r["frames_per_s"] > 0
         assert len(r["step_frames_per_s"]) == 1 and r["steady_frames_per_s"] > 0
+
+
+def test_bench_kernel_option() -> None:
+    res = CliRunner().invoke(emulator_bench, ["--envs", "1", "--frames", "24", "--warmup-steps",
+                                              "0", "--kernel", "cuda"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(_last_line(res.output))["kernel"] == "cuda"
+    res = CliRunner().invoke(emulator_bench, ["--device", "cuda", "--kernel", "cpu"])
+    assert res.exit_code == 2 and "CPU device only" in res.output
 
 
 @pytest.mark.parametrize("bad", ["0", "4,x", ",", "-2"])
