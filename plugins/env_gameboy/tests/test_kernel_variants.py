@@ -1,4 +1,4 @@
-"""The run kernel's two variants (cpu.build_run_kernel): the CPU one gives the CUDA one's
+"""The run kernel's two variants (cpu.HOST): the CPU one gives the CUDA one's
 results bit for bit, and its CPU-only code leaves the CUDA one's compiled form unchanged."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gbx_gameboy.cpu import alu, alu_host, run_kernel
+from gbx_gameboy.cpu import alu, alu_host, run_kernel, run_kernel_host
 from gbx_gameboy.decode import OP_ADD, OP_CCF
 from gbx_gameboy.env import DEFAULT_ROM
 from gbx_gameboy.machine import GameBoyBatch
@@ -88,19 +88,20 @@ def test_host_alu_equals_the_branch_free_alu_everywhere() -> None:
     assert int(out.numpy().sum()) == 0
 
 
-def _cuda_source() -> str:
+def _source(kernel: object, target: str) -> str:
     from warp._src.context import ModuleBuilder
 
-    module = run_kernel.module
-    builder = ModuleBuilder(module, dict(module.options), target="cuda")
-    return builder.codegen("cuda")
+    module = kernel.module  # type: ignore[attr-defined]
+    return str(ModuleBuilder(module, dict(module.options), target=target).codegen(target))
 
 
 def test_cuda_variant_has_none_of_the_cpu_paths() -> None:
-    src = _cuda_source()
-    assert "run_kernel" in src
-    for name in ("alu_host", "bus_address_host", "run_kernel_host"):
-        assert name not in src, f"{name} reached the CUDA module"
+    cuda = _source(run_kernel, "cuda")
+    host = _source(run_kernel_host, "cpu")
+    assert "run_kernel" in cuda and "run_kernel_host" in host
+    for name in ("alu_host", "bus_address_host", "value16_host"):
+        assert name not in cuda, f"{name} reached the CUDA module"
+        assert name in host, f"{name} missing from the CPU variant"
 
 
 @pytest.mark.slow

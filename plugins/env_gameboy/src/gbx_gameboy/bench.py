@@ -162,7 +162,7 @@ def measure(
         "device": batch.device,
         # CPU device: the worker threads the launches ran on (a GPU ignores the count)
         "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
-        "kernel": batch.kernel,  # the run kernel's variant (cpu.build_run_kernel)
+        "kernel": batch.kernel,  # the run kernel's variant (cpu.HOST)
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": env_frames / run_s,

@@ -12,6 +12,7 @@ timer and PPU reads are M-cycle exact.
 from __future__ import annotations
 
 import os
+import types
 from typing import Any
 
 from gbx_gameboy.decode import (
@@ -167,7 +168,12 @@ from gbx_gameboy.warp_setup import wp
 # frames at different times. A module option, so every launch and load uses one variant.
 RUN_BLOCK_DIM = 32
 wp.set_module_options({"enable_backward": False, "block_dim": RUN_BLOCK_DIM})
-# The Warp module of the CPU device's kernels (build_run_kernel): compiled only for the CPU.
+# The run kernel is generated from one source for each device: ``run_kernel`` for CUDA
+# (HOST = False) and ``run_kernel_host`` for the CPU device (HOST = True, built at the end
+# of this module). Every CPU-only path is an ``if wp.static(HOST):`` block, which Warp
+# resolves at code generation, so the CUDA variant's code does not contain it. The CPU
+# variant lives in a Warp module of its own, so neither device compiles the other's kernel.
+HOST = False
 HOST_MODULE = "gbx_gameboy.cpu_host"
 wp.set_module_options({"enable_backward": False, "block_dim": RUN_BLOCK_DIM},
                       module=wp.get_module(HOST_MODULE))
@@ -504,7 +510,7 @@ def store_gb(dst: wp.array(dtype=GB), g: GB):
 
 @wp.kernel(name="store_gb_host", module=HOST_MODULE)
 def store_gb_host(dst: wp.array(dtype=GB), g: GB):
-    """store_gb in the CPU device's module (see build_run_kernel)."""
+    """store_gb in the CPU device's module (see HOST)."""
     dst[0] = g
 
 
@@ -514,635 +520,632 @@ def store_gb_host(dst: wp.array(dtype=GB), g: GB):
 _MAX_REGS = os.environ.get("GBX_GAMEBOY_CUDA_MAX_REGISTERS", "")
 
 
-def build_run_kernel(host: bool) -> Any:
-    """The run kernel, generated for the CUDA device (``host=False``) or the CPU device.
+@wp.kernel(cuda_max_registers=int(_MAX_REGS) if _MAX_REGS else None)
+def run_kernel(
+    g: GB,
+    mode: int,
+    amount: int,
+    buttons: wp.array(dtype=wp.int32),
+    use_buttons: int,
+    release_after: int,
+    env_base: int,
+):
+    """Run each env for ``amount`` cycles (mode 0) or frames (mode 1).
 
-    One source, two variants chosen at code-generation time: every CPU-only path is an
-    ``if wp.static(host):`` block (or a helper picked by ``wp.static``), so the CUDA
-    variant's generated code does not contain it. The CPU variant lives in a Warp module
-    of its own (``HOST_MODULE``), so neither device compiles the other's kernel.
+    Thread ``i`` runs env ``env_base + i``: the CPU device runs a batch as contiguous
+    chunks of envs, one launch per worker thread (machine.CpuChunks); a GPU launch covers
+    the whole batch from env 0.
+
+    One iteration of the loop is one instruction in four phases: fetch (opcode and
+    immediates), reads, register work, writes. Memory is touched only in the fetch, read
+    and write phases, each a single inlined site: the 32 Game Boys of a warp run different
+    instructions, and an access written once per instruction kind would be executed once
+    per kind present in the warp; here every thread that reads does so in the same pass.
+
+    What the loop needs at every instruction and that changes rarely stays in registers:
+    the next event time (timer, serial, PPU, launch end), the pending interrupts, the ROM
+    banks and the OAM DMA window. They are reloaded after the event catch-up and after any
+    write that may change them (MBC, IO, IE, interrupt dispatch); reads cannot make an
+    event earlier, and any catch-up they trigger happens only once an event is due, which
+    the next iteration's catch-up sees too.
     """
-    if host:
-        deco = wp.kernel(name="run_kernel_host", module=HOST_MODULE)
-    else:
-        max_regs = int(_MAX_REGS) if _MAX_REGS else None
-        deco = wp.kernel(name="run_kernel", cuda_max_registers=max_regs)
+    env = wp.tid() + env_base
+    if sget(g, env, S_LOCKED) != 0:
+        return
+    r = vec8i()
+    for i in range(8):
+        r[i] = sget(g, env, i)
+    sp = sget(g, env, R_SP)
+    pc = sget(g, env, R_PC)
+    ime = sget(g, env, S_IME)
+    halted = sget(g, env, S_HALTED)
+    ei_delay = sget(g, env, S_EI_DELAY)
+    halt_bug = sget(g, env, S_HALT_BUG)
+    locked = int(0)
+    icount = int(0)
+    t = int(0)
+    sset(g, env, S_LFRAMES, 0)
+    # step_frames: the buttons are held for min(release_after, frames) frames and always
+    # released by the end of the launch, so every step starts from a released joypad.
+    held = int(0)
+    if use_buttons != 0:
+        if release_after > 0:
+            set_buttons(g.ref, env, buttons[env])
+            held = int(1)
+        else:
+            set_buttons(g.ref, env, 0)
 
-    @deco
-    def run_kernel(
-        g: GB,
-        mode: int,
-        amount: int,
-        buttons: wp.array(dtype=wp.int32),
-        use_buttons: int,
-        release_after: int,
-        env_base: int,
-    ):
-        """Run each env for ``amount`` cycles (mode 0) or frames (mode 1).
-
-        Thread ``i`` runs env ``env_base + i``: the CPU device runs a batch as contiguous
-        chunks of envs, one launch per worker thread (machine.CpuChunks); a GPU launch covers
-        the whole batch from env 0.
-
-        One iteration of the loop is one instruction in four phases: fetch (opcode and
-        immediates), reads, register work, writes. Memory is touched only in the fetch, read
-        and write phases, each a single inlined site: the 32 Game Boys of a warp run different
-        instructions, and an access written once per instruction kind would be executed once
-        per kind present in the warp; here every thread that reads does so in the same pass.
-
-        What the loop needs at every instruction and that changes rarely stays in registers:
-        the next event time (timer, serial, PPU, launch end), the pending interrupts, the ROM
-        banks and the OAM DMA window. They are reloaded after the event catch-up and after any
-        write that may change them (MBC, IO, IE, interrupt dispatch); reads cannot make an
-        event earlier, and any catch-up they trigger happens only once an event is due, which
-        the next iteration's catch-up sees too.
-        """
-        env = wp.tid() + env_base
-        if sget(g, env, S_LOCKED) != 0:
-            return
-        r = vec8i()
-        for i in range(8):
-            r[i] = sget(g, env, i)
-        sp = sget(g, env, R_SP)
-        pc = sget(g, env, R_PC)
-        ime = sget(g, env, S_IME)
-        halted = sget(g, env, S_HALTED)
-        ei_delay = sget(g, env, S_EI_DELAY)
-        halt_bug = sget(g, env, S_HALT_BUG)
-        locked = int(0)
-        icount = int(0)
-        t = int(0)
-        sset(g, env, S_LFRAMES, 0)
-        # step_frames: the buttons are held for min(release_after, frames) frames and always
-        # released by the end of the launch, so every step starts from a released joypad.
-        held = int(0)
-        if use_buttons != 0:
-            if release_after > 0:
-                set_buttons(g.ref, env, buttons[env])
-                held = int(1)
-            else:
-                set_buttons(g.ref, env, 0)
-
-        # The launch's cycle limit: the requested cycles, or the frames' cycle budget.
-        limit = wp.min(amount, LAUNCH_TIME_LIMIT)
-        if mode != RUN_CYCLES:
-            frames = wp.min(amount, MAX_FRAMES_PER_LAUNCH)
-            limit = (frames + 1) * BUDGET_CYCLES_PER_FRAME
+    # The launch's cycle limit: the requested cycles, or the frames' cycle budget.
+    limit = wp.min(amount, LAUNCH_TIME_LIMIT)
+    if mode != RUN_CYCLES:
+        frames = wp.min(amount, MAX_FRAMES_PER_LAUNCH)
+        limit = (frames + 1) * BUDGET_CYCLES_PER_FRAME
+    if wp.static(PHASE_CLOCKS):
+        clk = vec9l()  # cycles per phase, then live lanes, fetches, catch-ups
+        c0 = cycle_clock()
+        c1 = c0
+    if wp.static(HOST):
+        rom_ptr = array_u8_ptr(g.rom)
+        # Where CPU addresses 0000-3FFF and 4000-7FFF of the mapped banks start in ROM:
+        # a code byte is one load from there (the ROM is a power of two >= 32 KiB, so
+        # masking the bank's offset masks the whole index).
+        code_lo = rom_ptr
+        code_hi = rom_ptr
+    # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
+    next_ev = int(STALE)
+    irq = int(0)
+    bank0 = int(0)
+    bankx = int(0)
+    dma_s = int(0)
+    dma_e = int(0)
+    while True:
         if wp.static(PHASE_CLOCKS):
-            clk = vec9l()  # cycles per phase, then live lanes, fetches, catch-ups
             c0 = cycle_clock()
-            c1 = c0
-        if wp.static(host):
-            rom_ptr = array_u8_ptr(g.rom)
-            # Where CPU addresses 0000-3FFF and 4000-7FFF of the mapped banks start in ROM:
-            # a code byte is one load from there (the ROM is a power of two >= 32 KiB, so
-            # masking the bank's offset masks the whole index).
-            code_lo = rom_ptr
-            code_hi = rom_ptr
-        # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
-        next_ev = int(STALE)
-        irq = int(0)
-        bank0 = int(0)
-        bankx = int(0)
-        dma_s = int(0)
-        dma_e = int(0)
-        while True:
+        if t >= next_ev:
             if wp.static(PHASE_CLOCKS):
-                c0 = cycle_clock()
-            if t >= next_ev:
-                if wp.static(PHASE_CLOCKS):
-                    clk[ROW_CATCH_UPS] += wp.int64(1)
-                catch_up(g, env, t, halted, limit)
-                lframes = sget(g, env, S_LFRAMES)
-                if held != 0 and lframes >= release_after:
-                    set_buttons(g.ref, env, 0)
-                    held = int(0)
-                if mode == RUN_FRAMES:
-                    if lframes >= amount:
-                        break
-                    if t >= limit:
-                        locked = int(FAULT_BUDGET)  # frames not completed within the budget
-                        break
-                elif t >= limit:
+                clk[ROW_CATCH_UPS] += wp.int64(1)
+            catch_up(g, env, t, halted, limit)
+            lframes = sget(g, env, S_LFRAMES)
+            if held != 0 and lframes >= release_after:
+                set_buttons(g.ref, env, 0)
+                held = int(0)
+            if mode == RUN_FRAMES:
+                if lframes >= amount:
                     break
-                next_ev = wp.min(
-                    wp.min(ppu_cpu_event(g, env), sget(g, env, T_TIMER_NEXT)),
-                    wp.min(sget(g, env, T_SERIAL_END), limit),
-                )
-                irq = pending_irq(g, env)
-                bank0 = sget(g, env, S_BANK0)
-                bankx = sget(g, env, S_BANKX)
-                dma_s = sget(g, env, T_DMA_START)
-                dma_e = sget(g, env, T_DMA_END)
-                if wp.static(host):
-                    code_lo = rom_ptr + wp.uint64((bank0 * 0x4000) & g.rom_mask)
-                    code_hi = rom_ptr + wp.uint64((bankx * 0x4000) & g.rom_mask) - wp.uint64(0x4000)
-            if wp.static(PHASE_CLOCKS):
-                c1 = cycle_clock()
-                clk[0] += c1 - c0
-            irq_now = irq
-            if halted != 0:
-                wake = irq != 0
-                if halted == 2:
-                    wake = (mget(g, env, IO_OFF + IF) & 0x10) != 0
-                if wake:
-                    halted = int(0)
-                    t += 4
-                else:
-                    # Jump straight to the next event instead of ticking 4 cycles at a time.
-                    dt = next_ev - t
-                    if dt < 4:
-                        dt = int(4)
-                    t += (dt + 3) & ~3
-                    if wp.static(PHASE_CLOCKS):
-                        clk[1] += cycle_clock() - c1
-                    continue
-            elif (irq & 1) != 0 and ime != 0 and t - sget(g, env, T_LINE_AT) < 4:
-                if mget(g, env, IO_OFF + LY) == 144:
-                    # The PPU requests VBlank late in the M-cycle that enters line 144, after a
-                    # running CPU has sampled its interrupts for this boundary: the request
-                    # is taken one instruction later (a halted CPU wakes on it at once, above).
-                    irq_now = irq & ~1
-            if ime != 0 and irq_now != 0:
-                # Interrupt dispatch: 2 wait M-cycles, push PC (the high byte push may change
-                # IE, which is re-read before the vector is chosen), jump: 5 M-cycles.
-                ime = int(0)
-                ei_delay = int(0)
-                if halt_bug != 0:
-                    # "ei; halt" with an interrupt pending: HALT took the HALT-bug path (IME
-                    # was still 0), so PC was not to be advanced past the next fetch. The
-                    # dispatch replaces that fetch: the pushed return address is the HALT
-                    # itself, which runs again after RETI; the handler is fetched normally.
-                    halt_bug = int(0)
-                    pc = (pc - 1) & 0xFFFF
-                t += 8
-                sp = (sp - 1) & 0xFFFF
+                if t >= limit:
+                    locked = int(FAULT_BUDGET)  # frames not completed within the budget
+                    break
+            elif t >= limit:
+                break
+            next_ev = wp.min(
+                wp.min(ppu_cpu_event(g, env), sget(g, env, T_TIMER_NEXT)),
+                wp.min(sget(g, env, T_SERIAL_END), limit),
+            )
+            irq = pending_irq(g, env)
+            bank0 = sget(g, env, S_BANK0)
+            bankx = sget(g, env, S_BANKX)
+            dma_s = sget(g, env, T_DMA_START)
+            dma_e = sget(g, env, T_DMA_END)
+            if wp.static(HOST):
+                code_lo = rom_ptr + wp.uint64((bank0 * 0x4000) & g.rom_mask)
+                code_hi = rom_ptr + wp.uint64((bankx * 0x4000) & g.rom_mask) - wp.uint64(0x4000)
+        if wp.static(PHASE_CLOCKS):
+            c1 = cycle_clock()
+            clk[0] += c1 - c0
+        irq_now = irq
+        if halted != 0:
+            wake = irq != 0
+            if halted == 2:
+                wake = (mget(g, env, IO_OFF + IF) & 0x10) != 0
+            if wake:
+                halted = int(0)
                 t += 4
-                wr(g, env, sp, pc >> 8, t)
-                irq_now = pending_irq(g, env)
-                sp = (sp - 1) & 0xFFFF
-                t += 4
-                wr(g, env, sp, pc & 0xFF, t)
-                pc = int(0)
-                if irq_now != 0:
-                    bit = int(0)
-                    while ((irq_now >> bit) & 1) == 0:
-                        bit += 1
-                    mset(g, env, IO_OFF + IF, mget(g, env, IO_OFF + IF) & ~(1 << bit))
-                    pc = 0x40 + 8 * bit
-                t += 4
-                next_ev = int(STALE)
+            else:
+                # Jump straight to the next event instead of ticking 4 cycles at a time.
+                dt = next_ev - t
+                if dt < 4:
+                    dt = int(4)
+                t += (dt + 3) & ~3
                 if wp.static(PHASE_CLOCKS):
                     clk[1] += cycle_clock() - c1
                 continue
-
-            if wp.static(PHASE_CLOCKS):
-                c0 = cycle_clock()
-                clk[1] += c0 - c1
-                clk[ROW_LANES] += wp.int64(live_lanes())
-                clk[ROW_FETCHES] += wp.int64(1)
-            # ---- fetch: opcode, then its immediate bytes (little-endian in imm)
+        elif (irq & 1) != 0 and ime != 0 and t - sget(g, env, T_LINE_AT) < 4:
+            if mget(g, env, IO_OFF + LY) == 144:
+                # The PPU requests VBlank late in the M-cycle that enters line 144, after a
+                # running CPU has sampled its interrupts for this boundary: the request
+                # is taken one instruction later (a halted CPU wakes on it at once, above).
+                irq_now = irq & ~1
+        if ime != 0 and irq_now != 0:
+            # Interrupt dispatch: 2 wait M-cycles, push PC (the high byte push may change
+            # IE, which is re-read before the vector is chosen), jump: 5 M-cycles.
+            ime = int(0)
+            ei_delay = int(0)
+            if halt_bug != 0:
+                # "ei; halt" with an interrupt pending: HALT took the HALT-bug path (IME
+                # was still 0), so PC was not to be advanced past the next fetch. The
+                # dispatch replaces that fetch: the pushed return address is the HALT
+                # itself, which runs again after RETI; the handler is fetched normally.
+                halt_bug = int(0)
+                pc = (pc - 1) & 0xFFFF
+            t += 8
+            sp = (sp - 1) & 0xFFFF
             t += 4
-            # Code in cartridge ROM (nearly all of it) is read three bytes at once, the opcode
-            # and the two that may be its immediates: ROM reads have no side effects and their
-            # cycle does not matter outside OAM DMA, so the loads need not wait for each other
-            # or for the descriptor. Elsewhere (RAM, boot ROM, during DMA) every byte is read
-            # at its own M-cycle.
-            fast = pc <= 0x7FFD and (pc >= 0x100 or g.has_boot == 0) and (
-                t + 8 < dma_s or t >= dma_e
-            )
-            op = int(0)
-            b1 = int(0)
-            b2 = int(0)
-            if wp.static(host):
-                # One CPU thread: the three bytes in one load when they lie in one bank.
-                if fast and (pc & 0x3FFF) <= 0x3FFC:
-                    word = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
-                    op = word & 0xFF
-                    b1 = (word >> 8) & 0xFF
-                    b2 = (word >> 16) & 0xFF
-                elif fast:
-                    op = rom_code_byte(g, pc, bank0, bankx)
-                    b1 = rom_code_byte(g, pc + 1, bank0, bankx)
-                    b2 = rom_code_byte(g, pc + 2, bank0, bankx)
-                else:
-                    op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
+            wr(g, env, sp, pc >> 8, t)
+            irq_now = pending_irq(g, env)
+            sp = (sp - 1) & 0xFFFF
+            t += 4
+            wr(g, env, sp, pc & 0xFF, t)
+            pc = int(0)
+            if irq_now != 0:
+                bit = int(0)
+                while ((irq_now >> bit) & 1) == 0:
+                    bit += 1
+                mset(g, env, IO_OFF + IF, mget(g, env, IO_OFF + IF) & ~(1 << bit))
+                pc = 0x40 + 8 * bit
+            t += 4
+            next_ev = int(STALE)
+            if wp.static(PHASE_CLOCKS):
+                clk[1] += cycle_clock() - c1
+            continue
+
+        if wp.static(PHASE_CLOCKS):
+            c0 = cycle_clock()
+            clk[1] += c0 - c1
+            clk[ROW_LANES] += wp.int64(live_lanes())
+            clk[ROW_FETCHES] += wp.int64(1)
+        # ---- fetch: opcode, then its immediate bytes (little-endian in imm)
+        t += 4
+        # Code in cartridge ROM (nearly all of it) is read three bytes at once, the opcode
+        # and the two that may be its immediates: ROM reads have no side effects and their
+        # cycle does not matter outside OAM DMA, so the loads need not wait for each other
+        # or for the descriptor. Elsewhere (RAM, boot ROM, during DMA) every byte is read
+        # at its own M-cycle.
+        fast = pc <= 0x7FFD and (pc >= 0x100 or g.has_boot == 0) and (
+            t + 8 < dma_s or t >= dma_e
+        )
+        op = int(0)
+        b1 = int(0)
+        b2 = int(0)
+        if wp.static(HOST):
+            # One CPU thread: the three bytes in one load when they lie in one bank.
+            if fast and (pc & 0x3FFF) <= 0x3FFC:
+                word = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
+                op = word & 0xFF
+                b1 = (word >> 8) & 0xFF
+                b2 = (word >> 16) & 0xFF
+            elif fast:
+                op = rom_code_byte(g, pc, bank0, bankx)
+                b1 = rom_code_byte(g, pc + 1, bank0, bankx)
+                b2 = rom_code_byte(g, pc + 2, bank0, bankx)
             else:
-                if fast:
-                    op = rom_code_byte(g, pc, bank0, bankx)
-                    b1 = rom_code_byte(g, pc + 1, bank0, bankx)
-                    b2 = rom_code_byte(g, pc + 2, bank0, bankx)
-                else:
-                    op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
-            desc = op * DESC_BYTES
+                op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
+        else:
+            if fast:
+                op = rom_code_byte(g, pc, bank0, bankx)
+                b1 = rom_code_byte(g, pc + 1, bank0, bankx)
+                b2 = rom_code_byte(g, pc + 2, bank0, bankx)
+            else:
+                op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
+        desc = op * DESC_BYTES
+        w0 = ld_i32(g.dec_ptr, desc)
+        w1 = ld_i32(g.dec_ptr, desc + 4)
+        w2 = ld_i32(g.dec_ptr, desc + 8)
+        if halt_bug != 0:
+            # PC was not advanced past the opcode: its byte is read again as the next one.
+            halt_bug = int(0)
+            b2 = b1
+            b1 = op
+        else:
+            pc = (pc + 1) & 0xFFFF
+        icount += 1
+        n_imm = w0 & 3
+        imm = int(0)
+        if fast:
+            imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
+            t += 4 * n_imm
+            pc = (pc + n_imm) & 0xFFFF
+        else:
+            k = int(0)
+            while k < n_imm:
+                t += 4
+                imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
+                pc = (pc + 1) & 0xFFFF
+                k += 1
+        # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
+        code = wp.where(op == 0xCB, imm & 0xFF, op)
+        if op == 0xCB:
+            desc = (CB_BASE + code) * DESC_BYTES
             w0 = ld_i32(g.dec_ptr, desc)
             w1 = ld_i32(g.dec_ptr, desc + 4)
             w2 = ld_i32(g.dec_ptr, desc + 8)
-            if halt_bug != 0:
-                # PC was not advanced past the opcode: its byte is read again as the next one.
-                halt_bug = int(0)
-                b2 = b1
-                b1 = op
-            else:
-                pc = (pc + 1) & 0xFFFF
-            icount += 1
-            n_imm = w0 & 3
-            imm = int(0)
-            if fast:
-                imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
-                t += 4 * n_imm
-                pc = (pc + n_imm) & 0xFFFF
-            else:
-                k = int(0)
-                while k < n_imm:
+        if wp.static(PHASE_CLOCKS):
+            c1 = cycle_clock()
+            clk[2] += c1 - c0
+        if wp.static(HOST):
+            # One CPU thread: the commonest simple instructions take a short lane
+            # (decode.LANE_*), with the generic path's results.
+            lane = ld_i32(g.dec_ptr, desc + 12)
+            if lane != LANE_GENERIC:
+                f0 = r[R_F]
+                if lane == LANE_JUMP:
+                    r[R_F] = f0 & 0xF0
+                    if cond(field(w0, CC_SHIFT, 3), f0):
+                        psel0 = field(w0, PC_SHIFT, 3)
+                        if psel0 == PC_IMM:
+                            pc = imm
+                        elif psel0 == PC_REL:
+                            pc = (pc + sext8(imm & 0xFF)) & 0xFFFF
+                        elif psel0 == PC_HL:
+                            pc = (r[4] << 8) | r[5]
+                        t += 4 * field(w0, EXTRA_SHIFT, 2)
+                elif lane == LANE_STORE8:
+                    wa = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
+                    src0 = field(w1, SRC8_SHIFT, 4)
+                    v0 = imm & 0xFF
+                    if src0 != S8_IMM:
+                        v0 = r[src0]
+                    r[R_F] = f0 & 0xF0
                     t += 4
-                    imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
-                    pc = (pc + 1) & 0xFFFF
-                    k += 1
-            # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
-            code = wp.where(op == 0xCB, imm & 0xFF, op)
-            if op == 0xCB:
-                desc = (CB_BASE + code) * DESC_BYTES
-                w0 = ld_i32(g.dec_ptr, desc)
-                w1 = ld_i32(g.dec_ptr, desc + 4)
-                w2 = ld_i32(g.dec_ptr, desc + 8)
-            if wp.static(PHASE_CLOCKS):
-                c1 = cycle_clock()
-                clk[2] += c1 - c0
-            if wp.static(host):
-                # One CPU thread: the commonest simple instructions take a short lane
-                # (decode.LANE_*), with the generic path's results.
-                lane = ld_i32(g.dec_ptr, desc + 12)
-                if lane != LANE_GENERIC:
-                    f0 = r[R_F]
-                    if lane == LANE_JUMP:
-                        r[R_F] = f0 & 0xF0
-                        if cond(field(w0, CC_SHIFT, 3), f0):
+                    if wr_cpu(g, env, wa & 0xFFFF, v0 & 0xFF, t) != 0:
+                        next_ev = int(STALE)
+                elif lane == LANE_REG16:
+                    hl0 = (r[4] << 8) | r[5]
+                    v16 = value16_host(field(w2, SRC16_SHIFT, 3), r, sp, imm, hl0)
+                    op16 = field(w2, OP16_SHIFT, 3)
+                    o16 = v16 << 8
+                    if op16 != OP16_PASS:
+                        o16 = add16(op16, v16, hl0, imm & 0xFF)
+                    calc0 = wp.where(field(w1, F16_SHIFT, 1) != 0, o16 & 0xF0, 0)
+                    r[R_F] = (
+                        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+                        | (field(w1, FSET_SHIFT, 4) << 4)
+                        | (calc0 & (field(w1, FCALC_SHIFT, 4) << 4))
+                    )
+                    d16 = field(w2, DST16_SHIFT, 3)
+                    res0 = o16 >> 8
+                    if d16 == R16_SP:
+                        sp = res0
+                    else:
+                        r[2 * d16] = res0 >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
+                        r[2 * d16 + 1] = res0 & 0xFF
+                    t += 4 * field(w0, EXTRA_SHIFT, 2)
+                elif lane == LANE_STACK:
+                    r[R_F] = f0 & 0xF0
+                    t += 4 * field(w0, RWAIT_SHIFT, 1)
+                    if cond(field(w0, CC_SHIFT, 3), f0):
+                        if field(w0, NRD_SHIFT, 2) != 0:  # POP, RET: two bytes from SP
+                            t += 4
+                            lo = rd_cpu(g, env, sp, t, bank0, bankx, dma_s, dma_e)
+                            t += 4
+                            hi = rd_cpu(g, env, (sp + 1) & 0xFFFF, t, bank0, bankx,
+                                        dma_s, dma_e)
+                            sp = (sp + 2) & 0xFFFF
+                            d16 = field(w2, DST16_SHIFT, 3)
+                            if d16 == D16_NONE:
+                                pc = (hi << 8) | lo
+                            elif d16 == R16_AF:
+                                r[R_A] = hi
+                                r[R_F] = lo & 0xF0
+                            else:
+                                r[2 * d16] = hi  # BC DE HL: registers 0-1, 2-3, 4-5
+                                r[2 * d16 + 1] = lo
+                        else:  # PUSH, CALL, RST: high byte at SP-1, low at SP-2
+                            v16 = pc
+                            src16 = field(w2, SRC16_SHIFT, 3)
+                            if src16 != R16_PC:
+                                v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
+                                if src16 == R16_AF:  # F as it was before this instruction
+                                    v16 = (r[R_A] << 8) | f0
                             psel0 = field(w0, PC_SHIFT, 3)
                             if psel0 == PC_IMM:
                                 pc = imm
-                            elif psel0 == PC_REL:
-                                pc = (pc + sext8(imm & 0xFF)) & 0xFFFF
-                            elif psel0 == PC_HL:
-                                pc = (r[4] << 8) | r[5]
-                            t += 4 * field(w0, EXTRA_SHIFT, 2)
-                    elif lane == LANE_STORE8:
-                        wa = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
-                        src0 = field(w1, SRC8_SHIFT, 4)
-                        v0 = imm & 0xFF
-                        if src0 != S8_IMM:
-                            v0 = r[src0]
-                        r[R_F] = f0 & 0xF0
-                        t += 4
-                        if wr_cpu(g, env, wa & 0xFFFF, v0 & 0xFF, t) != 0:
-                            next_ev = int(STALE)
-                    elif lane == LANE_REG16:
-                        hl0 = (r[4] << 8) | r[5]
-                        v16 = value16_host(field(w2, SRC16_SHIFT, 3), r, sp, imm, hl0)
-                        op16 = field(w2, OP16_SHIFT, 3)
-                        o16 = v16 << 8
-                        if op16 != OP16_PASS:
-                            o16 = add16(op16, v16, hl0, imm & 0xFF)
-                        calc0 = wp.where(field(w1, F16_SHIFT, 1) != 0, o16 & 0xF0, 0)
-                        r[R_F] = (
-                            (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
-                            | (field(w1, FSET_SHIFT, 4) << 4)
-                            | (calc0 & (field(w1, FCALC_SHIFT, 4) << 4))
-                        )
-                        d16 = field(w2, DST16_SHIFT, 3)
-                        res0 = o16 >> 8
-                        if d16 == R16_SP:
-                            sp = res0
-                        else:
-                            r[2 * d16] = res0 >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
-                            r[2 * d16 + 1] = res0 & 0xFF
-                        t += 4 * field(w0, EXTRA_SHIFT, 2)
-                    elif lane == LANE_STACK:
-                        r[R_F] = f0 & 0xF0
-                        t += 4 * field(w0, RWAIT_SHIFT, 1)
-                        if cond(field(w0, CC_SHIFT, 3), f0):
-                            if field(w0, NRD_SHIFT, 2) != 0:  # POP, RET: two bytes from SP
-                                t += 4
-                                lo = rd_cpu(g, env, sp, t, bank0, bankx, dma_s, dma_e)
-                                t += 4
-                                hi = rd_cpu(g, env, (sp + 1) & 0xFFFF, t, bank0, bankx,
-                                            dma_s, dma_e)
-                                sp = (sp + 2) & 0xFFFF
-                                d16 = field(w2, DST16_SHIFT, 3)
-                                if d16 == D16_NONE:
-                                    pc = (hi << 8) | lo
-                                elif d16 == R16_AF:
-                                    r[R_A] = hi
-                                    r[R_F] = lo & 0xF0
-                                else:
-                                    r[2 * d16] = hi  # BC DE HL: registers 0-1, 2-3, 4-5
-                                    r[2 * d16 + 1] = lo
-                            else:  # PUSH, CALL, RST: high byte at SP-1, low at SP-2
-                                v16 = pc
-                                src16 = field(w2, SRC16_SHIFT, 3)
-                                if src16 != R16_PC:
-                                    v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
-                                    if src16 == R16_AF:  # F as it was before this instruction
-                                        v16 = (r[R_A] << 8) | f0
-                                psel0 = field(w0, PC_SHIFT, 3)
-                                if psel0 == PC_IMM:
-                                    pc = imm
-                                elif psel0 == PC_RST:
-                                    pc = code & 0x38
-                                t += 8
-                                if wr_cpu(g, env, (sp - 1) & 0xFFFF, v16 >> 8, t) != 0:
-                                    next_ev = int(STALE)
-                                t += 4
-                                if wr_cpu(g, env, (sp - 2) & 0xFFFF, v16 & 0xFF, t) != 0:
-                                    next_ev = int(STALE)
-                                sp = (sp - 2) & 0xFFFF
-                            t += 4 * field(w0, EXTRA_SHIFT, 2)
-                    else:  # LANE_REG8, LANE_LOAD8, LANE_RMW8
-                        src0 = field(w1, SRC8_SHIFT, 4)
-                        v0 = imm & 0xFF
-                        ra = int(0)
-                        if lane != LANE_REG8:
-                            t += 4
-                            ra = bus_address_host(field(w0, RADDR_SHIFT, 3), r, sp, imm) & 0xFFFF
-                            v0 = rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) & 0xFF
-                        elif src0 != S8_IMM:
-                            v0 = r[src0]
-                        op0 = field(w1, OP8_SHIFT, 5)
-                        o0 = v0 << 8
-                        if op0 != OP_LD:
-                            o0 = alu_host(op0, r[R_A], v0, f0, (code >> 3) & 7)
-                        r[R_F] = (
-                            (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
-                            | (field(w1, FSET_SHIFT, 4) << 4)
-                            | (o0 & 0xF0 & (field(w1, FCALC_SHIFT, 4) << 4))
-                        )
-                        d0 = field(w1, DST8_SHIFT, 4)
-                        if d0 < 8:
-                            r[d0] = o0 >> 8
-                        if lane == LANE_RMW8:
-                            t += 4
-                            if wr_cpu(g, env, ra, (o0 >> 8) & 0xFF, t) != 0:
+                            elif psel0 == PC_RST:
+                                pc = code & 0x38
+                            t += 8
+                            if wr_cpu(g, env, (sp - 1) & 0xFFFF, v16 >> 8, t) != 0:
                                 next_ev = int(STALE)
-                    if (lane == LANE_LOAD8 or lane == LANE_STORE8) and field(
-                        w2, DST16_SHIFT, 3
-                    ) == R16_HL:  # (HL+) / (HL-): HL steps after the access
-                        step = wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
-                        hl1 = ((r[4] << 8) | r[5]) + step
-                        r[4] = (hl1 >> 8) & 0xFF
-                        r[5] = hl1 & 0xFF
-                    if ei_delay > 0:
-                        ei_delay -= 1
-                        if ei_delay == 0:
-                            ime = int(1)
-                    continue
-            f = r[R_F]
-            a = r[R_A]
-            hl = pair(r, 4)
-            taken = cond(field(w0, CC_SHIFT, 3), f)
-            e = imm & 0xFF
+                            t += 4
+                            if wr_cpu(g, env, (sp - 2) & 0xFFFF, v16 & 0xFF, t) != 0:
+                                next_ev = int(STALE)
+                            sp = (sp - 2) & 0xFFFF
+                        t += 4 * field(w0, EXTRA_SHIFT, 2)
+                else:  # LANE_REG8, LANE_LOAD8, LANE_RMW8
+                    src0 = field(w1, SRC8_SHIFT, 4)
+                    v0 = imm & 0xFF
+                    ra = int(0)
+                    if lane != LANE_REG8:
+                        t += 4
+                        ra = bus_address_host(field(w0, RADDR_SHIFT, 3), r, sp, imm) & 0xFFFF
+                        v0 = rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) & 0xFF
+                    elif src0 != S8_IMM:
+                        v0 = r[src0]
+                    op0 = field(w1, OP8_SHIFT, 5)
+                    o0 = v0 << 8
+                    if op0 != OP_LD:
+                        o0 = alu_host(op0, r[R_A], v0, f0, (code >> 3) & 7)
+                    r[R_F] = (
+                        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+                        | (field(w1, FSET_SHIFT, 4) << 4)
+                        | (o0 & 0xF0 & (field(w1, FCALC_SHIFT, 4) << 4))
+                    )
+                    d0 = field(w1, DST8_SHIFT, 4)
+                    if d0 < 8:
+                        r[d0] = o0 >> 8
+                    if lane == LANE_RMW8:
+                        t += 4
+                        if wr_cpu(g, env, ra, (o0 >> 8) & 0xFF, t) != 0:
+                            next_ev = int(STALE)
+                if (lane == LANE_LOAD8 or lane == LANE_STORE8) and field(
+                    w2, DST16_SHIFT, 3
+                ) == R16_HL:  # (HL+) / (HL-): HL steps after the access
+                    step = wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
+                    hl1 = ((r[4] << 8) | r[5]) + step
+                    r[4] = (hl1 >> 8) & 0xFF
+                    r[5] = hl1 & 0xFF
+                if ei_delay > 0:
+                    ei_delay -= 1
+                    if ei_delay == 0:
+                        ime = int(1)
+                continue
+        f = r[R_F]
+        a = r[R_A]
+        hl = pair(r, 4)
+        taken = cond(field(w0, CC_SHIFT, 3), f)
+        e = imm & 0xFF
 
-            # ---- reads: n_rd bytes from raddr (little-endian in rv), after r_wait cycles
-            # Both addresses come from the registers before this instruction.
-            if wp.static(host):
-                # One CPU thread: an address only for an instruction that uses it.
-                n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
-                raddr = int(0)
-                waddr = int(0)
-                if n_rd != 0:
-                    raddr = bus_address_host(field(w0, RADDR_SHIFT, 3), r, sp, imm)
-                if taken and field(w0, NWR_SHIFT, 2) != 0:
-                    waddr = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
-                t += 4 * field(w0, RWAIT_SHIFT, 1)
-                rv = int(0)
-                k = int(0)
-                while k < n_rd:
-                    t += 4
-                    ra = (raddr + k) & 0xFFFF
-                    rv = rv | (rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) << (8 * k))
-                    k += 1
-            else:
-                raddr = bus_address(field(w0, RADDR_SHIFT, 3), r, sp, imm)
-                waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
-                t += 4 * field(w0, RWAIT_SHIFT, 1)
-                n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
-                rv = int(0)
-                k = int(0)
-                while k < n_rd:
-                    t += 4
-                    ra = (raddr + k) & 0xFFFF
-                    rv = rv | (rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) << (8 * k))
-                    k += 1
+        # ---- reads: n_rd bytes from raddr (little-endian in rv), after r_wait cycles
+        # Both addresses come from the registers before this instruction.
+        if wp.static(HOST):
+            # One CPU thread: an address only for an instruction that uses it.
+            n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
+            raddr = int(0)
+            waddr = int(0)
+            if n_rd != 0:
+                raddr = bus_address_host(field(w0, RADDR_SHIFT, 3), r, sp, imm)
+            if taken and field(w0, NWR_SHIFT, 2) != 0:
+                waddr = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
+            t += 4 * field(w0, RWAIT_SHIFT, 1)
+            rv = int(0)
+            k = int(0)
+            while k < n_rd:
+                t += 4
+                ra = (raddr + k) & 0xFFFF
+                rv = rv | (rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) << (8 * k))
+                k += 1
+        else:
+            raddr = bus_address(field(w0, RADDR_SHIFT, 3), r, sp, imm)
+            waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
+            t += 4 * field(w0, RWAIT_SHIFT, 1)
+            n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
+            rv = int(0)
+            k = int(0)
+            while k < n_rd:
+                t += 4
+                ra = (raddr + k) & 0xFFFF
+                rv = rv | (rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) << (8 * k))
+                k += 1
 
-            if wp.static(PHASE_CLOCKS):
-                c0 = cycle_clock()
-                clk[3] += c0 - c1
-            # ---- register work: the same operations for every opcode, driven by its
-            # descriptor (decode.py); a write is planned as n_wr bytes of wval (low byte first)
-            # to waddr, waddr + wstep, after w_wait cycles
-            if wp.static(host):
-                # One CPU thread: the register work branches on the descriptor and computes
-                # only what the instruction uses; the results are those of the branch-free
-                # code below, which a GPU warp runs once for all its Game Boys.
-                src8 = field(w1, SRC8_SHIFT, 4)
-                v8 = e
-                if src8 == S8_MEM:
-                    v8 = rv & 0xFF
-                elif src8 != S8_IMM:
-                    v8 = r[src8]
-                op8 = field(w1, OP8_SHIFT, 5)
-                out8 = v8 << 8
-                if op8 != OP_LD:
-                    out8 = alu_host(op8, a, v8, f, (code >> 3) & 7)
-                res8 = out8 >> 8
-                vsel = field(w0, WVAL_SHIFT, 2)
-                f16 = field(w1, F16_SHIFT, 1)
-                dst16 = field(w2, DST16_SHIFT, 3)
-                out16 = int(0)
-                if dst16 != D16_NONE or vsel != W_RES8 or f16 != 0:
-                    src16 = field(w2, SRC16_SHIFT, 3)
-                    v16 = value16_host(src16, r, sp, imm, hl)
-                    if src16 == R16_MEM:
-                        v16 = rv
-                    elif src16 == R16_PC:
-                        v16 = pc
-                    op16 = field(w2, OP16_SHIFT, 3)
-                    out16 = v16 << 8
-                    if op16 != OP16_PASS:
-                        out16 = add16(op16, v16, hl, e)
-                res16 = out16 >> 8
-                calc = wp.where(f16 != 0, out16 & 0xF0, out8 & 0xF0)
-                r[R_F] = (
-                    (f & (field(w1, FKEEP_SHIFT, 4) << 4))
-                    | (field(w1, FSET_SHIFT, 4) << 4)
-                    | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
-                )
-                dst8 = field(w1, DST8_SHIFT, 4)
-                if dst8 < 8:
-                    r[dst8] = res8
-                if dst16 != D16_NONE:
-                    hi = res16 >> 8
-                    lo = res16 & 0xFF
-                    if dst16 == R16_BC:
-                        r[0] = hi
-                        r[1] = lo
-                    elif dst16 == R16_DE:
-                        r[2] = hi
-                        r[3] = lo
-                    elif dst16 == R16_HL:
-                        r[4] = hi
-                        r[5] = lo
-                    elif dst16 == R16_AF:
-                        r[R_A] = hi
-                        r[R_F] = lo & 0xF0
-                    elif dst16 == R16_SP:
-                        sp = res16
-                wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
-                wval = res8
-                if vsel == W_RES16:
-                    wval = res16
-                elif vsel == W_PUSH:
-                    wval = ((res16 & 0xFF) << 8) | (res16 >> 8)
-            else:
-                src8 = field(w1, SRC8_SHIFT, 4)
-                v8 = wp.where(src8 == S8_MEM, rv & 0xFF, wp.where(src8 == S8_IMM, e, rget(r, src8)))
-                # The two guards below skip the ALU and the adder for the instructions that only
-                # move data: on the CPU device that halves the time of an instruction; on a GPU a
-                # warp still runs each once if any of its threads needs it.
-                op8 = field(w1, OP8_SHIFT, 5)
-                out8 = v8 << 8
-                if op8 != OP_LD:
-                    out8 = alu(op8, a, v8, f, (code >> 3) & 7)
-                res8 = out8 >> 8
+        if wp.static(PHASE_CLOCKS):
+            c0 = cycle_clock()
+            clk[3] += c0 - c1
+        # ---- register work: the same operations for every opcode, driven by its
+        # descriptor (decode.py); a write is planned as n_wr bytes of wval (low byte first)
+        # to waddr, waddr + wstep, after w_wait cycles
+        if wp.static(HOST):
+            # One CPU thread: the register work branches on the descriptor and computes
+            # only what the instruction uses; the results are those of the branch-free
+            # code below, which a GPU warp runs once for all its Game Boys.
+            src8 = field(w1, SRC8_SHIFT, 4)
+            v8 = e
+            if src8 == S8_MEM:
+                v8 = rv & 0xFF
+            elif src8 != S8_IMM:
+                v8 = r[src8]
+            op8 = field(w1, OP8_SHIFT, 5)
+            out8 = v8 << 8
+            if op8 != OP_LD:
+                out8 = alu_host(op8, a, v8, f, (code >> 3) & 7)
+            res8 = out8 >> 8
+            vsel = field(w0, WVAL_SHIFT, 2)
+            f16 = field(w1, F16_SHIFT, 1)
+            dst16 = field(w2, DST16_SHIFT, 3)
+            out16 = int(0)
+            if dst16 != D16_NONE or vsel != W_RES8 or f16 != 0:
                 src16 = field(w2, SRC16_SHIFT, 3)
-                v16 = wp.where(src16 == R16_SP, sp, hl)
-                v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
-                v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
-                v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
-                v16 = wp.where(src16 == R16_IMM, imm, v16)
-                v16 = wp.where(src16 == R16_MEM, rv, v16)
-                v16 = wp.where(src16 == R16_PC, pc, v16)
+                v16 = value16_host(src16, r, sp, imm, hl)
+                if src16 == R16_MEM:
+                    v16 = rv
+                elif src16 == R16_PC:
+                    v16 = pc
                 op16 = field(w2, OP16_SHIFT, 3)
                 out16 = v16 << 8
                 if op16 != OP16_PASS:
                     out16 = add16(op16, v16, hl, e)
-                res16 = out16 >> 8
-                # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
-                calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
-                r[R_F] = (
-                    (f & (field(w1, FKEEP_SHIFT, 4) << 4))
-                    | (field(w1, FSET_SHIFT, 4) << 4)
-                    | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
-                )
-                r = rset(r, field(w1, DST8_SHIFT, 4), res8)
-                dst16 = field(w2, DST16_SHIFT, 3)
-                if dst16 != D16_NONE:
-                    hi = res16 >> 8
-                    lo = res16 & 0xFF
-                    r[0] = wp.where(dst16 == R16_BC, hi, r[0])
-                    r[1] = wp.where(dst16 == R16_BC, lo, r[1])
-                    r[2] = wp.where(dst16 == R16_DE, hi, r[2])
-                    r[3] = wp.where(dst16 == R16_DE, lo, r[3])
-                    r[4] = wp.where(dst16 == R16_HL, hi, r[4])
-                    r[5] = wp.where(dst16 == R16_HL, lo, r[5])
-                    r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
-                    r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
-                    sp = wp.where(dst16 == R16_SP, res16, sp)
-                # writes (to waddr, chosen with the read address above)
-                wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
-                vsel = field(w0, WVAL_SHIFT, 2)
-                wval = wp.where(vsel == W_RES16, res16, res8)
-                wval = wp.where(vsel == W_PUSH, ((res16 & 0xFF) << 8) | (res16 >> 8), wval)
-            n_wr = wp.where(taken, field(w0, NWR_SHIFT, 2), 0)
-            w_wait = wp.where(taken, 4 * field(w0, WWAIT_SHIFT, 1), 0)
-            # stack pointer, program counter, internal cycles (only when the condition holds)
-            spd = field(w0, SPD_SHIFT, 2)
-            sp = wp.where(taken and spd == SPD_POP, (sp + 2) & 0xFFFF, sp)
-            sp = wp.where(taken and spd == SPD_PUSH, (sp - 2) & 0xFFFF, sp)
-            psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)
-            if psel != PC_KEEP:
-                new_pc = wp.where(psel == PC_IMM, imm, pc)
-                new_pc = wp.where(psel == PC_REL, (pc + sext8(e)) & 0xFFFF, new_pc)
-                new_pc = wp.where(psel == PC_HL, hl, new_pc)
-                new_pc = wp.where(psel == PC_MEM, rv, new_pc)
-                pc = wp.where(psel == PC_RST, code & 0x38, new_pc)
-            t += wp.where(taken, 4 * field(w0, EXTRA_SHIFT, 2), 0)
-            special = field(w0, SPECIAL_SHIFT, 3)
-            if special != SP_NONE:
-                if special == SP_HALT:
-                    if ime == 0 and irq != 0:
-                        halt_bug = int(1)
-                    else:
-                        halted = int(1)
-                elif special == SP_STOP:  # skips a byte, resets DIV, sleeps until a button press
-                    pc = (pc + 1) & 0xFFFF
-                    wr(g, env, 0xFF04, 0, t)
-                    halted = int(2)
-                    next_ev = int(STALE)
-                elif special == SP_DI:
-                    ime = int(0)
-                    ei_delay = int(0)
-                elif special == SP_EI:  # takes effect after the next instruction
-                    if ime == 0 and ei_delay == 0:
-                        ei_delay = int(2)
-                elif special == SP_RETI:
-                    ime = int(1)
-                    ei_delay = int(0)
+            res16 = out16 >> 8
+            calc = wp.where(f16 != 0, out16 & 0xF0, out8 & 0xF0)
+            r[R_F] = (
+                (f & (field(w1, FKEEP_SHIFT, 4) << 4))
+                | (field(w1, FSET_SHIFT, 4) << 4)
+                | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
+            )
+            dst8 = field(w1, DST8_SHIFT, 4)
+            if dst8 < 8:
+                r[dst8] = res8
+            if dst16 != D16_NONE:
+                hi = res16 >> 8
+                lo = res16 & 0xFF
+                if dst16 == R16_BC:
+                    r[0] = hi
+                    r[1] = lo
+                elif dst16 == R16_DE:
+                    r[2] = hi
+                    r[3] = lo
+                elif dst16 == R16_HL:
+                    r[4] = hi
+                    r[5] = lo
+                elif dst16 == R16_AF:
+                    r[R_A] = hi
+                    r[R_F] = lo & 0xF0
+                elif dst16 == R16_SP:
+                    sp = res16
+            wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
+            wval = res8
+            if vsel == W_RES16:
+                wval = res16
+            elif vsel == W_PUSH:
+                wval = ((res16 & 0xFF) << 8) | (res16 >> 8)
+        else:
+            src8 = field(w1, SRC8_SHIFT, 4)
+            v8 = wp.where(src8 == S8_MEM, rv & 0xFF, wp.where(src8 == S8_IMM, e, rget(r, src8)))
+            # The two guards below skip the ALU and the adder for the instructions that only
+            # move data: on the CPU device that halves the time of an instruction; on a GPU a
+            # warp still runs each once if any of its threads needs it.
+            op8 = field(w1, OP8_SHIFT, 5)
+            out8 = v8 << 8
+            if op8 != OP_LD:
+                out8 = alu(op8, a, v8, f, (code >> 3) & 7)
+            res8 = out8 >> 8
+            src16 = field(w2, SRC16_SHIFT, 3)
+            v16 = wp.where(src16 == R16_SP, sp, hl)
+            v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
+            v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
+            v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
+            v16 = wp.where(src16 == R16_IMM, imm, v16)
+            v16 = wp.where(src16 == R16_MEM, rv, v16)
+            v16 = wp.where(src16 == R16_PC, pc, v16)
+            op16 = field(w2, OP16_SHIFT, 3)
+            out16 = v16 << 8
+            if op16 != OP16_PASS:
+                out16 = add16(op16, v16, hl, e)
+            res16 = out16 >> 8
+            # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
+            calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
+            r[R_F] = (
+                (f & (field(w1, FKEEP_SHIFT, 4) << 4))
+                | (field(w1, FSET_SHIFT, 4) << 4)
+                | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
+            )
+            r = rset(r, field(w1, DST8_SHIFT, 4), res8)
+            dst16 = field(w2, DST16_SHIFT, 3)
+            if dst16 != D16_NONE:
+                hi = res16 >> 8
+                lo = res16 & 0xFF
+                r[0] = wp.where(dst16 == R16_BC, hi, r[0])
+                r[1] = wp.where(dst16 == R16_BC, lo, r[1])
+                r[2] = wp.where(dst16 == R16_DE, hi, r[2])
+                r[3] = wp.where(dst16 == R16_DE, lo, r[3])
+                r[4] = wp.where(dst16 == R16_HL, hi, r[4])
+                r[5] = wp.where(dst16 == R16_HL, lo, r[5])
+                r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
+                r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
+                sp = wp.where(dst16 == R16_SP, res16, sp)
+            # writes (to waddr, chosen with the read address above)
+            wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
+            vsel = field(w0, WVAL_SHIFT, 2)
+            wval = wp.where(vsel == W_RES16, res16, res8)
+            wval = wp.where(vsel == W_PUSH, ((res16 & 0xFF) << 8) | (res16 >> 8), wval)
+        n_wr = wp.where(taken, field(w0, NWR_SHIFT, 2), 0)
+        w_wait = wp.where(taken, 4 * field(w0, WWAIT_SHIFT, 1), 0)
+        # stack pointer, program counter, internal cycles (only when the condition holds)
+        spd = field(w0, SPD_SHIFT, 2)
+        sp = wp.where(taken and spd == SPD_POP, (sp + 2) & 0xFFFF, sp)
+        sp = wp.where(taken and spd == SPD_PUSH, (sp - 2) & 0xFFFF, sp)
+        psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)
+        if psel != PC_KEEP:
+            new_pc = wp.where(psel == PC_IMM, imm, pc)
+            new_pc = wp.where(psel == PC_REL, (pc + sext8(e)) & 0xFFFF, new_pc)
+            new_pc = wp.where(psel == PC_HL, hl, new_pc)
+            new_pc = wp.where(psel == PC_MEM, rv, new_pc)
+            pc = wp.where(psel == PC_RST, code & 0x38, new_pc)
+        t += wp.where(taken, 4 * field(w0, EXTRA_SHIFT, 2), 0)
+        special = field(w0, SPECIAL_SHIFT, 3)
+        if special != SP_NONE:
+            if special == SP_HALT:
+                if ime == 0 and irq != 0:
+                    halt_bug = int(1)
                 else:
-                    locked = int(FAULT_ILLEGAL_OPCODE)
+                    halted = int(1)
+            elif special == SP_STOP:  # skips a byte, resets DIV, sleeps until a button press
+                pc = (pc + 1) & 0xFFFF
+                wr(g, env, 0xFF04, 0, t)
+                halted = int(2)
+                next_ev = int(STALE)
+            elif special == SP_DI:
+                ime = int(0)
+                ei_delay = int(0)
+            elif special == SP_EI:  # takes effect after the next instruction
+                if ime == 0 and ei_delay == 0:
+                    ei_delay = int(2)
+            elif special == SP_RETI:
+                ime = int(1)
+                ei_delay = int(0)
+            else:
+                locked = int(FAULT_ILLEGAL_OPCODE)
 
-            if wp.static(PHASE_CLOCKS):
-                c1 = cycle_clock()
-                clk[4] += c1 - c0
-            # ---- writes
-            t += w_wait
-            k = int(0)
-            while k < n_wr:
-                t += 4
-                if wr_cpu(g, env, (waddr + k * wstep) & 0xFFFF, (wval >> (8 * k)) & 0xFF, t) != 0:
-                    next_ev = int(STALE)
-                k += 1
-
-            if wp.static(PHASE_CLOCKS):
-                clk[5] += cycle_clock() - c1
-            if locked == FAULT_ILLEGAL_OPCODE:
-                # Illegal opcode: the env freezes with PC at the opcode; others continue.
-                pc = (pc - 1) & 0xFFFF
-                break
-            if ei_delay > 0:
-                ei_delay -= 1
-                if ei_delay == 0:
-                    ime = int(1)
-
-        if held != 0:
-            set_buttons(g.ref, env, 0)  # release_after >= frames: released as the step ends
-
-        # ---- write back registers and rebase launch-relative times
-        for i in range(8):
-            sset(g, env, i, r[i])
-        sset(g, env, R_SP, sp)
-        sset(g, env, R_PC, pc)
-        sset(g, env, S_IME, ime)
-        sset(g, env, S_HALTED, halted)
-        sset(g, env, S_EI_DELAY, ei_delay)
-        sset(g, env, S_HALT_BUG, halt_bug)
-        sset(g, env, S_LOCKED, locked)
-        sset(g, env, S_DIV_OFF, (sget(g, env, S_DIV_OFF) + t) & 0xFFFF)
-        rebase(g, env, T_TSYNC, t)
-        rebase(g, env, T_RELOAD, t)
-        rebase(g, env, T_TIMER_NEXT, t)
-        rebase(g, env, T_PPU_NEXT, t)
-        rebase(g, env, T_SERIAL_END, t)
-        rebase(g, env, T_DMA_END, t)
-        rebase(g, env, T_DMA_START, t)
-        rebase(g, env, T_LINE_AT, t)
-        tset(g, env, TM_CLOCK, tget(g, env, TM_CLOCK) + wp.int64(t))
-        tset(g, env, TM_INSTRS, tget(g, env, TM_INSTRS) + wp.int64(icount))
         if wp.static(PHASE_CLOCKS):
-            for i in range(CLOCK_ROWS):
-                g.clocks[i, env] = g.clocks[i, env] + clk[i]
+            c1 = cycle_clock()
+            clk[4] += c1 - c0
+        # ---- writes
+        t += w_wait
+        k = int(0)
+        while k < n_wr:
+            t += 4
+            if wr_cpu(g, env, (waddr + k * wstep) & 0xFFFF, (wval >> (8 * k)) & 0xFF, t) != 0:
+                next_ev = int(STALE)
+            k += 1
 
-    return run_kernel
+        if wp.static(PHASE_CLOCKS):
+            clk[5] += cycle_clock() - c1
+        if locked == FAULT_ILLEGAL_OPCODE:
+            # Illegal opcode: the env freezes with PC at the opcode; others continue.
+            pc = (pc - 1) & 0xFFFF
+            break
+        if ei_delay > 0:
+            ei_delay -= 1
+            if ei_delay == 0:
+                ime = int(1)
+
+    if held != 0:
+        set_buttons(g.ref, env, 0)  # release_after >= frames: released as the step ends
+
+    # ---- write back registers and rebase launch-relative times
+    for i in range(8):
+        sset(g, env, i, r[i])
+    sset(g, env, R_SP, sp)
+    sset(g, env, R_PC, pc)
+    sset(g, env, S_IME, ime)
+    sset(g, env, S_HALTED, halted)
+    sset(g, env, S_EI_DELAY, ei_delay)
+    sset(g, env, S_HALT_BUG, halt_bug)
+    sset(g, env, S_LOCKED, locked)
+    sset(g, env, S_DIV_OFF, (sget(g, env, S_DIV_OFF) + t) & 0xFFFF)
+    rebase(g, env, T_TSYNC, t)
+    rebase(g, env, T_RELOAD, t)
+    rebase(g, env, T_TIMER_NEXT, t)
+    rebase(g, env, T_PPU_NEXT, t)
+    rebase(g, env, T_SERIAL_END, t)
+    rebase(g, env, T_DMA_END, t)
+    rebase(g, env, T_DMA_START, t)
+    rebase(g, env, T_LINE_AT, t)
+    tset(g, env, TM_CLOCK, tget(g, env, TM_CLOCK) + wp.int64(t))
+    tset(g, env, TM_INSTRS, tget(g, env, TM_INSTRS) + wp.int64(icount))
+    if wp.static(PHASE_CLOCKS):
+        for i in range(CLOCK_ROWS):
+            g.clocks[i, env] = g.clocks[i, env] + clk[i]
 
 
-run_kernel = build_run_kernel(host=False)
-run_kernel_host = build_run_kernel(host=True)
+
+# The CPU variant: the same function, generated with HOST = True (see HOST above) into a
+# Warp module of its own.
+def _host_function(func: Any) -> Any:
+    """A copy of the Python function ``func`` that sees HOST = True."""
+    copy = types.FunctionType(func.__code__, {**func.__globals__, "HOST": True},
+                              func.__name__, func.__defaults__, func.__closure__)
+    copy.__annotations__ = dict(func.__annotations__)
+    copy.__qualname__ = func.__qualname__
+    copy.__module__ = func.__module__
+    return copy
+
+
+run_kernel_host = wp.kernel(_host_function(run_kernel.func), name="run_kernel_host",
+                            module=HOST_MODULE)

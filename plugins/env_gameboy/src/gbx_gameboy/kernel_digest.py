@@ -1,7 +1,7 @@
 """Digests of the CUDA run kernel's compiled form, to show that CPU-only code paths leave it
 unchanged.
 
-The run kernel is generated per device (``cpu.build_run_kernel``): the CPU variant adds
+The run kernel is generated per device (``cpu.HOST``): the CPU variant adds
 paths inside ``if wp.static(host):`` blocks. The CUDA variant's PTX, compiled through
 Warp's NVRTC with the content hashes stripped from the names (so the digest depends on
 the code, not on the hash of the Python source), is what the GPU runs after ptxas; its

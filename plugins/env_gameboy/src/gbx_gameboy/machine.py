@@ -34,7 +34,7 @@ DEFAULT_SERIAL_CAPACITY = 1024
 # 1.07e9 cycles); longer requests are split (frames: see cpu.BUDGET_CYCLES_PER_FRAME).
 MAX_CYCLES_PER_LAUNCH = MAX_FRAMES_PER_LAUNCH * L.CYCLES_PER_FRAME
 assert MAX_CYCLES_PER_LAUNCH < LAUNCH_TIME_LIMIT
-# Run-kernel variants (cpu.build_run_kernel): the one for the batch's device, or either
+# Run-kernel variants (cpu.HOST): the one for the batch's device, or either
 # by name ("cpu" only on the CPU device).
 KERNEL_VARIANTS = ("auto", "cpu", "cuda")
 # Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
@@ -129,7 +129,7 @@ class GameBoyBatch:
         wp.init()
         self.device = str(wp.get_device(device))
         on_cpu = self.device.startswith("cpu")
-        # The run kernel's variant (cpu.build_run_kernel): the one generated for this
+        # The run kernel's variant (cpu.HOST): the one generated for this
         # device unless asked for the other (the CUDA variant runs on the CPU too).
         self.kernel = ("cpu" if on_cpu else "cuda") if kernel == "auto" else kernel
         if self.kernel == "cpu" and not on_cpu:
