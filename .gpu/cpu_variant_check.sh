@@ -19,7 +19,10 @@ digest=$($GBX gameboy kernel-digest 2>/dev/null); rc=$?
 row "CUDA run kernel PTX (sm_90) = recorded digest" "$([ $rc = 0 ] && echo PASS || echo "FAIL $digest")"
 [ $rc = 0 ] || status=1
 
-$PY -m pytest -q -p no:cacheprovider -m "slow or not slow" \
+$PY -m pytest -q -p no:cacheprovider \
+  "plugins/env_gameboy/tests/test_kernel_variants.py::test_cuda_variant_ptx_is_the_recorded_one" \
+  -m "slow or not slow" > /tmp/cpu_variant_ptx.log 2>&1 || status=1
+$PY -m pytest -q -p no:cacheprovider \
   plugins/env_gameboy/tests/test_kernel_variants.py \
   plugins/env_gameboy/tests/test_cpu_threads.py \
   "plugins/env_gameboy/tests/test_machine.py::test_cuda_matches_cpu" \

@@ -21,18 +21,20 @@ BUILD_OPTIONS = ("GBX_GAMEBOY_PHASE_CLOCKS", "GBX_GAMEBOY_CHECK_BOUNDS",
                  "GBX_GAMEBOY_CUDA_MAX_REGISTERS")
 
 
-def _played(rom: str, kernel: str, n: int, boot: int) -> dict[str, torch.Tensor]:
+def _played(rom: str, kernel: str, n: int, boot: int, device: str = "cpu"
+            ) -> dict[str, torch.Tensor]:
     """n envs booted (``boot`` frames, then START), then stepped with a different random
     button sequence per env."""
-    batch = GameBoyBatch(rom, n, "cpu", threads=1, kernel=kernel)
+    batch = GameBoyBatch(rom, n, device, threads=1, kernel=kernel)
     assert batch.kernel == kernel
     batch.run_frames(boot)
-    batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32), 6, release_after=3)
+    batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32, device=device), 6,
+                      release_after=3)
     gen = torch.Generator().manual_seed(11)
     for _ in range(4):
         buttons = torch.randint(0, 256, (n,), generator=gen, dtype=torch.int32)
-        batch.step_frames(buttons, 6, release_after=3)
-    return {k: v.clone() for k, v in batch.state_tensors().items()}
+        batch.step_frames(buttons.to(device), 6, release_after=3)
+    return {k: v.cpu().clone() for k, v in batch.state_tensors().items()}
 
 
 def _assert_variants_agree(rom: str, n: int, boot: int = 30) -> None:
@@ -52,6 +54,15 @@ def test_cpu_variant_gives_the_cuda_variants_state_bit_for_bit() -> None:
 @pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
 def test_cpu_variant_matches_on_flappyboy() -> None:
     _assert_variants_agree(str(FLAPPY), 33, boot=120)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
+def test_cpu_variant_on_the_cpu_matches_cuda_on_a_gpu() -> None:
+    host = _played(str(FLAPPY), "cpu", 70, 120)
+    cuda = _played(str(FLAPPY), "cuda", 70, 120, device="cuda")
+    for name, tensor in host.items():
+        assert torch.equal(tensor, cuda[name]), f"{name} differs between CPU and CUDA"
 
 
 def test_auto_picks_the_devices_variant_and_refuses_cpu_on_a_gpu() -> None:
