@@ -53,8 +53,10 @@ from gbx_gameboy.layout import (
     VRAM_OFF,
     WRAM_OFF,
 )
+from gbx_gameboy.oam_bug import OAM_BUG_READ, OAM_BUG_WRITE, oam_bug
 from gbx_gameboy.ppu_timing import (
     lcdc_write,
+    ly_read,
     ppu_sync,
     stat_read,
     stat_update,
@@ -370,9 +372,7 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
     elif i == STAT:
         v = stat_read(g.ref, env, t - g.ppu_lag)
     elif i == LY:
-        if t - g.ppu_lag >= sget(g, env, T_PPU_NEXT):
-            ppu_sync(g.ref, env, t - g.ppu_lag)
-        v = mget(g, env, IO_OFF + LY)
+        v = ly_read(g.ref, env, t - g.ppu_lag)
     elif i == SC:
         serial_sync(g.ref, env, t)
         v = mget(g, env, IO_OFF + SC) | 0x7E
@@ -550,11 +550,10 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
         v = cart_ram_read(g.ref, env, a)
     elif a < 0xFE00:
         v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
-    elif a < 0xFEA0:
-        if not oam_blocked(g, env, t):
-            v = mget(g, env, OAM_OFF + (a - 0xFE00))
     elif a < 0xFF00:
-        v = int(0xFF)
+        oam_bug(g.ref, env, t, OAM_BUG_READ)  # DMG: during the OAM scan (oam_bug.py)
+        if a < 0xFEA0 and not oam_blocked(g, env, t):
+            v = mget(g, env, OAM_OFF + (a - 0xFE00))
     elif a < 0xFF80:
         v = io_read(g, env, a - 0xFF00, t)
     else:
@@ -591,11 +590,11 @@ def wr_slow(g: GB, env: int, a: int, v: int, t: int):
         cart_ram_write(g.ref, env, a, v, t)
     elif a < 0xFE00:
         mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
-    elif a < 0xFEA0:
-        if not oam_blocked(g, env, t):
-            mset(g, env, OAM_OFF + (a - 0xFE00), v)
     elif a < 0xFF00:
-        pass  # the unusable area ignores writes
+        oam_bug(g.ref, env, t, OAM_BUG_WRITE)  # DMG: during the OAM scan (oam_bug.py)
+        # FEA0-FEFF (unusable) ignores writes.
+        if a < 0xFEA0 and not oam_blocked(g, env, t):
+            mset(g, env, OAM_OFF + (a - 0xFE00), v)
     elif a < 0xFF80:
         io_write(g, env, a - 0xFF00, v, t)
     else:
