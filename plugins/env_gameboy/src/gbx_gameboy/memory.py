@@ -27,6 +27,7 @@ from gbx_gameboy.layout import (
     S_MBC_MODE,
     S_MBC_R1,
     S_MBC_R2,
+    S_NO_OAM_SCAN,
     S_RAMG,
     S_RAMOFF,
     S_RTC_DH,
@@ -56,7 +57,7 @@ from gbx_gameboy.layout import (
 from gbx_gameboy.oam_bug import OAM_BUG_READ, OAM_BUG_WRITE, oam_bug
 from gbx_gameboy.ppu_timing import (
     lcdc_write,
-    ly_read,
+    lcdon_line_end,
     ppu_sync,
     stat_read,
     stat_update,
@@ -372,7 +373,12 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
     elif i == STAT:
         v = stat_read(g.ref, env, t - g.ppu_lag)
     elif i == LY:
-        v = ly_read(g.ref, env, t - g.ppu_lag)
+        if t - g.ppu_lag >= sget(g, env, T_PPU_NEXT):
+            ppu_sync(g.ref, env, t - g.ppu_lag)
+        v = mget(g, env, IO_OFF + LY)
+        if sget(g, env, S_NO_OAM_SCAN) != 0:
+            if lcdon_line_end(g, env):
+                v = v + 1  # the first line after LCD on (ppu_timing.lcdon_line_end)
     elif i == SC:
         serial_sync(g.ref, env, t)
         v = mget(g, env, IO_OFF + SC) | 0x7E

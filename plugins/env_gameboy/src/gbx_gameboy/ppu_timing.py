@@ -161,7 +161,9 @@ def lcdon_line_end(g: GB, env: int) -> bool:
 def ly_matches(g: GB, env: int) -> bool:
     """The LY=LYC comparison (STAT bit 2 and its interrupt condition)."""
     same = mget(g, env, IO_OFF + LY) == mget(g, env, IO_OFF + LYC)
-    return same and not lcdon_line_end(g, env)
+    if same and sget(g, env, S_NO_OAM_SCAN) != 0:
+        same = not lcdon_line_end(g, env)
+    return same
 
 
 @wp.func(inline=False)
@@ -359,18 +361,6 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
         sset(g, env, T_PPU_NEXT, t + g.lcdon_m3)
         sset(g, env, T_LINE_AT, t + g.lcdon_m3 - g.ppu_m3)  # as if the line had started earlier
     stat_update(g.ref, env)
-
-
-@wp.func(inline=False)
-def ly_read(ref: wp.uint64, env: int, t: int) -> int:
-    """LY as a CPU read sees it at cycle t (see ``lcdon_line_end``)."""
-    g = load_gb(ref)
-    if t >= sget(g, env, T_PPU_NEXT):
-        ppu_sync(g.ref, env, t)
-    ly = mget(g, env, IO_OFF + LY)
-    if lcdon_line_end(g, env):
-        ly = ly + 1
-    return ly
 
 
 @wp.func(inline=False)
