@@ -147,6 +147,7 @@ from gbx_gameboy.layout import (
     TM_INSTRS,
 )
 from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
+from gbx_gameboy.oam_bug import OAM_BUG_WRITE, oam_bug, oam_bug_idu, oam_bug_read_idu
 from gbx_gameboy.phase_clock import (
     CLOCK_ROWS,
     PHASE_CLOCKS,
@@ -668,6 +669,8 @@ def run_kernel(
                 halt_bug = int(0)
                 pc = (pc - 1) & 0xFFFF
             t += 8
+            if (sp & 0xFF00) == 0xFE00:
+                oam_bug(g.ref, env, t, OAM_BUG_WRITE)  # SP on the bus (oam_bug.py)
             sp = (sp - 1) & 0xFFFF
             t += 4
             wr(g, env, sp, pc >> 8, t)
@@ -792,6 +795,8 @@ def run_kernel(
                     hl0 = (r[4] << 8) | r[5]
                     v16 = value16_host(field(w2, SRC16_SHIFT, 3), r, sp, imm, hl0)
                     op16 = field(w2, OP16_SHIFT, 3)
+                    if (v16 & 0xFF00) == 0xFE00:  # OAM bug: inc/dec rr, ld sp,hl
+                        oam_bug_idu(g.ref, env, w0, w2, t)
                     o16 = v16 << 8
                     if op16 != OP16_PASS:
                         o16 = add16(op16, v16, hl0, imm & 0xFF)
@@ -814,6 +819,8 @@ def run_kernel(
                     t += 4 * field(w0, RWAIT_SHIFT, 1)
                     if cond(field(w0, CC_SHIFT, 3), f0):
                         if field(w0, NRD_SHIFT, 2) != 0:  # POP, RET: two bytes from SP
+                            if (sp & 0xFF00) == 0xFE00:  # OAM bug: SP steps as it reads
+                                oam_bug_read_idu(g.ref, env, w0, w2, t + 4)
                             t += 4
                             lo = rd_cpu(g, env, sp, t, bank0, bankx, dma_s, dma_e)
                             t += 4
@@ -841,6 +848,8 @@ def run_kernel(
                                 pc = imm
                             elif psel0 == PC_RST:
                                 pc = code & 0x38
+                            if (sp & 0xFF00) == 0xFE00:  # OAM bug: SP on the bus
+                                oam_bug_idu(g.ref, env, w0, w2, t)
                             t += 8
                             if wr_cpu(g, env, (sp - 1) & 0xFFFF, v16 >> 8, t) != 0:
                                 next_ev = int(STALE)
@@ -854,8 +863,10 @@ def run_kernel(
                     v0 = imm & 0xFF
                     ra = int(0)
                     if lane != LANE_REG8:
-                        t += 4
                         ra = bus_address_host(field(w0, RADDR_SHIFT, 3), r, sp, imm) & 0xFFFF
+                        if (ra & 0xFF00) == 0xFE00:  # OAM bug: (HL+) / (HL-) step
+                            oam_bug_read_idu(g.ref, env, w0, w2, t + 4)
+                        t += 4
                         v0 = rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) & 0xFF
                     elif src0 != S8_IMM:
                         v0 = r[src0]
@@ -905,6 +916,9 @@ def run_kernel(
             if taken and field(w0, NWR_SHIFT, 2) != 0:
                 waddr = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
             t += 4 * field(w0, RWAIT_SHIFT, 1)
+            if (raddr & 0xFF00) == 0xFE00 and n_rd != 0:
+                # DMG OAM corruption bug: an increment/decrement in the first read's M-cycle.
+                oam_bug_read_idu(g.ref, env, w0, w2, t + 4)
             rv = int(0)
             k = int(0)
             while k < n_rd:
@@ -917,6 +931,9 @@ def run_kernel(
             waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
             t += 4 * field(w0, RWAIT_SHIFT, 1)
             n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
+            if (raddr & 0xFF00) == 0xFE00 and n_rd != 0:
+                # DMG OAM corruption bug: an increment/decrement in the first read's M-cycle.
+                oam_bug_read_idu(g.ref, env, w0, w2, t + 4)
             rv = int(0)
             k = int(0)
             while k < n_rd:
@@ -950,6 +967,7 @@ def run_kernel(
             f16 = field(w1, F16_SHIFT, 1)
             dst16 = field(w2, DST16_SHIFT, 3)
             out16 = int(0)
+            v16 = int(0)  # computed when the instruction uses it (it then may use the IDU)
             if dst16 != D16_NONE or vsel != W_RES8 or f16 != 0:
                 src16 = field(w2, SRC16_SHIFT, 3)
                 v16 = value16_host(src16, r, sp, imm, hl)
@@ -962,6 +980,11 @@ def run_kernel(
                 if op16 != OP16_PASS:
                     out16 = add16(op16, v16, hl, e)
             res16 = out16 >> 8
+            # DMG OAM corruption bug (see below): every instruction that uses the 16-bit
+            # increment/decrement unit computes v16 above.
+            spd = field(w0, SPD_SHIFT, 2)
+            if (wp.where(spd == SPD_PUSH, sp, v16) & 0xFF00) == 0xFE00 and taken:
+                oam_bug_idu(g.ref, env, w0, w2, t)
             calc = wp.where(f16 != 0, out16 & 0xF0, out8 & 0xF0)
             r[R_F] = (
                 (f & (field(w1, FKEEP_SHIFT, 4) << 4))
@@ -1018,6 +1041,12 @@ def run_kernel(
             if op16 != OP16_PASS:
                 out16 = add16(op16, v16, hl, e)
             res16 = out16 >> 8
+            # DMG OAM corruption bug: the 16-bit increment/decrement unit puts its operand on
+            # the address bus (inc/dec rr, ld sp,hl, SP before a push); one compare here, the
+            # rest out of line (oam_bug.py) when the value lies in FE00-FEFF.
+            spd = field(w0, SPD_SHIFT, 2)
+            if (wp.where(spd == SPD_PUSH, sp, v16) & 0xFF00) == 0xFE00 and taken:
+                oam_bug_idu(g.ref, env, w0, w2, t)
             # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
             calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
             r[R_F] = (
@@ -1047,7 +1076,6 @@ def run_kernel(
         n_wr = wp.where(taken, field(w0, NWR_SHIFT, 2), 0)
         w_wait = wp.where(taken, 4 * field(w0, WWAIT_SHIFT, 1), 0)
         # stack pointer, program counter, internal cycles (only when the condition holds)
-        spd = field(w0, SPD_SHIFT, 2)
         sp = wp.where(taken and spd == SPD_POP, (sp + 2) & 0xFFFF, sp)
         sp = wp.where(taken and spd == SPD_PUSH, (sp - 2) & 0xFFFF, sp)
         psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)

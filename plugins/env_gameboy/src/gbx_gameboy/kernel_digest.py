@@ -19,7 +19,7 @@ from pathlib import Path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "7694922cdaca91507ca734f48b0ce8d7744cfcd782bf85bf27bbe3edef4b5c05"
+CUDA_PTX_SHA256 = "0a4efba5fd3a6753642a509ce4f24ade799159763e049192600bb3f0b318a7dd"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
