@@ -76,3 +76,56 @@ def test_ly_reads_0_during_most_of_line_153() -> None:
     assert stat & 3 == 1  # LY read 0 while the PPU was still in VBlank
     assert stat & 4  # and LYC=0 already matched
     assert batch.read_memory(0, 0xC001) == 0
+
+
+LCD_OFF_ON = """
+    ld a, $FF
+    ldh [$47], a        ; BGP: every colour shows black while the LCD is on
+    ld b, 3
+.frames:
+    ldh a, [$44]
+    cp 144
+    jr z, .frames       ; leave the VBlank line it may be on
+.vb:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vb
+    dec b
+    jr nz, .frames      ; three frames drawn
+.ly72:
+    ldh a, [$44]
+    cp 72
+    jr nz, .ly72
+    xor a
+    ldh [$40], a        ; LCD off in the middle of a frame
+    ld bc, 7600         ; about three frames (28 cycles per loop)
+.delay:
+    dec bc
+    ld a, b
+    or c
+    jr nz, .delay
+    ld a, $91
+    ldh [$40], a        ; LCD on again
+.idle:
+    jr .idle
+"""
+
+
+def test_screen_is_blank_while_the_lcd_is_off_and_during_the_first_frame_after() -> None:
+    # Pan Docs (LCDC bit 7): with the LCD off the DMG screen is blank (white), and after it
+    # is turned on again the PPU draws the first frame but the screen stays blank for it.
+    # Each frame is rendered; a frame is all black (BGP=$FF) or all white (shade 0).
+    batch = GameBoyBatch(micro_rom(LCD_OFF_ON), 1, "cpu")
+    seen = []
+    for _ in range(12):
+        batch.run_frames(1, render_last=True)
+        shades = set(batch.fb[0].unique().tolist())
+        seen.append((bool(batch.read_memory(0, 0xFF40) & 0x80), shades))
+    on = [lcd for lcd, _ in seen]
+    off_at = on.index(False)  # the frame in which the LCD went off (at line 72)
+    back_at = on.index(True, off_at)  # the first frame that ends with the LCD on again
+    assert off_at >= 3 and back_at - off_at >= 3, seen
+    assert all(s == {3} for _, s in seen[:off_at]), seen  # drawn while on
+    assert all(s == {0} for _, s in seen[off_at:back_at]), seen  # off: blank at once
+    assert seen[back_at][1] == {0}, seen  # first frame after LCD on: blank
+    assert all(s == {3} for _, s in seen[back_at + 1:]), seen

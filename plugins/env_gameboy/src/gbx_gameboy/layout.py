@@ -102,7 +102,7 @@ T_DMA_END = 43  # OAM DMA busy until this cycle
 T_DMA_START = 44
 S_PPU_PHASE = 45  # position inside the scanline (see ppu_timing.py)
 T_LINE_AT = 46  # cycle at which LY last changed (or the virtual line start after LCD on)
-S_NO_OAM_SCAN = 47  # 1 on the first line after LCD on (no mode 2, OAM stays accessible)
+S_NO_OAM_SCAN = 47  # bit 0: first line after LCD on (no OAM scan); bit 1: its blank frame
 ST_COUNT = 48
 ST_TILE_BYTES = ST_COUNT * TILE * 4
 

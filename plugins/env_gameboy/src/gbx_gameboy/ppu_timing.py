@@ -69,6 +69,10 @@ else:
 
 
 LINE_CYCLES = 456
+# S_NO_OAM_SCAN bits: the first line after LCD on has no OAM scan; the whole first frame
+# after LCD on stays blank on the screen (the PPU runs, the LCD shows nothing yet).
+FIRST_LINE = 1
+BLANK_FRAME = 2
 MODE3_BASE = 172
 # Longest object penalty: 10 fetches of 6 dots, each in its own tile waiting 5 dots.
 MAX_OBJECT_PENALTY = 10 * (6 + 5)
@@ -187,6 +191,15 @@ def stat_write_quirk(ref: wp.uint64, env: int):
 
 
 @wp.func
+def blank_rows(g: GB, env: int, first: int, last: int):
+    """Rows first..last-1 of env's framebuffer white: what a DMG screen shows with the LCD
+    off, and during the first frame after it is turned on."""
+    for y in range(first, last):
+        for x in range(160):
+            g.fb[env, y, x] = wp.uint8(0)
+
+
+@wp.func
 def frame_done(g: GB, env: int):
     tset(g, env, TM_FRAMES, tget(g, env, TM_FRAMES) + wp.int64(1))
     sset(g, env, S_LFRAMES, sget(g, env, S_LFRAMES) + 1)
@@ -214,7 +227,7 @@ def ppu_cpu_event(g: GB, env: int) -> int:
     nxt = sget(g, env, T_PPU_NEXT)
     lazy = (mget(g, env, IO_OFF + LCDC) & 0x80) != 0
     lazy = lazy and (mget(g, env, IO_OFF + STAT) & 0x78) == 0
-    if lazy and sget(g, env, S_NO_OAM_SCAN) == 0:
+    if lazy and (sget(g, env, S_NO_OAM_SCAN) & FIRST_LINE) == 0:
         ly = mget(g, env, IO_OFF + LY)
         lines = 144 - ly
         if ly >= 144:
@@ -240,6 +253,8 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
     while sget(g, env, T_PPU_NEXT) <= t:
         ev = sget(g, env, T_PPU_NEXT)
         if (mget(g, env, IO_OFF + LCDC) & 0x80) == 0:
+            if g.render_frame == sget(g, env, S_LFRAMES):
+                blank_rows(g, env, 0, 144)  # the observed frame passed with the LCD off
             frame_done(g, env)  # LCD off: a frame still lasts 70224 cycles
             sset(g, env, T_PPU_NEXT, ev + CYCLES_PER_FRAME)
         else:
@@ -267,6 +282,8 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     mb = mem_base(g, env)
                     win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
                     sset(g, env, S_WIN_LINE, win_line)
+                    if (sget(g, env, S_NO_OAM_SCAN) & BLANK_FRAME) != 0 and ly < 144:
+                        blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown
                 phase = PH_HBLANK
                 mode = 0
                 nxt = ev + (LINE_CYCLES - g.ppu_m3 - g.ppu_pre) - sget(g, env, S_MODE3_LEN)
@@ -312,7 +329,11 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     nxt = ev + g.ppu_m2
                 mset(g, env, IO_OFF + LY, ly)
                 sset(g, env, T_LINE_AT, ev)
-                sset(g, env, S_NO_OAM_SCAN, 0)
+                # The first line is over; the blank first frame ends as VBlank starts.
+                blank = sget(g, env, S_NO_OAM_SCAN) & BLANK_FRAME
+                if ly >= 144:
+                    blank = 0
+                sset(g, env, S_NO_OAM_SCAN, blank)
             sset(g, env, S_PPU_PHASE, phase)
             sset(g, env, S_PPU_MODE, mode)
             sset(g, env, T_PPU_NEXT, nxt)
@@ -329,12 +350,15 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)
         sset(g, env, S_PPU_PHASE, PH_HBLANK)
+        sset(g, env, S_NO_OAM_SCAN, 0)
         sset(g, env, T_PPU_NEXT, t + CYCLES_PER_FRAME)
+        if g.render_frame == sget(g, env, S_LFRAMES):
+            blank_rows(g, env, 0, 144)  # the screen goes blank at once
     elif (old & 0x80) == 0 and (v & 0x80) != 0:
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)
         sset(g, env, S_PPU_PHASE, PH_OAM)  # no OAM scan IRQ or mode 2 on this first line
-        sset(g, env, S_NO_OAM_SCAN, 1)
+        sset(g, env, S_NO_OAM_SCAN, FIRST_LINE | BLANK_FRAME)
         sset(g, env, S_WIN_LINE, 0)
         sset(g, env, T_PPU_NEXT, t + g.lcdon_m3)
         sset(g, env, T_LINE_AT, t + g.lcdon_m3 - g.ppu_m3)  # as if the line had started earlier
@@ -370,7 +394,7 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
         if sget(g, env, S_PPU_PHASE) == PH_OAM or sget(g, env, S_PPU_PHASE) == PH_LINE_START:
             m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
         blocked = d >= m3s and d < m3e
-        if oam and sget(g, env, S_NO_OAM_SCAN) == 0:
+        if oam and (sget(g, env, S_NO_OAM_SCAN) & FIRST_LINE) == 0:
             if d >= g.acc_m2_start and d < g.acc_m2_end:
                 blocked = True
     return blocked

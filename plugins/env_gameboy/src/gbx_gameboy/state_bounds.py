@@ -170,7 +170,10 @@ def _sanitize_st(st: np.ndarray, mem: np.ndarray, cart: Cartridge) -> None:
     v[L.S_MODE3_LEN] = _clip(int(v[L.S_MODE3_LEN]), MODE3_BASE, _MODE3_MAX)
     v[L.S_STAT_LINE] = int(v[L.S_STAT_LINE] != 0)
     v[L.S_WIN_LINE] = _clip(int(v[L.S_WIN_LINE]), 0, 144)
-    v[L.S_NO_OAM_SCAN] = int(v[L.S_NO_OAM_SCAN] != 0 and lcd_on and ly == 0)
+    # Bit 0: first line after LCD on (line 0 only); bit 1: first frame after LCD on.
+    first = int(v[L.S_NO_OAM_SCAN]) & 1 if lcd_on and ly == 0 else 0
+    blank = int(v[L.S_NO_OAM_SCAN]) & 2 if lcd_on and ly < 144 else 0
+    v[L.S_NO_OAM_SCAN] = first | blank
     v[L.T_PPU_NEXT] = _clip(int(v[L.T_PPU_NEXT]), -L.CYCLES_PER_FRAME, L.CYCLES_PER_FRAME)
     v[L.T_LINE_AT] = _clip(int(v[L.T_LINE_AT]), -PAST_LIMIT, L.CYCLES_PER_FRAME)
     st[:] = v.astype(np.int32)
