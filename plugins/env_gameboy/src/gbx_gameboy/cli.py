@@ -117,6 +117,48 @@ def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
         click.echo(conf.format_table(reports))
 
 
+@gameboy.command()
+@click.argument("rom", type=click.Path(dir_okay=False))
+@click.option("--frames", type=int, default=10_000, show_default=True,
+              help="frames to play after the common start")
+@click.option("--every", type=int, default=60, show_default=True,
+              help="compare the two screens every this many frames")
+@click.option("--buttons", default=None,
+              help='script, e.g. "START,A,,RIGHT": each entry held 6 frames, released 6, '
+                   "repeated (default: a random walk from --seed)")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="seed of the default random-walk script")
+@click.option("--warmup", type=int, default=400, show_default=True,
+              help="frames PyBoy plays (through its boot ROM) before both start")
+@click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N")
+def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, warmup: int,
+             device: str) -> None:
+    """Play ROM in PyBoy and gbx from the same state with the same buttons; print one JSON
+    record of the screen comparisons (exit 1 when a screen differs)."""
+    from gbx_gameboy.cartridge import RomError, parse_cartridge
+
+    try:
+        parse_cartridge(rom)
+    except RomError as exc:
+        _fail(str(exc))
+    if frames < 1 or every < 1 or warmup < 1:
+        _fail("--frames, --every and --warmup must be >= 1")
+    try:
+        import pyboy  # noqa: F401
+    except ImportError:
+        _fail("gbx gameboy lockstep needs the pyboy package (pip install pyboy)")
+    from gbx_gameboy import lockstep as ls
+
+    try:
+        script = ls.parse_script(buttons) if buttons is not None else ls.random_script(seed)
+    except ValueError as exc:
+        _fail(str(exc))
+    result = ls.run_lockstep(rom, frames, every, script, warmup, device)
+    click.echo(json.dumps(result.to_json()))
+    if result.differing:
+        sys.exit(1)
+
+
 def _prepare(batch: object, state: str | None, press: str) -> list[tuple[str, int]]:
     """Load ``--state`` into every env and parse ``--press``; one-line errors on bad input."""
     from gbx_gameboy.actions import parse_presses

@@ -309,6 +309,9 @@ def serial_start(ref: wp.uint64, env: int, t: int):
     sset(g, env, T_SERIAL_END, t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512)
 
 
+DMA_BYTES = 160  # OAM DMA: one byte per M-cycle
+
+
 @wp.func(inline=False)
 def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     """Copy 160 bytes to OAM; OAM stays unreadable by the CPU for the 160 M-cycles."""
@@ -316,12 +319,12 @@ def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     src = (v & 0xFF) << 8
     if src >= 0xE000:
         src = src - 0x2000  # E000-FFFF sources see the WRAM echo
-    for i in range(160):
+    for i in range(DMA_BYTES):
         mset(g, env, OAM_OFF + i, bus_peek(g, env, src + i))
     # One set-up M-cycle, then one byte per M-cycle; a restart keeps OAM blocked.
     if not (t >= sget(g, env, T_DMA_START) and t < sget(g, env, T_DMA_END)):
         sset(g, env, T_DMA_START, t + 8)
-    sset(g, env, T_DMA_END, t + 8 + 640)
+    sset(g, env, T_DMA_END, t + 8 + DMA_BYTES * 4)
 
 
 @wp.func
@@ -514,8 +517,11 @@ def rd_slow(g: GB, env: int, a: int, t: int) -> int:
     v = int(0xFF)
     if t < sget(g, env, T_DMA_END) and t >= sget(g, env, T_DMA_START) and a < 0xFE00:
         if dma_bus(a) == dma_bus(mget(g, env, IO_OFF + DMA) << 8):
-            # The DMA owns this bus: the CPU sees the byte being transferred.
-            i = wp.min((t - sget(g, env, T_DMA_START)) // 4, 159)
+            # The DMA owns this bus: the CPU sees the byte being transferred. Bytes are
+            # counted from the latest transfer's start (a restart keeps T_DMA_START, the
+            # start of the OAM block, but copies its new source from byte 0 on).
+            first = sget(g, env, T_DMA_END) - DMA_BYTES * 4
+            i = wp.max(wp.min((t - first) // 4, DMA_BYTES - 1), 0)
             v = mget(g, env, OAM_OFF + i)
         else:
             v = rd_mapped(g, env, a, t)

@@ -14,11 +14,15 @@ import os
 from gbx_gameboy.kstate import GB, load_gb, mem_base, mem_get, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
+    IF,
     IO_OFF,
     LCDC,
     LY,
     LYC,
     OAM_OFF,
+    PPU_BLANK_FRAME,
+    PPU_FIRST_LINE,
+    PPU_VBLANK_PENDING,
     S_LFRAMES,
     S_MODE3_LEN,
     S_NO_OAM_SCAN,
@@ -69,10 +73,9 @@ else:
 
 
 LINE_CYCLES = 456
-# S_NO_OAM_SCAN bits: the first line after LCD on has no OAM scan; the whole first frame
-# after LCD on stays blank on the screen (the PPU runs, the LCD shows nothing yet).
-FIRST_LINE = 1
-BLANK_FRAME = 2
+# Pan Docs (mode 3 length): when the window starts on a line the background fetcher is
+# set up again for it, which stalls the pixels 6 dots.
+WINDOW_DOTS = 6
 MODE3_BASE = 172
 # Longest object penalty: 10 fetches of 6 dots, each in its own tile waiting 5 dots.
 MAX_OBJECT_PENALTY = 10 * (6 + 5)
@@ -95,9 +98,16 @@ LY153_DOTS = 4
 
 @wp.func
 def mode3_length(g: GB, env: int) -> int:
-    """Mode 3 dots without objects: fine scroll discards SCX%8 pixels, a delay seen in
-    whole M-cycles (rounded up)."""
-    return MODE3_BASE + ((mget(g, env, IO_OFF + SCX) & 7) + 3) // 4 * 4
+    """Mode 3 dots without objects: fine scroll discards SCX%8 pixels, and on a line where
+    the window starts the fetcher restarts for it (WINDOW_DOTS); the delay is seen in whole
+    M-cycles (rounded up)."""
+    extra = mget(g, env, IO_OFF + SCX) & 7
+    lcdc = mget(g, env, IO_OFF + LCDC)
+    ly = mget(g, env, IO_OFF + LY)
+    if (lcdc & 0x21) == 0x21 and ly >= mget(g, env, IO_OFF + WY) and ly < 144:
+        if mget(g, env, IO_OFF + WX) <= 166:
+            extra += WINDOW_DOTS
+    return MODE3_BASE + (extra + 3) // 4 * 4
 
 
 @wp.func(inline=False)
@@ -227,7 +237,7 @@ def ppu_cpu_event(g: GB, env: int) -> int:
     nxt = sget(g, env, T_PPU_NEXT)
     lazy = (mget(g, env, IO_OFF + LCDC) & 0x80) != 0
     lazy = lazy and (mget(g, env, IO_OFF + STAT) & 0x78) == 0
-    if lazy and (sget(g, env, S_NO_OAM_SCAN) & FIRST_LINE) == 0:
+    if lazy and (sget(g, env, S_NO_OAM_SCAN) & PPU_FIRST_LINE) == 0:
         ly = mget(g, env, IO_OFF + LY)
         lines = 144 - ly
         if ly >= 144:
@@ -282,7 +292,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     mb = mem_base(g, env)
                     win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
                     sset(g, env, S_WIN_LINE, win_line)
-                    if (sget(g, env, S_NO_OAM_SCAN) & BLANK_FRAME) != 0 and ly < 144:
+                    if (sget(g, env, S_NO_OAM_SCAN) & PPU_BLANK_FRAME) != 0 and ly < 144:
                         blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown
                 phase = PH_HBLANK
                 mode = 0
@@ -303,9 +313,14 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                 nxt = ev + LINE_CYCLES
                 if ly == 153:
                     nxt = ev + LY153_DOTS
+                flags = sget(g, env, S_NO_OAM_SCAN) & PPU_BLANK_FRAME
+                if ly >= 144:
+                    flags = 0  # the blank first frame after LCD on ends as VBlank starts
                 if ly == 144:
                     phase = PH_VBLANK
                     mode = 1
+                    if (mget(g, env, IO_OFF + IF) & 1) != 0:
+                        flags = PPU_VBLANK_PENDING  # an older request: no sampling delay
                     raise_if(g, env, 1)
                     frame_done(g, env)
                 elif ly > 153:
@@ -329,11 +344,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     nxt = ev + g.ppu_m2
                 mset(g, env, IO_OFF + LY, ly)
                 sset(g, env, T_LINE_AT, ev)
-                # The first line is over; the blank first frame ends as VBlank starts.
-                blank = sget(g, env, S_NO_OAM_SCAN) & BLANK_FRAME
-                if ly >= 144:
-                    blank = 0
-                sset(g, env, S_NO_OAM_SCAN, blank)
+                sset(g, env, S_NO_OAM_SCAN, flags)  # the first line after LCD on is over
             sset(g, env, S_PPU_PHASE, phase)
             sset(g, env, S_PPU_MODE, mode)
             sset(g, env, T_PPU_NEXT, nxt)
@@ -358,7 +369,7 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)
         sset(g, env, S_PPU_PHASE, PH_OAM)  # no OAM scan IRQ or mode 2 on this first line
-        sset(g, env, S_NO_OAM_SCAN, FIRST_LINE | BLANK_FRAME)
+        sset(g, env, S_NO_OAM_SCAN, PPU_FIRST_LINE | PPU_BLANK_FRAME)
         sset(g, env, S_WIN_LINE, 0)
         sset(g, env, T_PPU_NEXT, t + g.lcdon_m3)
         sset(g, env, T_LINE_AT, t + g.lcdon_m3 - g.ppu_m3)  # as if the line had started earlier
@@ -394,7 +405,7 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
         if sget(g, env, S_PPU_PHASE) == PH_OAM or sget(g, env, S_PPU_PHASE) == PH_LINE_START:
             m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
         blocked = d >= m3s and d < m3e
-        if oam and (sget(g, env, S_NO_OAM_SCAN) & FIRST_LINE) == 0:
+        if oam and (sget(g, env, S_NO_OAM_SCAN) & PPU_FIRST_LINE) == 0:
             if d >= g.acc_m2_start and d < g.acc_m2_end:
                 blocked = True
     return blocked
