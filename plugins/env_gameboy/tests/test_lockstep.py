@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from devices import DEVICES
 
 from gbx_gameboy import conformance as conf
 from gbx_gameboy import lockstep as ls
@@ -42,8 +43,9 @@ def test_games_match_pyboy_for_10000_frames(game: str) -> None:
     assert result.distinct_screens >= 50  # the scripted input kept the game moving
 
 
-def test_short_lockstep_of_the_bundled_game_matches() -> None:
-    result = ls.run_lockstep(DEFAULT_ROM, frames=600, every=60)
+@pytest.mark.parametrize("device", DEVICES)
+def test_short_lockstep_of_the_bundled_game_matches(device: str) -> None:
+    result = ls.run_lockstep(DEFAULT_ROM, frames=600, every=60, device=device)
     assert [c.frame for c in result.checks] == list(range(60, 601, 60))
     assert not result.differing, result.to_json()
     assert result.distinct_screens >= 3
