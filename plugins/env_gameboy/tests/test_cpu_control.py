@@ -337,6 +337,22 @@ def test_step_frames_holds_for_min_of_release_and_frames_then_releases() -> None
 # reaches the next VBlank request at an instruction boundary: with 6 NOPs the request is
 # taken before the instruction that follows, with 5 a DI placed there runs first and masks
 # it. That is the timing DMG hardware shows in mooneye's di_timing-GS.
+# Waits for line 144, then halts with IME=1 until the next VBlank, whose handler
+# (VBLANK_JP_HL) jumps to HL: the code at HL starts at the same cycle of every frame.
+WAIT_AND_HALT = """
+WaitAndHalt:
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vbl
+    xor a
+    ldh [$0F], a
+    ei
+    halt
+    nop
+.stuck:
+    jr .stuck
+"""
 VBLANK_EDGE = r"""
 MACRO ROUND_DELAY
     ld a, $09
@@ -392,18 +408,6 @@ Taken2:
     ld [$C001], a
     DONE
 
-WaitAndHalt:           ; the VBlank handler jumps to HL
-.vbl:
-    ldh a, [$44]
-    cp 144
-    jr nz, .vbl
-    xor a
-    ldh [$0F], a
-    ei
-    halt
-    nop
-.stuck:
-    jr .stuck
 """
 VBLANK_JP_HL = """
 SECTION "vblank", ROM0[$0040]
@@ -412,7 +416,7 @@ SECTION "vblank", ROM0[$0040]
 
 
 def test_vblank_request_at_a_boundary_is_taken_one_instruction_later() -> None:
-    batch = GameBoyBatch(micro_rom(VBLANK_EDGE, extra=VBLANK_JP_HL), 1, "cpu")
+    batch = GameBoyBatch(micro_rom(VBLANK_EDGE + WAIT_AND_HALT, extra=VBLANK_JP_HL), 1, "cpu")
     batch.run_frames(8)
     assert batch.read_memory(0, 0xC000) == 1  # 6 NOPs: taken before the DI
     assert batch.read_memory(0, 0xC001) == 1  # 5 NOPs: the DI ran first
@@ -473,24 +477,12 @@ Round1:
     ROUND 1, 0
     DONE
 
-WaitAndHalt:           ; the VBlank handler jumps to HL
-.vbl:
-    ldh a, [$44]
-    cp 144
-    jr nz, .vbl
-    xor a
-    ldh [$0F], a
-    ei
-    halt
-    nop
-.stuck:
-    jr .stuck
 """
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_an_older_pending_vblank_request_is_not_delayed(device: str) -> None:
-    batch = GameBoyBatch(micro_rom(VBLANK_PENDING, extra=VBLANK_JP_HL), 1, device)
+    batch = GameBoyBatch(micro_rom(VBLANK_PENDING + WAIT_AND_HALT, extra=VBLANK_JP_HL), 1, device)
     batch.run_frames(8)
     assert batch.read_memory(0, 0xC000) == 2  # pending from before: taken at the boundary
     assert batch.read_memory(0, 0xC001) == 1  # only the new request: one instruction late

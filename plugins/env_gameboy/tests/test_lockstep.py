@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from devices import DEVICES
+from game_roms import rom_of
 
-from gbx_gameboy import conformance as conf
 from gbx_gameboy import lockstep as ls
 from gbx_gameboy import pyboy_state as ps
 from gbx_gameboy.env import DEFAULT_ROM
@@ -23,21 +23,11 @@ from gbx_gameboy.microrom import micro_rom
 
 pyboy = pytest.importorskip("pyboy", reason="PyBoy is the other emulator of the lockstep")
 
-FLAPPYBOY = conf.testroms_dir() / "games" / "flappyboy" / "flappyboy.gb"
-
-
-def _rom(game: str) -> Path:
-    if game == "flappyboy":
-        if not FLAPPYBOY.is_file():
-            pytest.skip(f"flappyboy not found at {FLAPPYBOY} (shared test ROMs)")
-        return FLAPPYBOY
-    return DEFAULT_ROM
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("game", ["gbx_quest", "flappyboy"])
 def test_games_match_pyboy_for_10000_frames(game: str) -> None:
-    result = ls.run_lockstep(_rom(game), frames=10_000, every=60)
+    result = ls.run_lockstep(rom_of(game), frames=10_000, every=60)
     assert len(result.checks) == 10_000 // 60
     assert not result.differing, result.to_json()["differences"][:5]
     assert result.distinct_screens >= 50  # the scripted input kept the game moving

@@ -100,7 +100,8 @@ class LockstepResult:
         }
 
 
-def _pyboy_frame(emu: Any, names: tuple[str, ...], render: bool) -> np.ndarray | None:
+def pyboy_frame(emu: Any, names: tuple[str, ...], render: bool = True) -> np.ndarray | None:
+    """One PyBoy frame with ``names`` held; its screen as shade indices when ``render``."""
     for n in names:
         emu.button_press(n.lower())
     emu.tick(1, render)
@@ -147,7 +148,7 @@ def run_lockstep(
     emu = PyBoy(str(rom), window="null", sound_emulated=False)
     try:
         for frame in range(warmup):
-            _pyboy_frame(emu, buttons_at(script, frame), False)
+            pyboy_frame(emu, buttons_at(script, frame), False)
         buf = io.BytesIO()
         emu.save_state(buf)
         batch = GameBoyBatch(rom, 1, device)
@@ -157,7 +158,7 @@ def run_lockstep(
         for t in range(frames):
             render = (t + 1) % every == 0
             names = buttons_at(script, warmup + t)
-            theirs = _pyboy_frame(emu, names, render)
+            theirs = pyboy_frame(emu, names, render)
             # Up to the cycle where PyBoy's frame ended: a launch may overshoot it by a few
             # cycles (it stops at an instruction boundary); the next one is shorter by as much.
             cycles = start + _pyboy_cycles(emu) - pb_start - int(batch.cycle_count[0])
