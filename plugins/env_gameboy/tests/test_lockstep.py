@@ -65,6 +65,18 @@ def test_cli_prints_one_json_record_and_rejects_bad_input(tmp_path: Path) -> Non
     assert bad.exit_code == 2
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without GPU")
+@pytest.mark.parametrize("command", [["lockstep", str(DEFAULT_ROM)], ["conformance"]])
+def test_cuda_without_a_gpu_is_one_line_exit_2(command: list[str]) -> None:
+    from gbx.cli import build_cli
+    from gbx.plugins import load_plugins
+
+    res = CliRunner().invoke(build_cli(load_plugins()),
+                             ["gameboy", *command, "--device", "cuda"])
+    assert res.exit_code == 2 and "CUDA is not available" in res.output, res.output
+    assert res.output.count("\n") == 1
+
+
 HALT_LOOP = """
     ld a, $01
     ldh [$FF], a        ; VBlank interrupt only

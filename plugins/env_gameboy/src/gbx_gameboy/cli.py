@@ -95,13 +95,15 @@ def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
     from gbx.progress import progress
     from gbx_gameboy import conformance as conf
 
+    if device not in ("all", "cpu") and not device.startswith("cuda"):
+        _fail(f"--device must be all, cpu, cuda or cuda:N, got {device!r}")
+    if device.startswith("cuda"):
+        from gbx.resolve import resolve_device
+
+        resolve_device(device)  # an absent GPU is one line, exit 2
     root = conf.testroms_dir()
     if not root.is_dir():
         _fail(f"test ROM folder not found: {root} (set GBX_TESTROMS)")
-    if device not in ("all", "cpu") and not device.startswith("cuda"):
-        _fail(f"--device must be all, cpu, cuda or cuda:N, got {device!r}")
-    if device.startswith("cuda") and conf.cuda_missing(device):
-        _fail(f"--device {device}: {conf.cuda_missing(device)} (use --device cpu)")
     cases = conf.select(names or None, include_slow=not fast)
     runs = len(cases) * (2 if device == "all" and not conf.cuda_missing("cuda") else 1)
     with progress("conformance ROMs", total=runs, quiet=quiet) as bar:
@@ -143,6 +145,9 @@ def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, 
         _fail(str(exc))
     if frames < 1 or every < 1 or warmup < 1:
         _fail("--frames, --every and --warmup must be >= 1")
+    from gbx.resolve import resolve_device
+
+    resolve_device(device)  # an absent GPU is one line, exit 2
     try:
         import pyboy  # noqa: F401
     except ImportError:
