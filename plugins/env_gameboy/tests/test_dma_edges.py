@@ -149,3 +149,25 @@ def test_sources_above_e000_read_the_wram_echo(page: int, first: int, device: st
     ldh [$F0], a
 """, device)
     assert got[0] == first
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_dma_from_vram_owns_the_vram_bus_only(device: str) -> None:
+    # Source $8000 (the VRAM bus): VRAM reads see the transferred byte ($8000 holds $77,
+    # the rest of the page 0), ROM and WRAM on the external bus read normally.
+    got = run_routine(f"""
+    ld a, $80
+    ldh [$46], a        ; DMA from $8000
+    ld a, [$3F00]       ; ROM at t + 16: the external bus is free
+    ldh [$F0], a
+    ld a, [$C100]       ; WRAM: free too
+    ldh [$F1], a
+    ld a, [$8000]       ; VRAM at t + 44: byte 9 of $8000-$809F is on the bus
+    ldh [$F2], a
+{WAIT_DMA}
+    ld a, [$8000]       ; after the transfer: VRAM itself
+    ldh [$F3], a
+    ld a, [$FE00]
+    ldh [$F4], a
+""", device)
+    assert got[:5] == [0xEE, 0x40, 0x00, 0x77, 0x77]
