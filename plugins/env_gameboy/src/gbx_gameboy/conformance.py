@@ -307,14 +307,14 @@ def format_table(reports: list[RomReport]) -> str:
     lines = ["| ROM | CPU | CUDA |", "|---|---|---|"]
     for r in reports:
         lines.append(f"| {r.case.name} | {table_cell(r.cpu)} | {table_cell(r.cuda)} |")
+    lines.append("")
+    for r in reports:
+        for device, x in (("CPU", r.cpu), ("CUDA", r.cuda)):
+            if x is not None and not x.passed:
+                lines.append(f"FAIL {r.case.name} ({device}): {x.detail}")
+    # The totals last, for scripts that read the final line.
     for name, column in (("CPU", [r.cpu for r in reports]), ("CUDA", [r.cuda for r in reports])):
         ran = [x for x in column if x is not None]
-        if ran:
-            lines.append(f"\n{name}: {sum(x.passed for x in ran)}/{len(ran)} passed")
-        else:
-            lines.append(f"\n{name}: not run")
-    fails = [(r.case.name, x) for r in reports for x in (r.cpu, r.cuda)
-             if x is not None and not x.passed]
-    for name, x in fails:
-        lines.append(f"FAIL {name}: {x.detail}")
+        total = f"{sum(x.passed for x in ran)}/{len(ran)} passed" if ran else NOT_RUN
+        lines.append(f"{name}: {total}")
     return "\n".join(lines)
