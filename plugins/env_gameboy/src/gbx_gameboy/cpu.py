@@ -124,7 +124,7 @@ from gbx_gameboy.layout import (
     S_IME,
     S_LFRAMES,
     S_LOCKED,
-    S_NO_OAM_SCAN,
+    S_PPU_FLAGS,
     T_DMA_END,
     T_DMA_START,
     T_LINE_AT,
@@ -499,7 +499,7 @@ def run_kernel(
                 # running CPU has sampled its interrupts for this boundary: the request
                 # is taken one instruction later (a halted CPU wakes on it at once, above).
                 # A request still pending from an earlier frame was sampled: no delay.
-                if (sget(g, env, S_NO_OAM_SCAN) & PPU_VBLANK_PENDING) == 0:
+                if (sget(g, env, S_PPU_FLAGS) & PPU_VBLANK_PENDING) == 0:
                     irq_now = irq & ~1
         if ime != 0 and irq_now != 0:
             # Interrupt dispatch: 2 wait M-cycles, push PC (the high byte push may change

@@ -25,7 +25,7 @@ from gbx_gameboy.layout import (
     PPU_VBLANK_PENDING,
     S_LFRAMES,
     S_MODE3_LEN,
-    S_NO_OAM_SCAN,
+    S_PPU_FLAGS,
     S_PPU_MODE,
     S_PPU_PHASE,
     S_STAT_LINE,
@@ -237,7 +237,7 @@ def ppu_cpu_event(g: GB, env: int) -> int:
     nxt = sget(g, env, T_PPU_NEXT)
     lazy = (mget(g, env, IO_OFF + LCDC) & 0x80) != 0
     lazy = lazy and (mget(g, env, IO_OFF + STAT) & 0x78) == 0
-    if lazy and (sget(g, env, S_NO_OAM_SCAN) & PPU_FIRST_LINE) == 0:
+    if lazy and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
         ly = mget(g, env, IO_OFF + LY)
         lines = 144 - ly
         if ly >= 144:
@@ -292,7 +292,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     mb = mem_base(g, env)
                     win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
                     sset(g, env, S_WIN_LINE, win_line)
-                    if (sget(g, env, S_NO_OAM_SCAN) & PPU_BLANK_FRAME) != 0 and ly < 144:
+                    if (sget(g, env, S_PPU_FLAGS) & PPU_BLANK_FRAME) != 0 and ly < 144:
                         blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown
                 phase = PH_HBLANK
                 mode = 0
@@ -313,7 +313,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                 nxt = ev + LINE_CYCLES
                 if ly == 153:
                     nxt = ev + LY153_DOTS
-                flags = sget(g, env, S_NO_OAM_SCAN) & PPU_BLANK_FRAME
+                flags = sget(g, env, S_PPU_FLAGS) & PPU_BLANK_FRAME
                 if ly >= 144:
                     flags = 0  # the blank first frame after LCD on ends as VBlank starts
                 if ly == 144:
@@ -344,7 +344,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     nxt = ev + g.ppu_m2
                 mset(g, env, IO_OFF + LY, ly)
                 sset(g, env, T_LINE_AT, ev)
-                sset(g, env, S_NO_OAM_SCAN, flags)  # the first line after LCD on is over
+                sset(g, env, S_PPU_FLAGS, flags)  # the first line after LCD on is over
             sset(g, env, S_PPU_PHASE, phase)
             sset(g, env, S_PPU_MODE, mode)
             sset(g, env, T_PPU_NEXT, nxt)
@@ -361,7 +361,7 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)
         sset(g, env, S_PPU_PHASE, PH_HBLANK)
-        sset(g, env, S_NO_OAM_SCAN, 0)
+        sset(g, env, S_PPU_FLAGS, 0)
         sset(g, env, T_PPU_NEXT, t + CYCLES_PER_FRAME)
         if g.render_frame == sget(g, env, S_LFRAMES):
             blank_rows(g, env, 0, 144)  # the screen goes blank at once
@@ -369,7 +369,7 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)
         sset(g, env, S_PPU_PHASE, PH_OAM)  # no OAM scan IRQ or mode 2 on this first line
-        sset(g, env, S_NO_OAM_SCAN, PPU_FIRST_LINE | PPU_BLANK_FRAME)
+        sset(g, env, S_PPU_FLAGS, PPU_FIRST_LINE | PPU_BLANK_FRAME)
         sset(g, env, S_WIN_LINE, 0)
         sset(g, env, T_PPU_NEXT, t + g.lcdon_m3)
         sset(g, env, T_LINE_AT, t + g.lcdon_m3 - g.ppu_m3)  # as if the line had started earlier
@@ -405,7 +405,7 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
         if sget(g, env, S_PPU_PHASE) == PH_OAM or sget(g, env, S_PPU_PHASE) == PH_LINE_START:
             m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
         blocked = d >= m3s and d < m3e
-        if oam and (sget(g, env, S_NO_OAM_SCAN) & PPU_FIRST_LINE) == 0:
+        if oam and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
             if d >= g.acc_m2_start and d < g.acc_m2_end:
                 blocked = True
     return blocked

@@ -249,7 +249,7 @@ def to_gbx(f: dict[str, Any], cart: Cartridge, template: EnvState) -> EnvState:
     st[L.S_PPU_PHASE], st[L.S_PPU_MODE] = ppu_phase(lcd_on, ly_now, mode, -1)
     in_line = min(int(f["lcd_clock"]), L.CYCLES_PER_FRAME) - ly_now * _LINE
     st[L.T_LINE_AT] = -min(max(in_line, 0), _LINE) if lcd_on else 0
-    st[L.S_NO_OAM_SCAN] = 0
+    st[L.S_PPU_FLAGS] = 0
     st[L.S_STAT_LINE] = 0
     wy, ly = f["WY"], f["LY"]
     st[L.S_WIN_LINE] = max(0, ly - wy) if (f["LCDC"] & 0x20 and ly >= wy) else 0

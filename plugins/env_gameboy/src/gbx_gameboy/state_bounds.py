@@ -173,12 +173,12 @@ def _sanitize_st(st: np.ndarray, mem: np.ndarray, cart: Cartridge) -> None:
     v[L.S_WIN_LINE] = _clip(int(v[L.S_WIN_LINE]), 0, 144)
     # PPU flags, each only where it can hold: the first line after LCD on is line 0, its
     # blank frame lines 0-143, an older pending VBlank request line 144.
-    flags = int(v[L.S_NO_OAM_SCAN])
+    flags = int(v[L.S_PPU_FLAGS])
     keep = 0
     if lcd_on:
         keep = (L.PPU_FIRST_LINE if ly == 0 else 0) | (L.PPU_BLANK_FRAME if ly < 144 else 0)
         keep |= L.PPU_VBLANK_PENDING if ly == 144 else 0
-    v[L.S_NO_OAM_SCAN] = flags & keep
+    v[L.S_PPU_FLAGS] = flags & keep
     v[L.T_PPU_NEXT] = _clip(int(v[L.T_PPU_NEXT]), -L.CYCLES_PER_FRAME, L.CYCLES_PER_FRAME)
     v[L.T_LINE_AT] = _clip(int(v[L.T_LINE_AT]), -PAST_LIMIT, L.CYCLES_PER_FRAME)
     st[:] = v.astype(np.int32)
