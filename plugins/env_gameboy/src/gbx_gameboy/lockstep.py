@@ -115,7 +115,8 @@ def _gbx_frame(batch: Any, names: tuple[str, ...], cycles: int, render: bool) ->
 
     from gbx_gameboy.actions import BUTTON_BITS
 
-    mask = torch.tensor([sum(BUTTON_BITS[n] for n in names)], dtype=torch.int32)
+    mask = torch.tensor([sum(BUTTON_BITS[n] for n in names)], dtype=torch.int32,
+                        device=batch.fb.device)
     batch.step_cycles(mask, cycles, render=render)
     if not render:
         return None
