@@ -105,3 +105,17 @@ def test_fed_noise_samples_what_the_eager_loops_draw():
     noise2 = behavior.imagination_noise(wm, B * T, 5, device, torch.Generator().manual_seed(2))
     feats2, actions2 = behavior.imagine(wm, start, 5, noise=noise2)
     assert torch.equal(actions, actions2) and torch.equal(feats, feats2)
+
+
+@pytest.mark.slow  # compiles the tiny model's loops with torch.compile
+def test_bench_times_eager_and_compiled_updates_in_one_command():
+    from gbx_algo_dreamer.bench import run_compile_variants
+
+    cfg = DreamerConfig(size="tiny", num_envs=4, batch_size=2, batch_length=8,
+                        train_ratio=4.0, replay_capacity=512, learning_starts=32)
+    records = run_compile_variants(torch.device("cpu"), "toy", cfg, 1, [False, True])
+    rate = {r["compile"]: r["value"] for r in records if r["metric"] == "train_steps_per_s"}
+    assert set(rate) == {False, True} and min(rate.values()) > 0
+    ratio = next(r["value"] for r in records
+                 if r["metric"] == "compiled_over_eager_updates_per_s")
+    assert ratio == pytest.approx(rate[True] / rate[False])

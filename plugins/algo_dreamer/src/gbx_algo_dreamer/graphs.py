@@ -115,7 +115,7 @@ class CompiledLoops:
         if self._scan is None:
             graphed: Any = torch.cuda.make_graphed_callables(
                 self._scan_module, (embed.detach().requires_grad_(embed.requires_grad),
-                                    actions, is_first, noise))
+                                    actions, is_first, noise), allow_unused_input=True)
             self._scan = graphed
         deter, stoch, posts, priors = self._scan(embed, actions, is_first, noise)
         return Latent(deter, stoch), posts, priors
