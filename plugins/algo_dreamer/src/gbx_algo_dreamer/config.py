@@ -56,6 +56,7 @@ class DevicePreset:
     batch_length: int
     train_ratio: float
     replay_capacity: int
+    learning_starts: int
     model_lr: float
     actor_lr: float
     critic_lr: float
@@ -69,11 +70,11 @@ class DevicePreset:
 # uniform policy in the few hundred updates such a run makes; 1e-3 for all three learns.
 DEVICE_PRESETS: dict[str, DevicePreset] = {
     "cuda": DevicePreset(size="S", batch_size=16, batch_length=64, train_ratio=32.0,
-                         replay_capacity=1_000_000, model_lr=1e-4, actor_lr=3e-5,
-                         critic_lr=3e-5),
+                         replay_capacity=1_000_000, learning_starts=1024, model_lr=1e-4,
+                         actor_lr=3e-5, critic_lr=3e-5),
     "cpu": DevicePreset(size="tiny", batch_size=8, batch_length=16, train_ratio=24.0,
-                        replay_capacity=65_536, model_lr=1e-3, actor_lr=1e-3,
-                        critic_lr=1e-3),
+                        replay_capacity=65_536, learning_starts=512, model_lr=1e-3,
+                        actor_lr=1e-3, critic_lr=1e-3),
 }
 AUTO_FIELDS = tuple(attrs.fields_dict(DevicePreset))
 
@@ -86,8 +87,12 @@ def device_kind(device: torch.device | str) -> str:
 def _auto_help(field: str, text: str) -> dict[str, str]:
     per_device = ", ".join(f"{getattr(p, field)} on {'CUDA' if k == 'cuda' else 'the CPU'}"
                            for k, p in DEVICE_PRESETS.items())
-    unset = "auto" if field == "size" else "0"
+    unset = {"size": "auto", "learning_starts": "unset"}.get(field, "0")
     return {"help": f"{text}; {unset} = the device's default: {per_device}"}
+
+
+# the value that leaves a setting to the device: 0 for numbers, except where 0 means itself
+_AUTO_MARKERS: dict[str, tuple[Any, ...]] = {"size": (AUTO,), "learning_starts": (None,)}
 
 
 _POS = in_range(0, lo_open=True)  # > 0 and finite
@@ -128,8 +133,9 @@ class DreamerConfig:
         "run continues exactly; false: checkpoints hold the models, optimisers and counters "
         "only, and a resumed run refills the replay from fresh env steps "
         "(algo.learning_starts) before it trains again"))
-    learning_starts: int = attrs.field(default=1024, validator=in_range(0), metadata=_help(
-        "env steps collected before the first update"))
+    learning_starts: int | None = attrs.field(
+        default=None, validator=in_range(0, optional=True), metadata=_auto_help(
+            "learning_starts", "env steps collected before the first update"))
     fixed_action: int = attrs.field(default=0, validator=in_range(0), metadata=_help(
         "action repeated in standing_still mode"))
     heldout_fraction: float = attrs.field(default=0.125, validator=in_range(0, 1, hi_open=True),
@@ -209,7 +215,7 @@ class DreamerConfig:
         return attrs.evolve(self, **unset) if unset else self
 
     def _is_auto(self, name: str) -> bool:
-        return getattr(self, name) in (AUTO, 0, 0.0)
+        return getattr(self, name) in _AUTO_MARKERS.get(name, (0, 0.0))
 
     @property
     def resolved(self) -> bool:
@@ -237,6 +243,13 @@ class DreamerConfig:
         2 per env step (record + reset record), times the steps staged per commit."""
         return 2 * (self.overlap_chunk if self.engine == "overlapped" else 1)
 
+    @property
+    def start_steps(self) -> int:
+        """``learning_starts`` of a resolved config (env steps before the first update)."""
+        self._require_resolved()
+        assert self.learning_starts is not None
+        return self.learning_starts
+
     def updates_per_env_step(self) -> float:
         self._require_resolved()
         return self.train_ratio / float(self.batch_size * self.batch_length)
@@ -245,7 +258,7 @@ class DreamerConfig:
         """Env steps until the first update: the replay must hold ``learning_starts`` steps
         and ``batch_length`` records per stream, then the iterations after that must earn
         one update (``train_ratio``), as the engine counts them."""
-        first_ready = max(-(-self.learning_starts // self.num_envs), self.batch_length - 1, 1)
+        first_ready = max(-(-self.start_steps // self.num_envs), self.batch_length - 1, 1)
         earned, iterations = 0.0, first_ready
         per_iteration = self.updates_per_env_step() * self.num_envs
         earned += per_iteration

@@ -254,7 +254,7 @@ class DreamerTrainer:
 
     def ready(self) -> bool:
         # every stream holds at least replay_iterations + 1 records: a host-side lower bound
-        return (self.replay_env_steps >= self.cfg.learning_starts
+        return (self.replay_env_steps >= self.cfg.start_steps
                 and self.replay_iterations + 1 >= self.cfg.batch_length)
 
     # -- records -------------------------------------------------------------------
