@@ -59,7 +59,7 @@ def test_explain_lists_the_value_of_each_device():
     line = next(x for x in res.output.splitlines() if x.startswith("algo.replay_capacity "))
     assert "1000000 on CUDA, 65536 on the CPU" in line
     line = next(x for x in res.output.splitlines() if x.startswith("algo.actor_lr "))
-    assert "3e-05 on CUDA, 0.001 on the CPU" in line
+    assert "3e-05 on CUDA, 0.0005 on the CPU" in line
     assert any(x.startswith("algo.checkpoint_replay ") for x in res.output.splitlines())
 
 
