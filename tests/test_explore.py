@@ -149,11 +149,12 @@ def test_a2c_uses_the_explorer_too() -> None:
     assert all(k in ctx.records[-1] for k in EXPLORE_KEYS)
 
 
-def test_resume_from_a_checkpoint_continues_the_archive_bit_for_bit() -> None:
+@pytest.mark.parametrize("explore_steps", [0, 2])
+def test_resume_from_a_checkpoint_continues_the_archive_bit_for_bit(explore_steps: int) -> None:
     cfg = _ppo(num_envs=4, rollout_steps=8)
     budget = cfg.batch_size * 3
     env_config = ToyConfig(max_steps=6, height=40, width=40)
-    wrap = _wrap(cell_rows=8, cell_cols=8)
+    wrap = _wrap(cell_rows=8, cell_cols=8, explore_steps=explore_steps)
     full = InMemoryRunContext(cfg, steps=budget, env_config=env_config, wrap_training=wrap,
                               checkpoint_every=cfg.batch_size)
     full_trainer = full.run(PPOTrainer(cfg, full))
@@ -172,7 +173,69 @@ def test_resume_from_a_checkpoint_continues_the_archive_bit_for_bit() -> None:
     for key, saved in mine["slots"].items():
         assert torch.equal(saved, theirs["slots"][key]), key
     assert torch.equal(mine["steps"], theirs["steps"]) and mine["t"] == theirs["t"]
+    assert torch.equal(mine["since"], theirs["since"])
+    assert torch.equal(mine["from_cell"], theirs["from_cell"])
     assert int(mine["archive"]["discovered"]) > 0
+
+
+def _bursts(start_fraction: float, n: int = 8) -> tuple[ArchiveExplorer, list[Any]]:
+    """An explorer whose cell starts end after 3 steps; the toy episodes last 10."""
+    config = ToyConfig(grid=8, random_start=False, progress_scale=0.0, max_steps=10,
+                       height=40, width=40)
+    env = ArchiveExplorer(ArchiveConfig(capacity=64, bonus=0.0, cell_rows=8, cell_cols=8,
+                                        explore_steps=3, start_fraction=start_fraction),
+                          make_toy_env(config, n, "cpu", 0), seed=3)
+    start = env.reset().clone()
+    gen = torch.Generator().manual_seed(0)
+    steps = []
+    for _ in range(30):
+        actions = torch.randint(3, 7, (n,), generator=gen)  # moves only
+        obs, _, done, trunc, info = env.step(actions)
+        steps.append((obs.clone(), done.clone(), trunc.clone(), info["reset_mask"].clone(),
+                      info["archive_start"].clone(), start))
+    return env, steps
+
+
+def test_explore_steps_end_the_bursts_from_archived_cells() -> None:
+    """Every episode from a cell ends, truncated, after explore_steps steps; the episodes
+    from the start state run to the env's max_steps."""
+    env, steps = _bursts(start_fraction=1.0)
+    since_start = torch.zeros(env.num_envs, dtype=torch.int64)
+    from_cell = torch.zeros(env.num_envs, dtype=torch.bool)
+    cut = 0
+    for _obs, done, trunc, reset, picked, _ in steps:
+        since_start += 1
+        expected_cut = from_cell & (since_start == 3) & ~done
+        assert torch.equal(trunc & from_cell & ~done, expected_cut)
+        assert bool((reset == (done | trunc)).all())
+        cut += int(expected_cut.sum())
+        # the first episodes (from the start) last the env's 10 steps unless they succeed
+        assert not bool((trunc & ~from_cell & (since_start < 10)).any())
+        from_cell = torch.where(reset, picked, from_cell)
+        since_start = torch.where(reset, 0, since_start)
+    assert cut > 0 and bool(from_cell.any())
+
+
+def test_bursts_not_sent_to_a_cell_restart_from_a_start_state() -> None:
+    env, steps = _bursts(start_fraction=0.0)
+    # nothing starts from a cell, so nothing is cut: a plain run of 10-step episodes
+    assert not any(bool(picked.any()) for *_, picked, _ in steps)
+    for i, (_, _, trunc, *_) in enumerate(steps):
+        assert bool(trunc.all()) == ((i + 1) % 10 == 0)
+    half, steps = _bursts(start_fraction=0.5, n=16)
+    homes = 0
+    from_cell = torch.zeros(half.num_envs, dtype=torch.bool)
+    since = torch.zeros(half.num_envs, dtype=torch.int64)
+    for obs, done, _trunc, reset, picked, start in steps:
+        since += 1
+        ended_burst = from_cell & (since == 3) & ~done
+        home = ended_burst & ~picked
+        # a burst that does not go to another cell goes back to the state it started from
+        assert torch.equal(obs[home], start[home])
+        homes += int(home.sum())
+        from_cell = torch.where(reset, picked, from_cell)
+        since = torch.where(reset, 0, since)
+    assert homes > 0
 
 
 def test_the_explorer_saves_its_state_with_the_env() -> None:

@@ -86,7 +86,8 @@ class CounterTrainer:
     def evaluate(
         self, episodes: int, *, greedy: bool = True, baseline: bool = True
     ) -> dict[str, Any]:
-        return {"episodes": episodes, "greedy": greedy, "steps_trained": self.steps}
+        return {"episodes": episodes, "greedy": greedy, "baseline": baseline,
+                "steps_trained": self.steps}
 
     def state_dict(self) -> dict[str, Any]:
         return {"steps": self.steps, "reward_sum": self.reward_sum}

@@ -37,7 +37,8 @@ def test_eval_loads_the_checkpoint_and_dispatches(invoke, tmp_path) -> None:
     result = invoke("eval", "--checkpoint", str(run_dir), "--episodes", "3", "--sample")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary == {"episodes": 3, "greedy": False, "steps_trained": 64, "step": 64,
+    assert summary == {"episodes": 3, "greedy": False, "baseline": True, "steps_trained": 64,
+                       "step": 64,
                        "checkpoint": str(run_dir / "checkpoints" / "ckpt_000000000064.pt")}
 
 

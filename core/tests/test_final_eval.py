@@ -79,6 +79,8 @@ def test_the_run_evaluates_and_checkpoints_on_its_schedule(invoke, tmp_path) -> 
     # due at the first record past each multiple; the final evaluation at 64 as well
     assert [(e["step"], e["episodes"], bool(e.get("final"))) for e in evals] == [
         (32, 3, False), (48, 3, False), (64, 8, True)]
+    # the random baseline is played once, at the end, unless run.eval_baseline asks
+    assert [e["baseline"] for e in evals] == [False, False, True]
     steps = [v[1] for k, v in EVENTS if k == "checkpoint"]
     assert steps == [32, 64]
     kinds = [(k, v[1] if k == "checkpoint" else v.get("step")) for k, v in EVENTS
@@ -113,3 +115,9 @@ def test_a_run_saved_with_algorithm_cadence_keys_resumes_and_evaluates(invoke, t
     assert result.exit_code == 0, result.output
     resumed = json.loads(config_json.read_text())
     assert resumed["run"]["eval_episodes"] == 5 and "eval_every" not in resumed["algo"]
+
+
+def test_evaluations_during_training_play_the_baseline_when_asked(invoke, tmp_path) -> None:
+    evals = _run(invoke, tmp_path, "--set", "algo.save=false", "--set", "run.eval_every=32",
+                 "--set", "run.eval_baseline=true")
+    assert [(e["step"], e["baseline"]) for e in evals] == [(32, True), (64, True)]

@@ -168,6 +168,10 @@ class RunConfig:
     eval_greedy: bool = option(
         True, "evaluations during training act greedily (else they sample the policy)"
     )
+    eval_baseline: bool = option(
+        False, "evaluations during training also play the random-policy baseline (the "
+        "evaluation at the end always does)"
+    )
     checkpoint_every: int = option(
         1_000_000, "checkpoint every this many env steps, at the first record past each "
         "multiple; 0 = only the checkpoint at the end", attrs.validators.ge(0),

@@ -39,13 +39,16 @@ class Schedule:
     eval_episodes: int = 32
     eval_greedy: bool = True
     last_step: int = 0
+    # The random policy's score is a property of the task, not of training: the final
+    # evaluation plays it once, so evaluations during training skip it unless asked.
+    eval_baseline: bool = False
 
     @classmethod
     def of(cls, run_config: Any, *, start_step: int = 0) -> Schedule:
         """The schedule a ``gbx.config.RunConfig`` asks for, from ``start_step`` on."""
         return cls(int(run_config.eval_every), int(run_config.checkpoint_every),
                    int(run_config.eval_episodes), bool(run_config.eval_greedy),
-                   int(start_step))
+                   int(start_step), eval_baseline=bool(run_config.eval_baseline))
 
     def after_record(
         self,
@@ -64,7 +67,8 @@ class Schedule:
         if trainer is None:
             return ran
         if crossed(self.eval_every, before, self.last_step):
-            summary = dict(trainer.evaluate(self.eval_episodes, greedy=self.eval_greedy))
+            summary = dict(trainer.evaluate(self.eval_episodes, greedy=self.eval_greedy,
+                                                baseline=self.eval_baseline))
             record_eval({**summary, "step": self.last_step, "env_steps": self.last_step})
             ran = True
         if crossed(self.checkpoint_every, before, self.last_step):

@@ -84,6 +84,7 @@ class _RunSection:
     checkpoint_every: int = 0
     eval_episodes: int = 8
     eval_greedy: bool = True
+    eval_baseline: bool = False
 
 
 @attrs.frozen

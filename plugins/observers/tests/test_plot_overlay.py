@@ -55,3 +55,25 @@ def test_plot_cli_takes_several_run_dirs_and_logs(tmp_path: Path) -> None:
         assert image.format == "PNG" and image.size == (1600, 750)
     one = CliRunner().invoke(log_group, ["plot", str(a), "--out", str(tmp_path / "one.png")])
     assert one.exit_code == 0 and (tmp_path / "one.png").is_file()
+
+
+def test_curves_against_the_wall_clock_with_named_runs(tmp_path: Path) -> None:
+    """`--x wall_time_s` puts each record and evaluation at its wall-clock time."""
+    a, b = _run_dir(tmp_path, "run-a", 1.0), _run_dir(tmp_path, "run-b", 2.0)
+    log = load_log(a / "train_log.jsonl")
+    figure = draw_figure([("fast", log), ("slow", load_log(b / "train_log.jsonl"))],
+                         x="wall_time_s")
+    ax = _return_axis(figure)
+    first = next(line for line in ax.get_lines() if line.get_linestyle() == "-")
+    assert list(first.get_xdata()) == [r["wall_time_s"] for r in log.records]
+    assert ax.get_xlabel() in ("", "wall clock (s)")
+    assert figure.axes[-1].get_xlabel() == "wall clock (s)"
+    out = tmp_path / "wall.png"
+    result = CliRunner().invoke(log_group, ["plot", str(a), str(b), "--x", "wall_time_s",
+                                            "--name", "fast", "--name", "slow",
+                                            "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file()
+    bad = CliRunner().invoke(log_group, ["plot", str(a), str(b), "--name", "only-one",
+                                         "--out", str(tmp_path / "bad.png")])
+    assert bad.exit_code != 0 and "one --name per run" in bad.output

@@ -21,6 +21,10 @@ class ArchiveConfig:
     start_fraction: float = option(
         0.5, "fraction of finished episodes that restart from an archived cell (the rest "
         "from the task's real start state)", in_range(0.0, 1.0))
+    explore_steps: int = option(
+        0, "an episode that started from an archived cell ends (truncated) after this many "
+        "steps and the env restarts, from a cell or the start; 0 = it runs to the env's "
+        "max_steps. Episodes from the start always run to max_steps", in_range(0))
     bonus: float = option(
         0.01, "novelty bonus coefficient: intrinsic reward bonus / sqrt(visits of the cell); "
         "0 = off", in_range(0.0))

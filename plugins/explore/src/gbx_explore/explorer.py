@@ -8,8 +8,13 @@ Each step, after the wrapped env stepped (all on the device, no host reads):
    save their full state into the cell's slot (:mod:`gbx_explore.archive`);
 3. every env's cell gains a visit; the intrinsic reward ``bonus / sqrt(visits)`` is added
    to the extrinsic reward the trainer sees;
-4. of the envs that finished, a ``start_fraction`` restart from archived cells drawn by
-   the selection weight; the rest keep the real start state the env reset them to.
+4. with ``explore_steps`` set, an episode that started from an archived cell ends
+   (truncated) after that many steps: short bursts of play from the frontier, Go-Explore's
+   "return, then explore", instead of whole episodes that reset in lockstep;
+5. of the envs that finished, a ``start_fraction`` restart from archived cells drawn by
+   the selection weight; the rest keep the start state the env reset them to, or, for
+   the episodes the explorer ended, one of the states the env started from
+   (``HOME_SLOTS`` of them, saved when the batch was first reset).
 
 Each env carries its step count from the real start state (an env restarted from a
 cell inherits the cell's ``best``), which ranks the saved states of a cell. The
@@ -32,6 +37,10 @@ from gbx_explore.cells import CellHasher
 from gbx_explore.config import ArchiveConfig
 
 _EXTRINSIC, _INTRINSIC, _STARTS, _RESETS = range(4)
+# Start states kept for the episodes the explorer ends itself (explore_steps): the env's
+# own reset draws from its start bank (the real start, a curriculum's states), and so many
+# of those draws cover a bank of that size with room to spare.
+HOME_SLOTS = 64
 
 
 class ArchiveExplorer:
@@ -52,11 +61,21 @@ class ArchiveExplorer:
             halflife=config.recent_halflife, goal=config.weight_goal,
             goal_scale=config.goal_scale))
         self.slots: EnvSnapshots = env.snapshot_slots(config.capacity)
+        self.homes = min(n, HOME_SLOTS)
+        self.home_slots: EnvSnapshots = env.snapshot_slots(self.homes)
+        self._home_save = torch.where(torch.arange(n, device=dev) < self.homes,
+                                      torch.arange(n, device=dev), -1)
         self.use_goal = isinstance(env, GoalDistanceEnv)
         self.generator = torch.Generator(device=dev)
         self.generator.manual_seed(int(seed))
         self.t = 0  # explorer steps (batch steps), counted on the host
         self.steps = torch.zeros(n, dtype=torch.int64, device=dev)  # from the real start
+        self.since = torch.zeros(n, dtype=torch.int64, device=dev)  # since the (re)start
+        self.from_cell = torch.zeros(n, dtype=torch.bool, device=dev)  # started from a cell
+        self._end = torch.zeros(n, dtype=torch.bool, device=dev)  # ended by explore_steps
+        self._trunc = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._reset = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._home = torch.zeros(n, dtype=torch.int64, device=dev)  # home slot per env
         self._all = torch.ones(n, dtype=torch.bool, device=dev)
         self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
         self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
@@ -67,7 +86,10 @@ class ArchiveExplorer:
 
     def reset(self) -> torch.Tensor:
         obs = self.env.reset()
+        self.home_slots.save(self._home_save)
         self.steps.zero_()
+        self.since.zero_()
+        self.from_cell.zero_()
         self._observe(obs, self._all)
         return obs
 
@@ -75,18 +97,36 @@ class ArchiveExplorer:
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         obs, reward, done, trunc, info = self.env.step(actions)
-        reset = info["reset_mask"]
+        env_reset = info["reset_mask"]
         final = info.get("final_obs")
         reached = final if isinstance(final, torch.Tensor) else obs
         self.steps += 1
-        counts = self._observe(reached, ~reset)
+        self.since += 1
+        counts = self._observe(reached, ~env_reset)
         torch.rsqrt(counts.to(torch.float32), out=self._bonus)
         self._bonus.mul_(self.config.bonus)
+        reset = env_reset
+        if self.config.explore_steps > 0:
+            # Bursts from a cell end here; the env has not reset them (final_obs already
+            # holds the frame they reached), so they restart below like a finished episode.
+            torch.ge(self.since, self.config.explore_steps, out=self._end)
+            self._end.logical_and_(self.from_cell).logical_and_(~env_reset)
+            torch.logical_or(trunc, self._end, out=self._trunc)
+            torch.logical_or(env_reset, self._end, out=self._reset)
+            trunc, reset = self._trunc, self._reset
+            info["reset_mask"] = reset
         pick, slot = self.archive.choose(reset, self.config.start_fraction, self.generator,
                                          self.t, self.use_goal)
         obs = self.slots.restore(torch.where(pick, slot, -1))
+        if self.config.explore_steps > 0:
+            torch.randint(0, self.homes, (self.num_envs,), generator=self.generator,
+                          out=self._home)
+            self._home.masked_fill_(~self._end | pick, -1)
+            obs = self.home_slots.restore(self._home)
         start_steps = torch.where(pick, self.archive.best[slot], 0)
         torch.where(reset, start_steps, self.steps, out=self.steps)
+        self.since.masked_fill_(reset, 0)
+        torch.where(reset, pick, self.from_cell, out=self.from_cell)
         torch.add(reward, self._bonus, out=self._reward)
         self._sums += torch.stack([reward.sum(), self._bonus.sum(), pick.sum(), reset.sum()])
         self._window_steps += self.num_envs
@@ -111,10 +151,11 @@ class ArchiveExplorer:
 
     def nbytes(self) -> int:
         """Device bytes of the archive tables, the saved env states and the buffers."""
-        own = (self.steps, self._reward, self._bonus, self._sums, self._all)
+        own = (self.steps, self._reward, self._bonus, self._sums, self._all, self.since,
+               self.from_cell, self._end, self._trunc, self._reset, self._home_save, self._home)
         hasher = (self.hasher._sums, self.hasher._levels, self.hasher._mult,
                   self.hasher._forms, self.hasher._ints, self.hasher.out)
-        return (self.archive.nbytes() + self.slots.nbytes()
+        return (self.archive.nbytes() + self.slots.nbytes() + self.home_slots.nbytes()
                 + sum(t.numel() * t.element_size() for t in (*own, *hasher)))
 
     def window_metrics(self) -> dict[str, Any]:
@@ -149,7 +190,10 @@ class ArchiveExplorer:
             "explore": {
                 "archive": self.archive.state_dict(),
                 "slots": {k: t.clone() for k, t in self.slots.tensors().items()},
+                "home_slots": {k: t.clone() for k, t in self.home_slots.tensors().items()},
                 "steps": self.steps.clone(),
+                "since": self.since.clone(),
+                "from_cell": self.from_cell.clone(),
                 "generator": self.generator.get_state(),
                 "t": self.t,
             },
@@ -172,6 +216,15 @@ class ArchiveExplorer:
         for key, dst in slots.items():
             dst.copy_(saved[key].to(dst.device))
         self.steps.copy_(mine["steps"].to(self.device))
+        # States saved before explore_steps existed have no bursts under way.
+        if "since" in mine:
+            self.since.copy_(mine["since"].to(self.device))
+            self.from_cell.copy_(mine["from_cell"].to(self.device))
+            for key, dst in self.home_slots.tensors().items():
+                dst.copy_(mine["home_slots"][key].to(dst.device))
+        else:
+            self.since.zero_()
+            self.from_cell.zero_()
         self.generator.set_state(mine["generator"])
         self.t = int(mine["t"])
 

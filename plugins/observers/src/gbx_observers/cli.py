@@ -11,7 +11,7 @@ import click
 
 from gbx.errors import GbxError
 from gbx_observers.logfile import validate_log
-from gbx_observers.plot import plot_runs
+from gbx_observers.plot import X_AXES, plot_runs
 
 
 @click.group("log")
@@ -38,13 +38,17 @@ def validate_command(file: Path) -> None:
     "--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("train.png"),
     show_default=True, help="PNG file to write",
 )
-def plot_command(runs: tuple[Path, ...], out: Path) -> None:
+@click.option("--x", "x_axis", type=click.Choice(list(X_AXES)), default="env_steps",
+              show_default=True, help="x axis: env steps, or the run's wall clock in seconds")
+@click.option("--name", "names", multiple=True,
+              help="legend name of each run, in the order of RUNS (repeat once per run)")
+def plot_command(runs: tuple[Path, ...], out: Path, x_axis: str, names: tuple[str, ...]) -> None:
     """Draw training curves into one PNG: one run, or several overlaid (one colour each).
 
     RUNS are train_log.jsonl files or run directories.
     """
     try:
-        path = plot_runs(list(runs), out)
+        path = plot_runs(list(runs), out, x=x_axis, names=names)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(str(path))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -47,11 +47,21 @@ PANELS: tuple[Panel, ...] = (
 )
 
 
-def _series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list[float]]:
-    xs, ys = [], []
+# What the x axis can show: the key of every record and eval it is read from, and its label.
+X_AXES: dict[str, str] = {"env_steps": "env steps", "wall_time_s": "wall clock (s)"}
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _series(rows: Sequence[Mapping[str, Any]], key: str,
+            x_key: str = "env_steps") -> tuple[list[float], list[float]]:
+    xs: list[float] = []
+    ys: list[float] = []
     for row in rows:
-        x, y = row.get("env_steps"), row.get(key)
-        if isinstance(x, int) and isinstance(y, int | float) and not isinstance(y, bool):
+        x, y = row.get(x_key), row.get(key)
+        if _number(x) and _number(y):
             xs.append(x)
             ys.append(float(y))
     return xs, ys
@@ -67,21 +77,21 @@ def _label(run: str | None, label: str, panel_keys: int) -> str:
     return run if panel_keys == 1 else f"{run}: {label}"
 
 
-def _draw_band(ax: Any, log: LoadedLog, panel: Panel, color: str | None) -> bool:
+def _draw_band(ax: Any, log: LoadedLog, panel: Panel, color: str | None, x_key: str) -> bool:
     if panel.band is None:
         return False
     low_key, high_key = panel.band
     if low_key == high_key:  # a spread: mean +- std
-        xs, centre = _series(log.records, panel.train[0][0])
-        xs_std, spread = _series(log.records, low_key)
+        xs, centre = _series(log.records, panel.train[0][0], x_key)
+        xs_std, spread = _series(log.records, low_key, x_key)
         if not xs or xs != xs_std:
             return False
         low = [c - s for c, s in zip(centre, spread, strict=True)]
         high = [c + s for c, s in zip(centre, spread, strict=True)]
         label = "+-1 std"
     else:
-        xs, low = _series(log.records, low_key)
-        xs_high, high = _series(log.records, high_key)
+        xs, low = _series(log.records, low_key, x_key)
+        xs_high, high = _series(log.records, high_key, x_key)
         if not xs or xs != xs_high:
             return False
         label = "p10-p90"
@@ -91,7 +101,7 @@ def _draw_band(ax: Any, log: LoadedLog, panel: Panel, color: str | None) -> bool
     return True
 
 
-def _draw_panel(ax: Any, runs: Runs, panel: Panel) -> None:
+def _draw_panel(ax: Any, runs: Runs, panel: Panel, x_key: str) -> None:
     ax.set_title(panel.title, fontsize=10)
     ax.grid(True, alpha=0.3)
     drawn = False
@@ -99,14 +109,14 @@ def _draw_panel(ax: Any, runs: Runs, panel: Panel) -> None:
     keys = len(panel.train) + len(panel.evals)
     for index, (run, log) in enumerate(runs):
         color = f"C{index}" if several else None
-        drawn = _draw_band(ax, log, panel, color) or drawn
+        drawn = _draw_band(ax, log, panel, color, x_key) or drawn
         for key, label in panel.train:
-            xs, ys = _series(log.records, key)
+            xs, ys = _series(log.records, key, x_key)
             if xs:
                 ax.plot(xs, ys, label=_label(run, label, keys), linewidth=1.2, color=color)
                 drawn = True
         for key, label in panel.evals:
-            xs, ys = _series(log.evals, key)
+            xs, ys = _series(log.evals, key, x_key)
             if xs:
                 style = ":" if key.startswith("random_") else "o--"
                 ax.plot(xs, ys, style, label=_label(run, label, keys), markersize=4,
@@ -136,12 +146,15 @@ def _heading(meta: Mapping[str, Any]) -> str:
     return " | ".join(str(p) for p in parts if p)
 
 
-def draw_figure(runs: Runs, *, title: str | None = None) -> Any:
+def draw_figure(runs: Runs, *, title: str | None = None, x: str = "env_steps") -> Any:
     """The panels of one run, or of several overlaid (one colour per run; legend by run).
 
     ``runs`` holds ``(name, log)`` pairs; a single run is drawn with its name as None.
-    Returns the matplotlib Figure (Agg, no display needed).
+    ``x`` is a key of :data:`X_AXES`: env steps, or the wall clock of the run (which
+    includes its evaluations and checkpoints). Returns the matplotlib Figure (Agg).
     """
+    if x not in X_AXES:
+        raise ValueError(f"unknown x axis {x!r}; use one of {', '.join(X_AXES)}")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -149,9 +162,9 @@ def draw_figure(runs: Runs, *, title: str | None = None) -> Any:
     FigureCanvasAgg(figure)
     axes = figure.subplots(2, 4, sharex=True)
     for ax, panel in zip(axes.flat, PANELS, strict=True):
-        _draw_panel(ax, runs, panel)
+        _draw_panel(ax, runs, panel, x)
     for ax in axes[-1]:
-        ax.set_xlabel("env steps")
+        ax.set_xlabel(X_AXES[x])
     heading = title or (_heading(runs[0][1].meta) if len(runs) == 1
                         else f"{len(runs)} runs: " + ", ".join(str(n) for n, _ in runs))
     if heading:
@@ -195,16 +208,21 @@ def plot_log(log_path: Path, out_path: Path) -> Path:
     return write_atomic(out_path, render_png(_load_plottable(log_path)))
 
 
-def plot_runs(paths: Sequence[Path], out_path: Path) -> Path:
-    """Plot one run, or overlay several (run dirs or logs), into ``out_path`` (PNG)."""
+def plot_runs(paths: Sequence[Path], out_path: Path, *, x: str = "env_steps",
+              names: Sequence[str] = ()) -> Path:
+    """Plot one run, or overlay several (run dirs or logs), into ``out_path`` (PNG).
+
+    ``names`` (one per run, or none) label the runs in the legend instead of their ids."""
+    if names and len(names) != len(paths):
+        raise ValueError(f"{len(names)} names for {len(paths)} runs; give one --name per run")
     logs = [(path, _load_plottable(log_path_of(path))) for path in paths]
     if len(logs) == 1:
-        return write_atomic(out_path, render_png(logs[0][1]))
-    names = [run_name(log, path) for path, log in logs]
+        return write_atomic(out_path, _png(draw_figure([(None, logs[0][1])], x=x)))
+    names = list(names) or [run_name(log, path) for path, log in logs]
     # Two runs may share an id (a copied folder): the legend keeps them apart.
     unique = [n if names.count(n) == 1 else f"{n} ({i + 1})" for i, n in enumerate(names)]
     runs = [(name, log) for name, (_, log) in zip(unique, logs, strict=True)]
-    return write_atomic(out_path, _png(draw_figure(runs)))
+    return write_atomic(out_path, _png(draw_figure(runs, x=x)))
 
 
 class PlotObserver:
