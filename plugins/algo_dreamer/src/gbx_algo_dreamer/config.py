@@ -68,7 +68,8 @@ class DevicePreset:
 # minutes on two cores, and a 64k-step replay (90 MiB of 72x80 frames) keeps it well under
 # 1 GB resident. At the paper's learning rates the tiny model's actor barely leaves the
 # uniform policy in the few hundred updates such a run makes; an actor at 1e-3 learns but
-# may collapse onto a wrong action late in the run, 5e-4 learned on every seed tried.
+# may collapse onto a wrong action late in the run; at 5e-4 the sampled policy learns
+# (the greedy one not yet on every seed: docs/benchmarks.md).
 DEVICE_PRESETS: dict[str, DevicePreset] = {
     "cuda": DevicePreset(size="S", batch_size=16, batch_length=64, train_ratio=32.0,
                          replay_capacity=1_000_000, learning_starts=1024, model_lr=1e-4,
