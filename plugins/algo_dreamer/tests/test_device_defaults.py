@@ -124,3 +124,17 @@ def test_resume_without_the_replay_refills_it_then_trains_again(tmp_path):
     assert b.opt_steps == opt0
     b.train()
     assert b.env_steps == 96 and b.opt_steps > opt0
+
+
+def test_the_benchmark_times_a_config_with_auto_settings():
+    """`gbx bench dreamer` leaves the learning rates to the device: it reads the trainer's
+    resolved config."""
+    from gbx_algo_dreamer.bench import run_compile_variants
+
+    cfg = DreamerConfig(size="tiny", num_envs=4, batch_size=2, batch_length=8,
+                        replay_capacity=512, learning_starts=32)
+    assert not cfg.resolved
+    records = run_compile_variants(torch.device("cpu"), "toy", cfg, 1, [False])
+    by = {r["metric"]: r for r in records}
+    assert by["train_steps_per_s"]["value"] > 0 and by["train_steps_per_s"]["compile"] is False
+    assert by["env_sps_at_train_ratio"]["train_ratio"] == DEVICE_PRESETS["cpu"].train_ratio

@@ -46,6 +46,7 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     """Component timings (sync engine): env, collection, sampling, model, update."""
     ctx = LocalContext(registry_env_factory(env, device), device)
     trainer = DreamerTrainer(attrs.evolve(cfg, engine="sync"), ctx)
+    cfg = trainer.cfg  # with the device's values of the auto settings
     trainer._ensure_started()
     common = _common(device, env, cfg)
 
@@ -123,6 +124,7 @@ def run_engine_bench(device: torch.device, env: str, cfg: DreamerConfig, engine:
     updates at ``cfg.train_ratio`` (earned updates drained, device synchronised)."""
     cfg = attrs.evolve(cfg, engine=engine)
     trainer = DreamerTrainer(cfg, LocalContext(registry_env_factory(env, device), device))
+    cfg = trainer.cfg  # with the device's values of the auto settings
     trainer._ensure_started()
     while not trainer.ready():
         trainer.engine.advance(cfg.overlap_chunk)
