@@ -12,7 +12,15 @@ from gbx.config import build_config
 from gbx.goal_math import goal_distance
 from gbx.plugins import load_plugins
 from gbx.runner import GOAL_STATES_DIR, prepare
-from gbx_gameboy.game.solutions import ACTIONS, SOLUTIONS, action_indices
+from gbx_gameboy.game.solutions import (
+    ACTIONS,
+    INTO_PIT,
+    LEAVE_HOUSE,
+    SOLUTIONS,
+    TO_CAVE,
+    TO_MEADOW,
+    action_indices,
+)
 from gbx_gameboy.savestate import SaveStateError
 from gbx_gameboy.tasks import make_stage_env
 
@@ -139,6 +147,24 @@ def test_stage_two_ends_as_a_failure_back_in_the_house() -> None:
     out = evaluate_policy(env, scripted, 2, greedy=True, baseline=False)
     assert out["success_rate"] == 0.5 and out["failure_rate"] == 0.5
     assert out["median_steps_to_goal"] == len(plans[1])
+
+
+@pytest.mark.parametrize("env_name", ["gbx-quest-3", "gbx-quest-4"])
+def test_a_pit_in_the_cave_ends_stages_three_and_four_as_failures(env_name: str) -> None:
+    """The game's own game over: stepping into a pit shows it, and the stage env ends the
+    episode there as a failure."""
+    env = make_stage_env(env_name, 1, "cpu", 0, info_mode="full")
+    assert [Path(d).name for d in env.meta()["failure_dirs"]] == ["failure_fell_in_pit"]
+    walk = action_indices(LEAVE_HOUSE + TO_MEADOW + TO_CAVE + INTO_PIT[:-1])  # into the pit
+    env.reset()
+    ended = []
+    for a in walk:
+        _, _, done, _, info = env.step(torch.tensor([a]))
+        ended.append(bool(info["failure"][0]))
+        if bool(done[0]):
+            break
+    # the game-over screen is up once the step into the pit is over
+    assert ended == [False] * (len(walk) - 1) + [True]
 
 
 def test_capture_goal_failure_makes_a_failure_screen(tmp_path: Path) -> None:

@@ -16,9 +16,13 @@ from gbx_gameboy.game.ram import STATE_DONE, STATE_MENU, STATE_TEXT, STATE_WALK,
 from gbx_gameboy.game.solutions import (
     ACTIONS,
     HOLD_FRAMES,
+    INTO_PIT,
+    LEAVE_HOUSE,
     SOLUTIONS,
     STEP_FRAMES,
     TALK_AND_MENU,
+    TO_CAVE,
+    TO_MEADOW,
 )
 
 pyboy = pytest.importorskip("pyboy", reason="PyBoy runs the game until gbx's emulator does")
@@ -159,6 +163,23 @@ def test_carried_gem_shows_in_the_corner(start_state: bytes) -> None:
     assert hud == [16, 152, gem_tile, 0]
     outline = sum(row.count("#") for row in art.GEM)
     assert (corner == corner.min()).sum() >= outline // 2  # the gem's black outline is drawn
+
+
+def test_a_pit_in_the_cave_ends_the_game_with_the_game_over_screen(game: Game) -> None:
+    """Stepping onto a pit block shows the game-over screen for good: the state is done,
+    the quest is not, and no button changes the screen any more."""
+    for button in LEAVE_HOUSE + TO_MEADOW + TO_CAVE + INTO_PIT[:-2]:
+        game.step(button)
+    assert game.ram("wGameOver") == 0 and game.ram("wState") == STATE_WALK
+    game.step(INTO_PIT[-2])  # UP, into the pit
+    assert game.ram("wGameOver") == 1 and game.ram("wState") == STATE_DONE
+    assert game.ram("wQuestDone") == 0
+    over = game.screen()
+    for button in ("UP", "A", "START", "LEFT"):
+        game.step(button)
+        assert np.array_equal(game.screen(), over)
+    # a full-screen box, unlike any room: its border is the screen's edge
+    assert len(np.unique(over.reshape(-1, 3), axis=0)) == 2
 
 
 @pytest.mark.slow

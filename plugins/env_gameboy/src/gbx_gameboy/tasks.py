@@ -87,6 +87,11 @@ class StageTask:
 
 
 _FIND_GEM = sol.LEAVE_HOUSE + sol.TO_MEADOW + sol.TO_CAVE + sol.TAKE_GEM[:-1]
+# The cave has pits; stepping into one ends the game with a game-over screen.
+_PIT = FailureScreen(
+    "fell_in_pit",
+    "the game-over screen: the hero stepped into a pit in the cave",
+    sol.LEAVE_HOUSE + sol.TO_MEADOW + sol.TO_CAVE + sol.INTO_PIT, tau=0.05)
 
 STAGE_TASKS: tuple[StageTask, ...] = (
     StageTask(
@@ -107,12 +112,12 @@ STAGE_TASKS: tuple[StageTask, ...] = (
     StageTask(
         3, "fetch_gem", "Find the gem in the cave, north of the meadow.",
         "the cave with the 'YOU FOUND THE GEM!' box open (hero on the gem's block)",
-        _FIND_GEM, max_steps=1024, tau=0.05,
+        _FIND_GEM, max_steps=1024, tau=0.05, failures=(_PIT,),
     ),
     StageTask(
         4, "finish_quest", "Bring the gem to the village elder.",
         "the quest-complete screen (stars, gem, 'QUEST COMPLETE!')",
-        sol.SOLUTIONS["finish_quest"], max_steps=1024, tau=0.05,
+        sol.SOLUTIONS["finish_quest"], max_steps=1024, tau=0.05, failures=(_PIT,),
     ),
 )
 STAGES_BY_ENV = {t.env_name: t for t in STAGE_TASKS}

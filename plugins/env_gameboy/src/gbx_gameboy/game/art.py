@@ -162,6 +162,15 @@ def cave_floor() -> Grid:
     return _pattern(lambda x, y: 2 if (x * 7 + y * 5) % 13 == 0 else 1)
 
 
+def pit() -> Grid:
+    """A hole in the cave floor: a dark disc with a rim, on the floor's shade."""
+    def px(x: int, y: int) -> int:
+        r2 = (x - 7.5) ** 2 + (y - 7.5) ** 2
+        return 3 if r2 <= 26 else (2 if r2 <= 40 else 1)
+
+    return _pattern(px)
+
+
 def doorway(outside: int, inside: int) -> Grid:
     """An arch: ``inside`` shade in a rounded opening, ``outside`` around it."""
     def px(x: int, y: int) -> int:

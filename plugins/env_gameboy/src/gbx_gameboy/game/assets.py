@@ -102,6 +102,7 @@ def generate() -> str:
         "ATTR_WALL": world.WALL,
         "ATTR_DOOR": world.DOOR,
         "ATTR_ITEM": world.ITEM,
+        "ATTR_HAZARD": world.HAZARD,
         "KIND_TALK": ACTOR_KINDS["talk"],
         "KIND_ELDER": ACTOR_KINDS["elder"],
         "TILE_PLAYER_DOWN": sprite_first["player_down"],
@@ -119,6 +120,7 @@ def generate() -> str:
     text_sections = _texts_source()
     window = _window_frame(frame)
     complete = _complete_screen(frame, star, gem_quad)
+    game_over = _text_screen(frame, world.GAME_OVER_LINES)
 
     vram = bytearray(256 * 16)
     for index, data in {**sprite_data, **font_tiles()}.items():
@@ -137,6 +139,8 @@ def generate() -> str:
     src.data(window)
     src.label("CompleteScreen")
     src.data(complete)
+    src.label("GameOverScreen")
+    src.data(game_over)
     return "\n".join(src.lines) + "\n"
 
 
@@ -214,14 +218,25 @@ def _window_frame(frame: dict[str, int]) -> bytes:
     return bytes(t for row in _boxed(frame, WINDOW_COLS, WINDOW_ROWS) for t in row)
 
 
+def _centre_lines(grid: list[list[int]], lines: dict[int, str]) -> None:
+    for y, text in lines.items():
+        encoded = encode_text(text, len(text))
+        x0 = (SCREEN_COLS - len(encoded)) // 2
+        grid[y][x0 : x0 + len(encoded)] = list(encoded)
+
+
+def _text_screen(frame: dict[str, int], lines: dict[int, str]) -> bytes:
+    """A boxed full screen of centred text lines (the game-over screen)."""
+    grid = _boxed(frame, SCREEN_COLS, SCREEN_ROWS)
+    _centre_lines(grid, lines)
+    return bytes(t for row in grid for t in row)
+
+
 def _complete_screen(frame: dict[str, int], star: int, gem_quad: list[int]) -> bytes:
     grid = _boxed(frame, SCREEN_COLS, SCREEN_ROWS)
     for x in range(2, SCREEN_COLS - 2, 2):
         grid[2][x] = grid[SCREEN_ROWS - 3][x] = star
-    for y, text in world.COMPLETE_LINES.items():
-        encoded = encode_text(text, len(text))
-        x0 = (SCREEN_COLS - len(encoded)) // 2
-        grid[y][x0 : x0 + len(encoded)] = list(encoded)
+    _centre_lines(grid, world.COMPLETE_LINES)
     gx, gy = SCREEN_COLS // 2 - 1, 8
     grid[gy][gx], grid[gy][gx + 1] = gem_quad[0], gem_quad[1]
     grid[gy + 1][gx], grid[gy + 1][gx + 1] = gem_quad[2], gem_quad[3]

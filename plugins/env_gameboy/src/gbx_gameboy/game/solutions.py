@@ -28,6 +28,9 @@ TO_MEADOW = _run(("DOWN", 2), ("RIGHT", 6), ("DOWN", 3), ("RIGHT", 4))
 TO_CAVE = _run(("RIGHT", 10), ("UP", 5))
 # cave (5,8) -> (5,5) -> east onto the gem (9,5); A closes "YOU FOUND THE GEM!"
 TAKE_GEM = _run(("UP", 3), ("RIGHT", 4), ("A", 1))
+# cave (5,8) -> west along the bottom row to (2,8), up into the pit at (2,7): game over
+# (one more step lets the game-over screen settle)
+INTO_PIT = _run(("LEFT", 3), ("UP", 1), ("B", 1))
 # back out of the cave, across the meadow to the west gate; arrive in the village at (14,8)
 BACK_TO_VILLAGE = _run(("LEFT", 4), ("DOWN", 4), ("DOWN", 4), ("LEFT", 11))
 # village (14,8) -> (9,6) facing the elder at (8,6); A talks, A closes: quest complete

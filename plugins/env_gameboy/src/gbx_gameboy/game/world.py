@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import art
 from .tiles import Grid
 
-FLOOR, WALL, DOOR, ITEM = 0, 1, 2, 3
+FLOOR, WALL, DOOR, ITEM, HAZARD = 0, 1, 2, 3, 4
 TEXT_WIDTH = 18  # characters per text box line
 
 
@@ -99,6 +99,7 @@ CAVE_LEGEND = {
     ".": _b("cave_floor", art.cave_floor),
     "e": _b("cave_exit", lambda: art.doorway(outside=3, inside=0), DOOR),
     "G": _b("cave_floor", art.cave_floor, ITEM),
+    "o": _b("pit", art.pit, HAZARD),
 }
 
 HOUSE, VILLAGE, MEADOW, CAVE = 0, 1, 2, 3
@@ -178,11 +179,11 @@ ROOMS: tuple[Room, ...] = (
             "rrrrrrrrrrrr",
             "r....rr....r",
             "r.rr....rr.r",
-            "r.r..rr..r.r",
+            "r.r..rr..ror",
             "r...rrrr...r",
             "rr.......G.r",
             "r..rr.rr...r",
-            "r...r...rr.r",
+            "r.o.r...rr.r",
             "r.....r....r",
             "rrrrrerrrrrr",
         ),
@@ -197,6 +198,12 @@ START_ROOM, START_X, START_Y = HOUSE, 4, 2
 GEM_ROOM = CAVE
 ELDER_THANKS = ("THE GEM! THANK YOU", "YOU ARE A HERO!")
 FOUND_GEM = ("YOU FOUND THE GEM!", "BRING IT HOME.")
+# Stepping into a pit ends the game: this screen stays, like the quest-complete one.
+GAME_OVER_LINES = {
+    6: "GAME OVER",
+    10: "YOU FELL INTO",
+    12: "A PIT.",
+}
 COMPLETE_LINES = {
     5: "QUEST COMPLETE!",
     11: "THANK YOU FOR",

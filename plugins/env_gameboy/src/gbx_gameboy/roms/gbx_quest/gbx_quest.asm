@@ -99,6 +99,7 @@ wActorsPtr:    ds 2
 wIter:         ds 2
 wFrame:        ds 1                 ; frame counter (wraps)
 wSteps:        ds 2                 ; blocks walked, little-endian
+wGameOver:     ds 1                 ; the hero fell into a pit: the game is over
 
 SECTION "hram", HRAM[$FF80]
 hOAMDMA:       ds DMA_ROUTINE_SIZE
@@ -606,6 +607,8 @@ ArriveOnBlock:
     ld a, [hl]
     cp ATTR_DOOR
     jr z, TakeDoor
+    cp ATTR_HAZARD
+    jp z, ShowGameOverScreen
     cp ATTR_ITEM
     ret nz
     ld a, [wGemTaken]               ; the gem lies here until taken
@@ -724,13 +727,20 @@ OpenMenu:
     ld [wState], a
     ret
 
+ShowGameOverScreen:                 ; a pit: the game-over screen, for good
+    ld a, 1
+    ld [wGameOver], a
+    ld de, GameOverScreen
+    jr ShowEndScreen
+
 ShowCompleteScreen:                 ; the window covers the screen for good
     ld a, 1
     ld [wQuestDone], a
+    ld de, CompleteScreen
+ShowEndScreen:                      ; de = the screen's 20x18 tiles
     ld a, STATE_DONE
     ld [wState], a
-    call LcdOff
-    ld de, CompleteScreen
+    call LcdOff                     ; keeps de
     ld hl, $9C00
     ld b, 18
     call CopyRows20
