@@ -146,7 +146,7 @@ CASES: tuple[RomCase, ...] = (
     for p, b in (
         ("1-lcd_sync.gb", 120), ("2-causes.gb", 120), ("3-non_causes.gb", 240),
         ("4-scanline_timing.gb", 180), ("5-timing_bug.gb", 180), ("6-timing_no_bug.gb", 240),
-        ("7-timing_effect.gb", 840), ("8-instr_effect.gb", 180),
+        ("7-timing_effect.gb", 840), ("8-instr_effect.gb", 480),
     )
 ) + (RomCase("blargg/oam_bug/oam_bug.gb", MEM, 1980, slow=True),) + (
     # Picture ROMs: dmg-acid2 and sprite_priority draw their final screen within about 11

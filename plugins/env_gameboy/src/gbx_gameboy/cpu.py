@@ -137,6 +137,7 @@ from gbx_gameboy.layout import (
     TM_INSTRS,
 )
 from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
+from gbx_gameboy.oam_bug import OAM_BUG_WRITE, oam_bug, oam_bug_idu, oam_bug_read_idu
 from gbx_gameboy.phase_clock import (
     CLOCK_ROWS,
     PHASE_CLOCKS,
@@ -514,6 +515,8 @@ def run_kernel(
                 halt_bug = int(0)
                 pc = (pc - 1) & 0xFFFF
             t += 8
+            if (sp & 0xFF00) == 0xFE00:
+                oam_bug(g.ref, env, t, OAM_BUG_WRITE)  # SP on the bus (oam_bug.py)
             sp = (sp - 1) & 0xFFFF
             t += 4
             wr(g, env, sp, pc >> 8, t)
@@ -605,6 +608,9 @@ def run_kernel(
         waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
         t += 4 * field(w0, RWAIT_SHIFT, 1)
         n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
+        if (raddr & 0xFF00) == 0xFE00 and n_rd != 0:
+            # DMG OAM corruption bug: an increment/decrement in the first read's M-cycle.
+            oam_bug_read_idu(g.ref, env, w0, w2, t + 4)
         rv = int(0)
         k = int(0)
         while k < n_rd:
@@ -642,6 +648,12 @@ def run_kernel(
         if op16 != OP16_PASS:
             out16 = add16(op16, v16, hl, e)
         res16 = out16 >> 8
+        # DMG OAM corruption bug: the 16-bit increment/decrement unit puts its operand on
+        # the address bus (inc/dec rr, ld sp,hl, SP before a push); one compare here, the
+        # rest out of line (oam_bug.py) when the value lies in FE00-FEFF.
+        spd = field(w0, SPD_SHIFT, 2)
+        if (wp.where(spd == SPD_PUSH, sp, v16) & 0xFF00) == 0xFE00 and taken:
+            oam_bug_idu(g.ref, env, w0, w2, t)
         # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
         calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
         r[R_F] = (
@@ -671,7 +683,6 @@ def run_kernel(
         n_wr = wp.where(taken, field(w0, NWR_SHIFT, 2), 0)
         w_wait = wp.where(taken, 4 * field(w0, WWAIT_SHIFT, 1), 0)
         # stack pointer, program counter, internal cycles (only when the condition holds)
-        spd = field(w0, SPD_SHIFT, 2)
         sp = wp.where(taken and spd == SPD_POP, (sp + 2) & 0xFFFF, sp)
         sp = wp.where(taken and spd == SPD_PUSH, (sp - 2) & 0xFFFF, sp)
         psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)

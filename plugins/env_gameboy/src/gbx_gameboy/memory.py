@@ -21,12 +21,14 @@ from gbx_gameboy.layout import (
     NEVER,
     OAM_OFF,
     P1,
+    PPU_FIRST_LINE,
     S_BANK0,
     S_BANKX,
     S_BUTTONS,
     S_MBC_MODE,
     S_MBC_R1,
     S_MBC_R2,
+    S_PPU_FLAGS,
     S_RAMG,
     S_RAMOFF,
     S_RTC_DH,
@@ -53,8 +55,10 @@ from gbx_gameboy.layout import (
     VRAM_OFF,
     WRAM_OFF,
 )
+from gbx_gameboy.oam_bug import OAM_BUG_READ, OAM_BUG_WRITE, oam_bug
 from gbx_gameboy.ppu_timing import (
     lcdc_write,
+    lcdon_line_end,
     ppu_sync,
     stat_read,
     stat_update,
@@ -376,6 +380,9 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
         if t - g.ppu_lag >= sget(g, env, T_PPU_NEXT):
             ppu_sync(g.ref, env, t - g.ppu_lag)
         v = mget(g, env, IO_OFF + LY)
+        if (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) != 0:
+            if lcdon_line_end(g, env):
+                v = v + 1  # the first line after LCD on (ppu_timing.lcdon_line_end)
     elif i == SC:
         serial_sync(g.ref, env, t)
         v = mget(g, env, IO_OFF + SC) | 0x7E
@@ -556,11 +563,10 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
         v = cart_ram_read(g.ref, env, a)
     elif a < 0xFE00:
         v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
-    elif a < 0xFEA0:
-        if not oam_blocked(g, env, t):
-            v = mget(g, env, OAM_OFF + (a - 0xFE00))
     elif a < 0xFF00:
-        v = int(0xFF)
+        oam_bug(g.ref, env, t, OAM_BUG_READ)  # DMG: during the OAM scan (oam_bug.py)
+        if a < 0xFEA0 and not oam_blocked(g, env, t):
+            v = mget(g, env, OAM_OFF + (a - 0xFE00))
     elif a < 0xFF80:
         v = io_read(g, env, a - 0xFF00, t)
     else:
@@ -597,11 +603,11 @@ def wr_slow(g: GB, env: int, a: int, v: int, t: int):
         cart_ram_write(g.ref, env, a, v, t)
     elif a < 0xFE00:
         mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
-    elif a < 0xFEA0:
-        if not oam_blocked(g, env, t):
-            mset(g, env, OAM_OFF + (a - 0xFE00), v)
     elif a < 0xFF00:
-        pass  # the unusable area ignores writes
+        oam_bug(g.ref, env, t, OAM_BUG_WRITE)  # DMG: during the OAM scan (oam_bug.py)
+        # FEA0-FEFF (unusable) ignores writes.
+        if a < 0xFEA0 and not oam_blocked(g, env, t):
+            mset(g, env, OAM_OFF + (a - 0xFE00), v)
     elif a < 0xFF80:
         io_write(g, env, a - 0xFF00, v, t)
     else:

@@ -158,6 +158,29 @@ def object_dots(mb: wp.uint64, ly: int) -> int:
     return dots
 
 
+@wp.func
+def lcdon_line_end(g: GB, env: int) -> bool:
+    """The last ``ppu_pre`` dots of the first line after the LCD is switched on.
+
+    That line is shorter than the others as LY shows it: LY reads 1 from 452 cycles
+    after the LCDC write (blargg ``oam_bug/1-lcd_sync``, mooneye ``lcdon_timing``), while
+    the next line's OAM scan, access windows and modes keep their times (mooneye
+    ``lcdon_write_timing``, blargg ``oam_bug/4-scanline_timing``). Meanwhile the LY=LYC
+    comparison matches neither the old nor the new line (mooneye ``lcdon_timing``'s STAT
+    reads with LYC=0 and LYC=1)."""
+    first_line = (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) != 0
+    return sget(g, env, S_PPU_PHASE) == PH_PRE and first_line
+
+
+@wp.func
+def ly_matches(g: GB, env: int) -> bool:
+    """The LY=LYC comparison (STAT bit 2 and its interrupt condition)."""
+    same = mget(g, env, IO_OFF + LY) == mget(g, env, IO_OFF + LYC)
+    if same and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) != 0:
+        same = not lcdon_line_end(g, env)
+    return same
+
+
 @wp.func(inline=False)
 def stat_update(ref: wp.uint64, env: int):
     """Re-evaluate the STAT interrupt line; a rising edge requests IF bit 1."""
@@ -168,7 +191,7 @@ def stat_update(ref: wp.uint64, env: int):
         mode = sget(g, env, S_PPU_MODE)
         phase = sget(g, env, S_PPU_PHASE)
         ly = mget(g, env, IO_OFF + LY)
-        if (stat & 0x40) != 0 and ly == mget(g, env, IO_OFF + LYC):
+        if (stat & 0x40) != 0 and ly_matches(g, env):
             line = 1
         if mode == 0 and (phase == PH_HBLANK or phase == PH_PRE) and (stat & 0x08) != 0:
             line = 1
@@ -384,7 +407,7 @@ def stat_read(ref: wp.uint64, env: int, t: int) -> int:
     v = (mget(g, env, IO_OFF + STAT) & 0x78) | 0x80
     if (mget(g, env, IO_OFF + LCDC) & 0x80) != 0:
         v = v | sget(g, env, S_PPU_MODE)
-        if mget(g, env, IO_OFF + LY) == mget(g, env, IO_OFF + LYC):
+        if ly_matches(g, env):
             v = v | 4
     return v
 
