@@ -15,7 +15,7 @@ if [ -z "${GBX_TESTROMS:-}" ]; then
 fi
 echo "test ROMs: ${GBX_TESTROMS:-not found}"
 NAMES=(mooneye/acceptance/ppu/ oam_dma di_timing intr_timing halt_ime dmg-acid2 sprite_priority
-       flappyboy lcdon)
+       flappyboy lcdon oam_bug)
 if [ "${FULL:-0}" = "1" ]; then NAMES=(); fi
 json=$(mktemp)
 "$PY" -c 'from gbx.cli import main; main()' gameboy conformance --device all --quiet --json \
@@ -36,7 +36,7 @@ PY
 T=plugins/env_gameboy/tests
 "$PY" -m pytest -q -p no:cacheprovider -m "cuda or not slow" -k "cuda" \
   $T/test_ppu_quirks.py $T/test_cpu_control.py $T/test_dma_edges.py $T/test_machine.py \
-  $T/test_acid2.py $T/test_isolation.py $T/test_lockstep.py 2>&1 | tail -3
+  $T/test_acid2.py $T/test_isolation.py $T/test_lockstep.py $T/test_oam_bug.py 2>&1 | tail -3
 # The lockstep with PyBoy on CUDA (the CPU's result: every compared screen equal).
 for rom in plugins/env_gameboy/src/gbx_gameboy/roms/gbx_quest/gbx_quest.gb \
            "${GBX_TESTROMS:-../shared/testroms}/games/flappyboy/flappyboy.gb"; do
