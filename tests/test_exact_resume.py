@@ -28,7 +28,7 @@ A2C = ["algo.num_envs=8", "algo.update_every=4", "algo.log_every=1", "run.checkp
 DREAMER = ["algo.size=tiny", "algo.num_envs=4", "algo.batch_size=4", "algo.batch_length=8",
            "algo.learning_starts=32", "algo.record_every=4", "algo.replay_capacity=512",
            "run.checkpoint_every=16", "run.eval_every=32", "run.eval_episodes=2",
-           "algo.train_ratio=16.0"]
+           "algo.train_ratio=16.0", "algo.checkpoint_replay=true"]
 # (settings, env steps, records of the uninterrupted run) per algorithm
 ALGOS = {
     "ppo": (PPO, 6 * 8 * 8, 6),

@@ -177,6 +177,22 @@ class RealStartConfig(Protocol):
 
 
 @runtime_checkable
+class DeviceDefaults(Protocol):
+    """A config section (algorithm or env) whose defaults depend on the device it runs on.
+
+    An optional capability of a config class: some of its fields default to a marker
+    (``auto``, ``0``) and ``for_device(device)`` returns the config with each of them
+    replaced by that device's value, explicit values unchanged (idempotent). The run loop
+    applies it when it builds a run on its device, so the resolved values are what the run
+    trains with and what its ``config.json`` and checkpoints hold; a resumed run or
+    ``gbx eval`` on another device keeps them. The field help names each device's value
+    (``gbx config --explain``).
+    """
+
+    def for_device(self, device: torch.device) -> Any: ...
+
+
+@runtime_checkable
 class GoalStateSaver(Protocol):
     """An :class:`Env` that keeps states its envs reached at the goal (optional).
 

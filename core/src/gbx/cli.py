@@ -57,7 +57,8 @@ def _config_options(f: Any) -> Any:
         click.option("--algo", help="algorithm name (run.algo)"),
         click.option("--env", help="environment name (run.env)"),
         click.option("--observer", "observers", help="observers, comma separated (run.observers)"),
-        click.option("--device", help="auto | cpu | cuda | cuda:INDEX (run.device)"),
+        click.option("--device", help="auto | cpu | cuda | cuda:INDEX (run.device); some "
+                     "algorithm defaults depend on it (`gbx config --explain` lists them)"),
         click.option("--seed", type=int, help="random seed (run.seed)"),
         click.option("--steps", type=int, help="total environment steps (run.steps)"),
         click.option("--run-dir", help="run directory (run.run_dir)"),

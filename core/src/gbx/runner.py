@@ -27,7 +27,14 @@ import torch
 
 from gbx import __version__, seeds
 from gbx import distributed as gdist
-from gbx.api import EnvMeta, FailureContext, GoalStateSaver, RealStartConfig, SnapshotEnv
+from gbx.api import (
+    DeviceDefaults,
+    EnvMeta,
+    FailureContext,
+    GoalStateSaver,
+    RealStartConfig,
+    SnapshotEnv,
+)
 from gbx.artifacts import latest_checkpoint, remove_partial_checkpoints
 from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
 from gbx.config import Config, RunConfig, to_dict, write_atomic
@@ -122,6 +129,14 @@ def _cpu_value(value: Any) -> Any:
     return value
 
 
+def with_device_defaults(config: Config, device: torch.device) -> Config:
+    """``config`` with the device-dependent defaults of its env and algorithm sections
+    resolved for ``device`` (:class:`gbx.api.DeviceDefaults`); other sections unchanged."""
+    sections = {name: section.for_device(device) for name in ("env", "algo")
+                if isinstance(section := getattr(config, name), DeviceDefaults)}
+    return attrs.evolve(config, **sections) if sections else config
+
+
 class Run:
     """One run: implements :class:`gbx.api.RunContext` for the trainer."""
 
@@ -137,7 +152,7 @@ class Run:
         argv: list[str] | None = None,
         dist: gdist.DistInfo | None = None,
     ) -> None:
-        self.config = config
+        self.config = config = with_device_defaults(config, device)
         self.host = host
         self.run_dir = run_dir
         self.run_id = run_id

@@ -89,7 +89,7 @@ def test_overlapped_player_acts_with_the_chunk_snapshot(tmp_path):
 
 
 def test_overlapped_checkpoint_round_trip_resumes_exactly(tmp_path):
-    cfg = _cfg(total_env_steps=40)
+    cfg = _cfg(total_env_steps=40, checkpoint_replay=True)
     a = DreamerTrainer(cfg, dot_context(tmp_path / "a"))
     a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])
@@ -110,13 +110,14 @@ def test_overlapped_checkpoint_round_trip_resumes_exactly(tmp_path):
 
 
 def test_mid_run_checkpoint_keeps_the_earned_updates(tmp_path):
-    tr = DreamerTrainer(_cfg(total_env_steps=0), dot_context(tmp_path))
+    tr = DreamerTrainer(_cfg(total_env_steps=0, checkpoint_replay=True), dot_context(tmp_path))
     tr._ensure_started()
     while tr.pending_env_steps == 0:
         tr.engine.advance(4)
     state = tr.state_dict()
     assert state["counters"]["pending_env_steps"] == tr.pending_env_steps > 0
-    other = DreamerTrainer(_cfg(total_env_steps=0), dot_context(tmp_path / "o"))
+    other = DreamerTrainer(_cfg(total_env_steps=0, checkpoint_replay=True),
+                           dot_context(tmp_path / "o"))
     other.load_state_dict(state)
     assert other.pending_env_steps == tr.pending_env_steps
 
@@ -162,7 +163,7 @@ def test_bench_times_both_engine_loops_and_their_ratio():
 
 
 def test_stopped_from_outside_keeps_the_earned_updates_for_resume(tmp_path):
-    cfg = _cfg(total_env_steps=0, record_every=4)
+    cfg = _cfg(total_env_steps=0, record_every=4, checkpoint_replay=True)
     ctx = dot_context(tmp_path / "a", max_records=3)  # like --steps: stop after 3 records
     a = DreamerTrainer(cfg, ctx)
     ctx.run(a)

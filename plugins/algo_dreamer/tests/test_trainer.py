@@ -47,7 +47,7 @@ def test_one_training_run_updates_everything_and_records(tmp_path):
 
 
 def test_checkpoint_round_trip_resumes_exactly(tmp_path):
-    cfg = _cfg(total_env_steps=40)
+    cfg = _cfg(total_env_steps=40, checkpoint_replay=True)
     a = DreamerTrainer(cfg, dot_context(tmp_path / "a"))
     a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from gbx_gameboy import conformance as conf
 from gbx_gameboy.media import grey_levels
 
 REPO = Path(__file__).resolve().parents[3]
@@ -17,13 +18,13 @@ TESTROMS = Path(os.environ.get("GBX_TESTROMS", REPO.parent / "shared" / "testrom
 # Both ROMs draw their final picture within about 11 frames of 0x0100 and then loop.
 FRAMES = 30
 
+# The picture ROMs of the conformance list (flappyboy's title screen aside).
 CASES = {
-    "dmg-acid2": ("dmg-acid2/dmg-acid2.gb", "dmg-acid2/reference-dmg.png"),
-    "sprite_priority": (
-        "mooneye/manual-only/sprite_priority.gb",
-        "mooneye/manual-only/sprite_priority-dmg.png",
-    ),
+    c.name.rsplit("/", 1)[-1]: (c.path, c.reference)
+    for c in conf.CASES
+    if c.protocol == conf.PIC and not c.path.startswith("games/")
 }
+assert sorted(CASES) == ["dmg-acid2", "sprite_priority"]
 
 
 def _check_screen(case: str, device: str) -> None:

@@ -6,6 +6,8 @@ KNOWN_FAILING as strict xfails, so a fix shows up as an unexpected pass.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gbx_gameboy import conformance as conf
@@ -36,3 +38,39 @@ def _param(case: conf.RomCase) -> object:
 def test_rom(case: conf.RomCase) -> None:
     result = conf.run_case(case, "cpu", ROOT)
     assert result.passed, f"{case.name}: {result.detail} after {result.frames} frames"
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "emulator.md"
+
+
+def docs_table() -> list[list[str]]:
+    """Rows (ROM, CPU, CUDA) of the conformance table in docs/emulator.md."""
+    lines = DOCS.read_text().splitlines()
+    start = lines.index("| ROM | CPU | CUDA |")
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_docs_table_lists_every_case_with_its_cpu_result() -> None:
+    rows = docs_table()
+    assert [r[0] for r in rows] == [c.name for c in conf.CASES]
+    for name, cpu, cuda in rows:
+        want = "FAIL" if name in KNOWN_FAILING else "pass"
+        assert cpu == want, f"{name}: docs say {cpu} on the CPU, the suite expects {want}"
+        # CPU and CUDA run the same kernel and must agree wherever CUDA was run.
+        assert cuda.rstrip("*") in (cpu, conf.NOT_RUN), f"{name}: CUDA {cuda}, CPU {cpu}"
+
+
+@pytest.mark.skipif(not ROOT.is_dir(), reason=f"test ROMs not found at {ROOT} (set GBX_TESTROMS)")
+def test_cases_cover_every_rom_of_the_shared_folder() -> None:
+    on_disk = {p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.gb")}
+    listed = [c.path for c in conf.CASES]
+    assert len(listed) == len(set(listed))
+    assert on_disk == set(listed)
+    for case in conf.CASES:
+        if case.protocol == conf.PIC:
+            assert (ROOT / case.reference).is_file(), case.reference

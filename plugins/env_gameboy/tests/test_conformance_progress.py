@@ -29,7 +29,7 @@ def test_progress_bar_counts_the_roms(fake_roms, monkeypatch: pytest.MonkeyPatch
     res = CliRunner().invoke(gameboy, ["conformance", "--json", "cpu_instrs/individual/01",
                                        "cpu_instrs/individual/02"])
     assert res.exit_code == 0, res.output
-    assert [r["passed"] for r in json.loads(res.stdout)] == [True] * len(fake_roms)
+    assert [r["cpu"]["result"] for r in json.loads(res.stdout)] == ["pass"] * len(fake_roms)
     err = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", res.stderr)
     assert "conformance ROMs" in err and f"{len(fake_roms)}/{len(fake_roms)}" in err
 
@@ -38,4 +38,4 @@ def test_quiet_draws_nothing(fake_roms, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(PROGRESS_ENV, "always")
     res = CliRunner().invoke(gameboy, ["conformance", "--quiet", "cpu_instrs/individual/01"])
     assert res.exit_code == 0 and res.stderr == ""
-    assert "1/1 passed" in res.stdout
+    assert "CPU: 1/1 passed" in res.stdout

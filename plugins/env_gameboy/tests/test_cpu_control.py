@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+from devices import DEVICES
 from ei_halt_rom import COUNT, HALT_HI, HALT_LO, LOOPS, RET_HI, RET_LO, ei_halt_rom
 
 from gbx_gameboy import layout as L
@@ -335,6 +337,22 @@ def test_step_frames_holds_for_min_of_release_and_frames_then_releases() -> None
 # reaches the next VBlank request at an instruction boundary: with 6 NOPs the request is
 # taken before the instruction that follows, with 5 a DI placed there runs first and masks
 # it. That is the timing DMG hardware shows in mooneye's di_timing-GS.
+# Waits for line 144, then halts with IME=1 until the next VBlank, whose handler
+# (VBLANK_JP_HL) jumps to HL: the code at HL starts at the same cycle of every frame.
+WAIT_AND_HALT = """
+WaitAndHalt:
+.vbl:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vbl
+    xor a
+    ldh [$0F], a
+    ei
+    halt
+    nop
+.stuck:
+    jr .stuck
+"""
 VBLANK_EDGE = r"""
 MACRO ROUND_DELAY
     ld a, $09
@@ -390,18 +408,6 @@ Taken2:
     ld [$C001], a
     DONE
 
-WaitAndHalt:           ; the VBlank handler jumps to HL
-.vbl:
-    ldh a, [$44]
-    cp 144
-    jr nz, .vbl
-    xor a
-    ldh [$0F], a
-    ei
-    halt
-    nop
-.stuck:
-    jr .stuck
 """
 VBLANK_JP_HL = """
 SECTION "vblank", ROM0[$0040]
@@ -410,7 +416,73 @@ SECTION "vblank", ROM0[$0040]
 
 
 def test_vblank_request_at_a_boundary_is_taken_one_instruction_later() -> None:
-    batch = GameBoyBatch(micro_rom(VBLANK_EDGE, extra=VBLANK_JP_HL), 1, "cpu")
+    batch = GameBoyBatch(micro_rom(VBLANK_EDGE + WAIT_AND_HALT, extra=VBLANK_JP_HL), 1, "cpu")
     batch.run_frames(8)
     assert batch.read_memory(0, 0xC000) == 1  # 6 NOPs: taken before the DI
     assert batch.read_memory(0, 0xC001) == 1  # 5 NOPs: the DI ran first
+
+
+# The same timing as VBLANK_EDGE's second round, where the new VBlank request lands on the
+# boundary before the DI and is taken one instruction late. Here IME is 0 until an EI
+# that takes effect at that very boundary, and IF bit 0 is written first: set, an older
+# request is pending there and is taken at once (the DI never runs); clear, only the new
+# request exists, it comes one instruction late and the DI masks it.
+VBLANK_PENDING = r"""
+MACRO DELAY_BC
+    ld a, $09
+    ld b, a
+    ld a, $C8          ; one loop pass (7 M-cycles) shorter than ROUND_DELAY
+    ld c, a
+.loop\@:
+    dec bc
+    ld a, b
+    or c
+    jr nz, .loop\@
+ENDM
+MACRO ROUND
+    ld hl, Taken\1
+    di
+    ld a, \2
+    ldh [$0F], a       ; IF bit 0: an older VBlank request (1) or none (0)
+    DELAY_BC
+    REPT 5
+    nop
+    ENDR
+    ei
+    nop                ; IME is 1 from the next boundary on, where the new request lands
+    di
+    nop
+    ld a, 1
+    ld [$C000 + \1], a ; not taken
+    jp Next\1
+Taken\1:
+    ld a, 2
+    ld [$C000 + \1], a ; taken before the DI
+Next\1:
+ENDM
+    di
+    ld sp, $DFFF
+    xor a
+    ld [$C000], a
+    ld [$C001], a
+    ld a, $01
+    ldh [$FF], a
+    ld hl, Round0
+    jp WaitAndHalt
+Round0:
+    ROUND 0, 1
+    ld hl, Round1
+    jp WaitAndHalt
+Round1:
+    ROUND 1, 0
+    DONE
+
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_older_pending_vblank_request_is_not_delayed(device: str) -> None:
+    batch = GameBoyBatch(micro_rom(VBLANK_PENDING + WAIT_AND_HALT, extra=VBLANK_JP_HL), 1, device)
+    batch.run_frames(8)
+    assert batch.read_memory(0, 0xC000) == 2  # pending from before: taken at the boundary
+    assert batch.read_memory(0, 0xC001) == 1  # only the new request: one instruction late

@@ -55,11 +55,18 @@ def test_bad_rom_is_a_one_line_error_with_exit_2(tmp_path) -> None:
 
 @needs_roms
 def test_conformance_command_json() -> None:
-    res = CliRunner().invoke(gameboy, ["conformance", "--json", "--fast", "timer/tim00.gb"])
+    res = CliRunner().invoke(gameboy, ["conformance", "--json", "--fast", "--device", "cpu",
+                                       "timer/tim00.gb"])
     assert res.exit_code == 0, res.output
     rows = json.loads(_last_line(res.output))
-    assert rows == [{"rom": "mooneye/acceptance/timer/tim00", "passed": True,
-                     "frames": rows[0]["frames"], "detail": "Fibonacci registers"}]
+    assert rows == [{
+        "rom": "mooneye/acceptance/timer/tim00", "protocol": "FIB", "slow": False,
+        "cpu": {"result": "pass", "frames": rows[0]["cpu"]["frames"],
+                "detail": "Fibonacci registers"},
+        "cuda": {"result": "not run", "frames": 0, "detail": "not asked for (--device cpu)"},
+    }]
+    bad = CliRunner().invoke(gameboy, ["conformance", "--device", "gpu", "tim00"])
+    assert bad.exit_code == 2 and "--device must be all, cpu, cuda or cuda:N" in bad.output
 
 
 def test_bench_prints_one_json_record() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from devices import DEVICES
+
 from gbx_gameboy.machine import GameBoyBatch
 from gbx_gameboy.microrom import micro_rom
 
@@ -76,3 +79,132 @@ def test_ly_reads_0_during_most_of_line_153() -> None:
     assert stat & 3 == 1  # LY read 0 while the PPU was still in VBlank
     assert stat & 4  # and LYC=0 already matched
     assert batch.read_memory(0, 0xC001) == 0
+
+
+LCD_OFF_ON = """
+    ld a, $FF
+    ldh [$47], a        ; BGP: every colour shows black while the LCD is on
+    ld b, 3
+.frames:
+    ldh a, [$44]
+    cp 144
+    jr z, .frames       ; leave the VBlank line it may be on
+.vb:
+    ldh a, [$44]
+    cp 144
+    jr nz, .vb
+    dec b
+    jr nz, .frames      ; three frames drawn
+.ly72:
+    ldh a, [$44]
+    cp 72
+    jr nz, .ly72
+    xor a
+    ldh [$40], a        ; LCD off in the middle of a frame
+    ld bc, 7600         ; about three frames (28 cycles per loop)
+.delay:
+    dec bc
+    ld a, b
+    or c
+    jr nz, .delay
+    ld a, $91
+    ldh [$40], a        ; LCD on again
+.idle:
+    jr .idle
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_screen_is_blank_while_the_lcd_is_off_and_during_the_first_frame_after(
+    device: str,
+) -> None:
+    # Pan Docs (LCDC bit 7): with the LCD off the DMG screen is blank (white), and after it
+    # is turned on again the PPU draws the first frame but the screen stays blank for it.
+    # Each frame is rendered; a frame is all black (BGP=$FF) or all white (shade 0).
+    batch = GameBoyBatch(micro_rom(LCD_OFF_ON), 1, device)
+    seen = []
+    for _ in range(12):
+        batch.run_frames(1, render_last=True)
+        shades = set(batch.fb[0].cpu().unique().tolist())
+        seen.append((bool(batch.read_memory(0, 0xFF40) & 0x80), shades))
+    on = [lcd for lcd, _ in seen]
+    off_at = on.index(False)  # the frame in which the LCD went off (at line 72)
+    back_at = on.index(True, off_at)  # the first frame that ends with the LCD on again
+    assert off_at >= 3 and back_at - off_at >= 3, seen
+    assert all(s == {3} for _, s in seen[:off_at]), seen  # drawn while on
+    assert all(s == {0} for _, s in seen[off_at:back_at]), seen  # off: blank at once
+    assert seen[back_at][1] == {0}, seen  # first frame after LCD on: blank
+    assert all(s == {3} for _, s in seen[back_at + 1:]), seen
+
+
+def mode3_probe(scx: int, window: bool) -> str:
+    """A ROM that wakes at the start of line 50 (LY=LYC interrupt, HALT with IME=0) 100
+    times, each time runs N = 0..99 NOPs and stores STAT's mode at $C000 + N."""
+    lcdc = 0xB1 if window else 0x91  # window on (WX=7, WY=0: every line) or off
+    return f"""
+    ld a, {scx}
+    ldh [$43], a
+    xor a
+    ldh [$4A], a
+    ld a, 7
+    ldh [$4B], a
+    ld a, {lcdc}
+    ldh [$40], a
+    ld a, 50
+    ldh [$45], a
+    ld a, $40
+    ldh [$41], a        ; STAT interrupt on LY=LYC only
+    ld a, $02
+    ldh [$FF], a
+    di
+    ld de, $C000
+    ld b, 0
+Next:
+    xor a
+    ldh [$0F], a
+    halt                ; wakes as line 50 starts
+    ld hl, SledEnd
+    ld a, l
+    sub b
+    ld l, a
+    ld a, h
+    sbc 0
+    ld h, a
+    jp hl               ; into the sled: B NOPs, then the STAT read
+Sled:
+    ds 100, $00
+SledEnd:
+    ldh a, [$41]
+    and 3
+    ld [de], a
+    inc de
+    inc b
+    ld a, b
+    cp 100
+    jr nz, Next
+    DONE
+"""
+
+
+def mode3_cycles(scx: int, window: bool, device: str) -> int:
+    batch = GameBoyBatch(micro_rom(mode3_probe(scx, window)), 1, device)
+    batch.run_frames(110)
+    modes = [batch.read_memory(0, 0xC000 + n) for n in range(100)]
+    assert modes[0] == 2 and modes[-1] == 0 and 3 in modes, modes
+    first = modes.index(3)
+    assert set(modes[first:]) == {3, 0} and modes[first:].count(3) == modes[first:].index(0)
+    return modes.count(3)  # M-cycles in which a STAT read shows mode 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_window_adds_six_dots_to_mode_3(device: str) -> None:
+    # Pan Docs (mode 3 length): when the window starts on a line the fetcher is set up
+    # again for it, 6 more dots; with the fine-scroll delay SCX%8 the CPU sees mode 3 end
+    # at the first M-cycle boundary at or after 172 + SCX%8 + 6 dots.
+    def ceil4(d: int) -> int:
+        return (d + 3) // 4
+
+    base = mode3_cycles(0, False, device)
+    for scx in (0, 1, 3, 5, 7):
+        assert mode3_cycles(scx, False, device) - base == ceil4(scx), scx
+        assert mode3_cycles(scx, True, device) - base == ceil4(scx + 6), scx

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +17,7 @@ from gbx_algo_dreamer.math_ops import (
     sample_categorical,
     twohot_mean,
     twohot_nll,
+    uniform_noise,
     unimix_logits,
 )
 from gbx_algo_dreamer.networks import Head
@@ -36,6 +38,11 @@ class Actor(nn.Module):
 
     def forward(self, feat: torch.Tensor) -> torch.Tensor:
         return unimix_logits(self.net(feat), self.unimix)
+
+
+# (start states, generator) -> (features [H+1, N, F], actions [H, N]): the rollout of
+# Behavior.imagine at the configured horizon, eager or captured
+Imagine = Callable[[Latent, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -68,30 +75,50 @@ class Behavior(nn.Module):
 
     @torch.no_grad()
     def imagine(self, wm: WorldModel, start: Latent, horizon: int,
-                generator: torch.Generator | None = None
+                generator: torch.Generator | None = None,
+                noise: tuple[torch.Tensor, torch.Tensor] | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """Roll the prior forward from ``start`` (flat batch) with actions from the actor.
 
         Returns features ``[H+1, N, F]`` of steps 0..H and actions ``[H, N]`` taken at
         steps 0..H-1. No gradients flow: the actor learns by REINFORCE (discrete actions).
+        ``noise`` (:meth:`imagination_noise`) replaces the draws from ``generator``.
         """
         state = start
         feats = [state.feat()]
         actions = []
-        for _ in range(horizon):
+        for h in range(horizon):
             logits = self.actor(feats[-1])
-            act = sample_categorical(logits, generator)
+            act = sample_categorical(logits, generator, None if noise is None else noise[0][h])
             state, _ = wm.rssm.img_step(state, F.one_hot(act, self.num_actions).float(),
-                                        generator)
+                                        generator, None if noise is None else noise[1][h])
             feats.append(state.feat())
             actions.append(act)
         return torch.stack(feats), torch.stack(actions)
 
+    def imagination_noise(self, wm: WorldModel, starts: int, horizon: int,
+                          device: torch.device, generator: torch.Generator | None
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Uniforms of a rollout, ``[H, N, A]`` for the actions and ``[H, N, S, C]`` for the
+        latents, drawn in :meth:`imagine`'s order (action, then latent, per step)."""
+        acts, lats = [], []
+        for _ in range(horizon):
+            acts.append(uniform_noise((starts, self.num_actions), device, generator))
+            lats.append(uniform_noise((starts, wm.rssm.stoch, wm.rssm.classes), device,
+                                      generator))
+        return torch.stack(acts), torch.stack(lats)
+
     def loss(self, wm: WorldModel, start: Latent, start_cont: torch.Tensor,
              bins: torch.Tensor, retnorm: ReturnNorm,
-             generator: torch.Generator | None = None) -> BehaviorOutput:
+             generator: torch.Generator | None = None,
+             imagine: Imagine | None = None) -> BehaviorOutput:
+        """Actor and critic losses on rollouts from ``start``; ``imagine`` replaces the eager
+        rollout (``algo.compile``: a captured graph, :mod:`gbx_algo_dreamer.graphs`)."""
         cfg = self.cfg
-        feats, actions = self.imagine(wm, start, cfg.horizon, generator)
+        if imagine is None:
+            feats, actions = self.imagine(wm, start, cfg.horizon, generator)
+        else:
+            feats, actions = imagine(start, generator)
         with torch.no_grad():
             rewards = twohot_mean(wm.reward(feats[1:]), bins)
             cont = (wm.cont(feats[1:]).squeeze(-1) > 0).float()  # mode of the continue head

@@ -1,6 +1,7 @@
 """``gbx bench dreamer``: env stepping, replay sampling, world-model forward/backward and
-whole-update timings of dreamer_v3, and the training loop of each engine (``sync``,
-``overlapped``) at the configured train ratio; one JSON record per measurement."""
+whole-update timings of dreamer_v3 (eager, compiled or both: ``algo.compile``), and the
+training loop of each engine (``sync``, ``overlapped``) at the configured train ratio; one
+JSON record per measurement."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
 
 def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any]:
     return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
-            "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length]}
+            "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
+            "compile": cfg.compile}
 
 
 def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
@@ -44,6 +46,7 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     """Component timings (sync engine): env, collection, sampling, model, update."""
     ctx = LocalContext(registry_env_factory(env, device), device)
     trainer = DreamerTrainer(attrs.evolve(cfg, engine="sync"), ctx)
+    cfg = trainer.cfg  # with the device's values of the auto settings
     trainer._ensure_started()
     common = _common(device, env, cfg)
 
@@ -89,12 +92,39 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     return out
 
 
+def run_compile_variants(device: torch.device, env: str, cfg: DreamerConfig, repeats: int,
+                         variants: list[bool]) -> list[dict[str, Any]]:
+    """Component timings with each ``algo.compile`` value (a fresh trainer each, same seed),
+    plus the ratio of compiled to eager updates/s when both ran."""
+    out: list[dict[str, Any]] = []
+    per_s: dict[bool, float] = {}
+    for compiled in variants:
+        records = run_bench(device, env, attrs.evolve(cfg, compile=compiled), repeats)
+        per_s[compiled] = next(r["value"] for r in records
+                               if r["metric"] == "train_steps_per_s")
+        out += records
+        _release(device)
+    if len(per_s) == 2:
+        out.append({**_common(device, env, cfg), "compile": "both",
+                    "metric": "compiled_over_eager_updates_per_s",
+                    "value": per_s[True] / per_s[False]})
+    return out
+
+
+def _release(device: torch.device) -> None:
+    gc.collect()  # the previous trainer's replay and models go before the next one
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def run_engine_bench(device: torch.device, env: str, cfg: DreamerConfig, engine: str,
                      iterations: int) -> list[dict[str, Any]]:
     """Time the training loop of one engine: ``iterations`` env iterations with their
     updates at ``cfg.train_ratio`` (earned updates drained, device synchronised)."""
     cfg = attrs.evolve(cfg, engine=engine)
     trainer = DreamerTrainer(cfg, LocalContext(registry_env_factory(env, device), device))
+    cfg = trainer.cfg  # with the device's values of the auto settings
     trainer._ensure_started()
     while not trainer.ready():
         trainer.engine.advance(cfg.overlap_chunk)
@@ -140,10 +170,7 @@ def run_engines(device: torch.device, env: str, cfg: DreamerConfig, engines: lis
         records = run_engine_bench(device, env, cfg, engine, iterations)
         sps[engine] = records[0]["value"]
         out += records
-        gc.collect()  # the previous trainer's replay and models go before the next one
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
+        _release(device)
     if "sync" in sps and "overlapped" in sps:
         out.append({**_common(device, env, cfg), "metric": "overlapped_over_sync_env_sps",
                     "value": sps["overlapped"] / sps["sync"], "train_ratio": cfg.train_ratio,

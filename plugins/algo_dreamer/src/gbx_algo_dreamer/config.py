@@ -1,7 +1,11 @@
-"""The ``algo.*`` config of ``dreamer_v3`` and the model-size presets.
+"""The ``algo.*`` config of ``dreamer_v3``, the model-size presets and the device presets.
 
 Defaults follow the DreamerV3 paper's fixed hyperparameters (docs/dreamer.md
-lists each figure and its source).
+lists each figure and its source). Some settings default to ``auto`` (``0`` for numbers):
+model size, batch size and length, train ratio, replay capacity and the learning rates take
+the value of the device the run trains on (:data:`DEVICE_PRESETS`), so the same command
+trains at the paper's scale on a GPU and fits a laptop on the CPU. An explicit value always
+wins.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import torch
 
 from gbx.config import in_range
 
@@ -39,7 +44,61 @@ SIZES: dict[str, SizePreset] = {
 }
 
 
+AUTO = "auto"
+
+
+@attrs.frozen
+class DevicePreset:
+    """The values the ``auto`` settings take on one kind of device."""
+
+    size: str
+    batch_size: int
+    batch_length: int
+    train_ratio: float
+    replay_capacity: int
+    learning_starts: int
+    model_lr: float
+    actor_lr: float
+    critic_lr: float
+
+
+# cuda: the paper's settings. cpu: an update on a CPU costs about 1 ms per replayed 72x80
+# frame at size tiny (its convolutions), so the run time follows B x L x train ratio per env
+# step: the tiny model, 8 x 16 batches and train ratio 24 keep a toy-sized run within
+# minutes on two cores, and a 64k-step replay (90 MiB of 72x80 frames) keeps it well under
+# 1 GB resident. At the paper's learning rates the tiny model's actor barely leaves the
+# uniform policy in the few hundred updates such a run makes; an actor at 1e-3 learns but
+# may collapse onto a wrong action late in the run; at 5e-4 the sampled policy learns
+# (the greedy one not yet on every seed: docs/benchmarks.md).
+DEVICE_PRESETS: dict[str, DevicePreset] = {
+    "cuda": DevicePreset(size="S", batch_size=16, batch_length=64, train_ratio=32.0,
+                         replay_capacity=1_000_000, learning_starts=1024, model_lr=1e-4,
+                         actor_lr=3e-5, critic_lr=3e-5),
+    "cpu": DevicePreset(size="tiny", batch_size=8, batch_length=16, train_ratio=24.0,
+                        replay_capacity=65_536, learning_starts=512, model_lr=1e-3,
+                        actor_lr=5e-4, critic_lr=1e-3),
+}
+AUTO_FIELDS = tuple(attrs.fields_dict(DevicePreset))
+
+
+def device_kind(device: torch.device | str) -> str:
+    """The :data:`DEVICE_PRESETS` key of a device: ``cuda`` for any CUDA device, else ``cpu``."""
+    return "cuda" if torch.device(device).type == "cuda" else "cpu"
+
+
+def _auto_help(field: str, text: str) -> dict[str, str]:
+    per_device = ", ".join(f"{getattr(p, field)} on {'CUDA' if k == 'cuda' else 'the CPU'}"
+                           for k, p in DEVICE_PRESETS.items())
+    unset = {"size": "auto", "learning_starts": "unset"}.get(field, "0")
+    return {"help": f"{text}; {unset} = the device's default: {per_device}"}
+
+
+# the value that leaves a setting to the device: 0 for numbers, except where 0 means itself
+_AUTO_MARKERS: dict[str, tuple[Any, ...]] = {"size": (AUTO,), "learning_starts": (None,)}
+
+
 _POS = in_range(0, lo_open=True)  # > 0 and finite
+_AUTO_OR_POS = in_range(0)  # 0 (the device's default) or > 0
 
 
 def _help(text: str) -> dict[str, str]:
@@ -54,24 +113,31 @@ def _in(*choices: str) -> Any:
 class DreamerConfig:
     """Configuration of the DreamerV3 trainer (``--set algo.NAME=VALUE``)."""
 
-    size: str = attrs.field(default="S", validator=_in(*SIZES), metadata=_help(
-        "model size preset: tiny, XS, S, M, L, XL"))
+    size: str = attrs.field(default=AUTO, validator=_in(AUTO, *SIZES), metadata=_auto_help(
+        "size", "model size preset: tiny, XS, S, M, L, XL"))
     mode: str = attrs.field(default="full", validator=_in(*MODES), metadata=_help(
         "full | standing_still (fixed actions, world model only) | recon_check"))
     num_envs: int = attrs.field(default=16, validator=in_range(1),
         metadata=_help("parallel env streams"))
     total_env_steps: int = attrs.field(default=0, validator=in_range(0), metadata=_help(
         "stop after this many env steps (0: run until the run's own budget/stop)"))
-    batch_size: int = attrs.field(default=16, validator=in_range(1),
-        metadata=_help("sequences per update (B)"))
-    batch_length: int = attrs.field(default=64, validator=in_range(2),
-        metadata=_help("steps per sequence (L)"))
-    train_ratio: float = attrs.field(default=32.0, validator=_POS, metadata=_help(
+    batch_size: int = attrs.field(default=0, validator=in_range(0),
+        metadata=_auto_help("batch_size", "sequences per update (B)"))
+    batch_length: int = attrs.field(default=0, validator=in_range(0),
+        metadata=_auto_help("batch_length", "steps per sequence (L), at least 2"))
+    train_ratio: float = attrs.field(default=0.0, validator=_AUTO_OR_POS, metadata=_auto_help(
+        "train_ratio",
         "replayed steps per env step; updates per env step = train_ratio / (B * L)"))
-    replay_capacity: int = attrs.field(default=1_000_000, validator=in_range(1), metadata=_help(
-        "replay size in steps, over all env streams"))
-    learning_starts: int = attrs.field(default=1024, validator=in_range(0), metadata=_help(
-        "env steps collected before the first update"))
+    replay_capacity: int = attrs.field(default=0, validator=in_range(0), metadata=_auto_help(
+        "replay_capacity", "replay size in steps, over all env streams"))
+    checkpoint_replay: bool = attrs.field(default=False, metadata=_help(
+        "keep the replay in checkpoints (about 1.4 GB per million 72x80 steps), so a resumed "
+        "run continues exactly; false: checkpoints hold the models, optimisers and counters "
+        "only, and a resumed run refills the replay from fresh env steps "
+        "(algo.learning_starts) before it trains again"))
+    learning_starts: int | None = attrs.field(
+        default=None, validator=in_range(0, optional=True), metadata=_auto_help(
+            "learning_starts", "env steps collected before the first update"))
     fixed_action: int = attrs.field(default=0, validator=in_range(0), metadata=_help(
         "action repeated in standing_still mode"))
     heldout_fraction: float = attrs.field(default=0.125, validator=in_range(0, 1, hi_open=True),
@@ -81,12 +147,16 @@ class DreamerConfig:
         "sync (collect one env step, then its updates) | overlapped (on CUDA: collect the "
         "next chunk on a side stream while the committed replay trains on the main stream; "
         "on the CPU the same schedule runs sequentially)"))
+    compile: bool = attrs.field(default=False, metadata=_help(
+        "run the update's posterior scan and imagination rollout as compiled graphs (CUDA "
+        "graphs on a GPU, torch.compile on the CPU): the same losses, fewer kernel launches; "
+        "the first update captures or compiles them"))
     overlap_chunk: int = attrs.field(default=16, validator=in_range(1), metadata=_help(
         "env iterations collected per chunk with algo.engine=overlapped; the player acts "
         "with a copy of the weights taken at the start of each chunk"))
     # world model
-    model_lr: float = attrs.field(default=1e-4, validator=_POS,
-        metadata=_help("world model learning rate"))
+    model_lr: float = attrs.field(default=0.0, validator=_AUTO_OR_POS,
+        metadata=_auto_help("model_lr", "world model learning rate"))
     model_eps: float = attrs.field(default=1e-8, validator=_POS,
         metadata=_help("world model Adam epsilon"))
     model_clip: float = attrs.field(default=1000.0, validator=_POS,
@@ -102,10 +172,10 @@ class DreamerConfig:
     bins: int = attrs.field(default=255, validator=in_range(2),
         metadata=_help("two-hot bins of reward/critic"))
     # actor-critic
-    actor_lr: float = attrs.field(default=3e-5, validator=_POS,
-        metadata=_help("actor learning rate"))
-    critic_lr: float = attrs.field(default=3e-5, validator=_POS,
-        metadata=_help("critic learning rate"))
+    actor_lr: float = attrs.field(default=0.0, validator=_AUTO_OR_POS,
+        metadata=_auto_help("actor_lr", "actor learning rate"))
+    critic_lr: float = attrs.field(default=0.0, validator=_AUTO_OR_POS,
+        metadata=_auto_help("critic_lr", "critic learning rate"))
     ac_eps: float = attrs.field(default=1e-5, validator=_POS,
         metadata=_help("actor/critic Adam epsilon"))
     ac_clip: float = attrs.field(default=100.0, validator=_POS,
@@ -138,7 +208,30 @@ class DreamerConfig:
         metadata=_help(
         "refuse to start if the estimate exceeds this share of free device memory"))
 
+    def for_device(self, device: torch.device | str) -> DreamerConfig:
+        """This config with every ``auto`` setting replaced by the device's default
+        (:data:`DEVICE_PRESETS`); explicit values stay (implements
+        :class:`gbx.api.DeviceDefaults`)."""
+        preset = DEVICE_PRESETS[device_kind(device)]
+        unset = {name: getattr(preset, name) for name in AUTO_FIELDS if self._is_auto(name)}
+        return attrs.evolve(self, **unset) if unset else self
+
+    def _is_auto(self, name: str) -> bool:
+        return getattr(self, name) in _AUTO_MARKERS.get(name, (0, 0.0))
+
+    @property
+    def resolved(self) -> bool:
+        """Whether no setting is left to the device (:meth:`for_device` was applied)."""
+        return not any(self._is_auto(name) for name in AUTO_FIELDS)
+
+    def _require_resolved(self) -> None:
+        if not self.resolved:
+            raise ValueError("dreamer_v3 config has device-dependent settings left at auto; "
+                             "resolve it with for_device(device) first")
+
     def preset(self) -> SizePreset:
+        if self.size == AUTO:
+            self._require_resolved()
         base = SIZES[self.size]
         return attrs.evolve(
             base,
@@ -152,14 +245,22 @@ class DreamerConfig:
         2 per env step (record + reset record), times the steps staged per commit."""
         return 2 * (self.overlap_chunk if self.engine == "overlapped" else 1)
 
+    @property
+    def start_steps(self) -> int:
+        """``learning_starts`` of a resolved config (env steps before the first update)."""
+        self._require_resolved()
+        assert self.learning_starts is not None
+        return self.learning_starts
+
     def updates_per_env_step(self) -> float:
+        self._require_resolved()
         return self.train_ratio / float(self.batch_size * self.batch_length)
 
     def min_env_steps(self) -> int:
         """Env steps until the first update: the replay must hold ``learning_starts`` steps
         and ``batch_length`` records per stream, then the iterations after that must earn
         one update (``train_ratio``), as the engine counts them."""
-        first_ready = max(-(-self.learning_starts // self.num_envs), self.batch_length - 1, 1)
+        first_ready = max(-(-self.start_steps // self.num_envs), self.batch_length - 1, 1)
         earned, iterations = 0.0, first_ready
         per_iteration = self.updates_per_env_step() * self.num_envs
         earned += per_iteration
@@ -169,6 +270,15 @@ class DreamerConfig:
         return iterations * self.num_envs
 
     def __attrs_post_init__(self) -> None:
+        if not self.resolved:
+            # checked as the config of every kind of device it may run on
+            for kind in DEVICE_PRESETS:
+                try:
+                    self.for_device(kind)
+                except ValueError as exc:
+                    raise ValueError(f"{exc} (with the {kind} defaults of the auto "
+                                     "settings)") from None
+            return
         if self.num_envs <= 0 or self.batch_size <= 0 or self.batch_length < 2:
             raise ValueError("algo.num_envs and algo.batch_size must be > 0, "
                              "algo.batch_length >= 2")

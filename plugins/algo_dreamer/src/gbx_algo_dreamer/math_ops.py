@@ -148,21 +148,31 @@ class ReturnNorm:
         self.high.copy_(state["high"])
 
 
-def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None = None
-                       ) -> torch.Tensor:
+def uniform_noise(shape: tuple[int, ...] | torch.Size, device: torch.device,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """The uniform draws one categorical sample of ``shape`` (logits' shape) consumes."""
+    return torch.rand(shape, device=device, generator=generator)
+
+
+def sample_categorical(logits: torch.Tensor, generator: torch.Generator | None = None,
+                       noise: torch.Tensor | None = None) -> torch.Tensor:
     """Indices ``[...]`` sampled from ``logits [..., C]`` by the Gumbel-max trick.
 
-    Unlike ``torch.multinomial`` it never raises a device assert on NaN input, so a
-    non-finite model reaches the guard instead of killing the CUDA context.
+    ``noise`` (uniforms of ``logits``' shape, :func:`uniform_noise`) replaces the draw from
+    ``generator``: a captured graph takes its randomness as an input, drawn beforehand in
+    the order the eager path draws it. Unlike ``torch.multinomial`` it never raises a
+    device assert on NaN input, so a non-finite model reaches the guard instead of killing
+    the CUDA context.
     """
-    u = torch.rand(logits.shape, device=logits.device, generator=generator)
+    u = noise if noise is not None else uniform_noise(logits.shape, logits.device, generator)
     gumbel = -torch.log(-torch.log(u.clamp(1e-20, 1.0 - 1e-7)))
     return (logits.detach() + gumbel).argmax(-1)
 
 
-def straight_through_sample(logits: torch.Tensor, generator: torch.Generator | None = None
-                            ) -> torch.Tensor:
+def straight_through_sample(logits: torch.Tensor, generator: torch.Generator | None = None,
+                            noise: torch.Tensor | None = None) -> torch.Tensor:
     """One-hot sample of categoricals ``[..., C]`` with straight-through gradients."""
     probs = torch.softmax(logits, -1)
-    onehot = F.one_hot(sample_categorical(logits, generator), probs.shape[-1]).to(probs.dtype)
+    index = sample_categorical(logits, generator, noise)
+    onehot = F.one_hot(index, probs.shape[-1]).to(probs.dtype)
     return onehot + probs - probs.detach()

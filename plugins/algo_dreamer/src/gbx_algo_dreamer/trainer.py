@@ -16,6 +16,7 @@ from gbx.seeds import Stream, derive
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import Engine, OverlappedEngine, PlayerWeights, SyncEngine
+from gbx_algo_dreamer.graphs import CompiledLoops
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
 from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
@@ -52,9 +53,10 @@ class DreamerTrainer:
     """DreamerV3 bound to one run (implements :class:`gbx.api.Trainer`)."""
 
     def __init__(self, config: DreamerConfig, ctx: Any) -> None:
-        self.cfg = cfg = config
         self.ctx = ctx
         self.device = torch.device(ctx.device)
+        # the run loop resolves the auto settings already; a bare context may not have
+        self.cfg = cfg = config.for_device(self.device)
         self.env = ctx.make_env(cfg.num_envs, training=True)
         self.obs_shape = tuple(self.env.obs_shape)
         if len(self.obs_shape) != 3:
@@ -81,6 +83,9 @@ class DreamerTrainer:
         self.retnorm = ReturnNorm(self.device, cfg.retnorm_decay, cfg.retnorm_limit)
         self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device,
                              reserved=cfg.replay_reserve())
+        # algo.compile: the update's scan and rollout as compiled graphs (same math)
+        self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device) \
+            if cfg.compile else None
         self.engine: Engine
         if cfg.engine == "overlapped":
             # the collecting player reads a copy refreshed per chunk, never the live weights
@@ -105,6 +110,10 @@ class DreamerTrainer:
         self.opt_steps = 0
         self.train_budget = 0.0
         self.trained_env_steps = 0  # env steps since updates began (for the replay ratio)
+        # env steps and iterations the replay's contents come from: a run resumed from a
+        # checkpoint without the replay refills it before it trains again
+        self.replay_env_steps = 0
+        self.replay_iterations = 0
         self.pending_env_steps = 0  # collected, ready, not yet counted (overlapped engine)
         # live env state (set on first train() call or by load_state_dict)
         self._obs: torch.Tensor | None = None
@@ -128,9 +137,11 @@ class DreamerTrainer:
         """One gradient step of the world model and (in full mode) the actor and critic."""
         cfg = self.cfg
         batch = self._sample()
+        loops = self.loops
         out = self.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
                            batch.is_terminal, self.bins, kl_dyn=cfg.kl_dyn, kl_rep=cfg.kl_rep,
-                           free_bits=cfg.free_bits, generator=self.gen)
+                           free_bits=cfg.free_bits, generator=self.gen,
+                           observe=loops.observe if loops else None)
         self.model_opt.zero_grad(set_to_none=True)
         out.loss.backward()
         gdist.average_gradients(self.wm.parameters())
@@ -145,7 +156,7 @@ class DreamerTrainer:
                                      start.stoch.reshape(-1, *start.stoch.shape[-2:]))
             start_cont = (~batch.is_terminal).reshape(-1).float()
             beh = self.behavior.loss(self.wm, flat_start, start_cont, self.bins, self.retnorm,
-                                     self.gen)
+                                     self.gen, imagine=loops.imagine if loops else None)
             self.actor_opt.zero_grad(set_to_none=True)
             self.critic_opt.zero_grad(set_to_none=True)
             (beh.actor_loss + beh.critic_loss).backward()
@@ -213,6 +224,8 @@ class DreamerTrainer:
         self._obs, self._is_first = obs, reset
         self.env_steps += cfg.num_envs
         self.iterations += 1
+        self.replay_env_steps += cfg.num_envs
+        self.replay_iterations += 1
 
     def earn(self, env_steps: int) -> int:
         """Count ``env_steps`` trained env steps (the replay ratio and the update budget);
@@ -240,9 +253,9 @@ class DreamerTrainer:
                 self.player.prev_action]
 
     def ready(self) -> bool:
-        # every stream holds at least iterations + 1 records: a host-side lower bound
-        return (self.env_steps >= self.cfg.learning_starts
-                and self.iterations + 1 >= self.cfg.batch_length)
+        # every stream holds at least replay_iterations + 1 records: a host-side lower bound
+        return (self.replay_env_steps >= self.cfg.start_steps
+                and self.replay_iterations + 1 >= self.cfg.batch_length)
 
     # -- records -------------------------------------------------------------------
 
@@ -426,13 +439,16 @@ class DreamerTrainer:
             "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
             "retnorm": self.retnorm.state_dict(),
-            "replay": self.replay.state_dict(),
+            # the replay only when asked: it is most of a checkpoint's size
+            "replay": self.replay.state_dict() if self.cfg.checkpoint_replay else None,
             "player": self.player.state_dict(),
             "rng": capture_rng_state(self.gen),
             "counters": {"env_steps": self.env_steps, "iterations": self.iterations,
                          "opt_steps": self.opt_steps, "train_budget": self.train_budget,
                          "trained_env_steps": self.trained_env_steps,
-                         "pending_env_steps": self.pending_env_steps},
+                         "pending_env_steps": self.pending_env_steps,
+                         "replay_env_steps": self.replay_env_steps,
+                         "replay_iterations": self.replay_iterations},
             "live": self._live_state(),
         }
 
@@ -458,7 +474,9 @@ class DreamerTrainer:
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
         self.retnorm.load_state_dict(state["retnorm"])
-        self.replay.load_state_dict(state["replay"])
+        with_replay = state.get("replay") is not None
+        if with_replay:
+            self.replay.load_state_dict(state["replay"])
         self.player.load_state_dict(state["player"])
         rng = state["rng"]
         if "sampler" in rng:
@@ -471,25 +489,35 @@ class DreamerTrainer:
         self.opt_steps, self.train_budget = int(c["opt_steps"]), float(c["train_budget"])
         self.trained_env_steps = int(c["trained_env_steps"])
         self.pending_env_steps = int(c.get("pending_env_steps", 0))
+        if with_replay:  # earlier checkpoints held the replay of the whole run
+            self.replay_env_steps = int(c.get("replay_env_steps", self.env_steps))
+            self.replay_iterations = int(c.get("replay_iterations", self.iterations))
+        else:
+            # an empty replay refills from here; updates earned on the lost one are dropped
+            self.replay_env_steps = self.replay_iterations = self.pending_env_steps = 0
         with self.engine.collecting():  # env tensors are born on the collection stream
-            self._restore_live(state["live"])
+            restarted = self._restore_live(state["live"])
+            if not with_replay and not restarted and self._obs is not None:
+                self.replay.stage_first(self._obs)  # the live frame opens the new replay
         self.replay.commit()
 
-    def _restore_live(self, live: Mapping[str, Any] | None) -> None:
+    def _restore_live(self, live: Mapping[str, Any] | None) -> bool:
+        """Put the live env batch back; True when its episodes had to restart (the
+        restart's first frames are then staged in the replay)."""
         if live is None or live.get("obs") is None:
-            return  # saved before the first reset
+            return False  # saved before the first reset
         if live.get("env") is None:  # earlier checkpoints wrote None for a plain env
             live = {k: v for k, v in live.items() if k != "env"}
         obs = restore_env_batch(self.env, live, self.metrics, self.device, algo="dreamer_v3")
         if obs is not None:
             self._obs = obs.clone()
             self._is_first = live["is_first"].to(self.device).clone()
-        else:
-            # an env that is not a StatefulEnv cannot be restored: its episodes restart
-            self._obs = self.env.reset()
-            self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool,
-                                        device=self.device)
-            self.replay.stage_first(self._obs)
+            return False
+        # an env that is not a StatefulEnv cannot be restored: its episodes restart
+        self._obs = self.env.reset()
+        self._is_first = torch.ones(self.cfg.num_envs, dtype=torch.bool, device=self.device)
+        self.replay.stage_first(self._obs)
+        return True
 
 
 class _ResetTracking:

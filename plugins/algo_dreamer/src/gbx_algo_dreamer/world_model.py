@@ -3,6 +3,8 @@ reward and continue heads, and its loss on a replayed batch."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +16,7 @@ from gbx_algo_dreamer.math_ops import (
     kl_balanced,
     straight_through_sample,
     twohot_nll,
+    uniform_noise,
     unimix_logits,
 )
 from gbx_algo_dreamer.networks import (
@@ -87,21 +90,25 @@ class RSSM(nn.Module):
         return Latent(deter, stoch), action * keep[:, None]
 
     def img_step(self, state: Latent, action: torch.Tensor,
-                 generator: torch.Generator | None = None) -> tuple[Latent, torch.Tensor]:
-        """Prior step: ``(state, one-hot action) -> (next prior state, prior logits)``."""
+                 generator: torch.Generator | None = None, noise: torch.Tensor | None = None
+                 ) -> tuple[Latent, torch.Tensor]:
+        """Prior step: ``(state, one-hot action) -> (next prior state, prior logits)``;
+        ``noise`` replaces the sample's draw from ``generator``."""
         x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
         deter = self.gru(x.float(), state.deter.float())
         logits = self._logits(self.prior_net, deter)
-        return Latent(deter, straight_through_sample(logits, generator)), logits
+        return Latent(deter, straight_through_sample(logits, generator, noise)), logits
 
     def _post_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
                    is_first: torch.Tensor, init: Latent | None,
-                   generator: torch.Generator | None) -> tuple[Latent, torch.Tensor]:
+                   generator: torch.Generator | None, noise: torch.Tensor | None = None
+                   ) -> tuple[Latent, torch.Tensor]:
         state, action = self.reset_where(state, action, is_first, init)
         x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
         deter = self.gru(x.float(), state.deter.float())
         post_logits = self._logits(self.post_net, torch.cat([deter, embed], -1))
-        return Latent(deter, straight_through_sample(post_logits, generator)), post_logits
+        sample = straight_through_sample(post_logits, generator, noise)
+        return Latent(deter, sample), post_logits
 
     def obs_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
                  is_first: torch.Tensor, generator: torch.Generator | None = None
@@ -111,13 +118,15 @@ class RSSM(nn.Module):
         return post, post_logits, self._logits(self.prior_net, post.deter)
 
     def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
-                state: Latent | None = None, generator: torch.Generator | None = None
+                state: Latent | None = None, generator: torch.Generator | None = None,
+                noise: torch.Tensor | None = None
                 ) -> tuple[Latent, torch.Tensor, torch.Tensor, Latent]:
         """Scan posterior steps over batch-major ``[B, T, ...]`` inputs.
 
         Returns stacked posterior states ``[B, T, ...]``, posterior and prior logits
         ``[B, T, S, C]`` and the last state. Only the posterior is needed inside the scan
         (its sample feeds the next step), so the prior head runs once on all steps after it.
+        ``noise [T, B, S, C]`` (:meth:`scan_noise`) replaces the draws from ``generator``.
         """
         batch, length = embed.shape[:2]
         init = self.initial(batch)
@@ -126,13 +135,27 @@ class RSSM(nn.Module):
         deters, stochs, posts = [], [], []
         for t in range(length):
             state, post = self._post_step(state, actions[:, t], embed[:, t], is_first[:, t],
-                                          init, generator)
+                                          init, generator,
+                                          None if noise is None else noise[t])
             deters.append(state.deter)
             stochs.append(state.stoch)
             posts.append(post)
         seq = Latent(torch.stack(deters, 1), torch.stack(stochs, 1))
         priors = self._logits(self.prior_net, seq.deter)
         return seq, torch.stack(posts, 1), priors, state
+
+    def scan_noise(self, batch: int, length: int, device: torch.device,
+                   generator: torch.Generator | None) -> torch.Tensor:
+        """Uniforms ``[T, B, S, C]`` of a scan, drawn in the eager scan's order (one draw per
+        step), so a scan fed with them samples what the eager scan would."""
+        shape = (batch, self.stoch, self.classes)
+        return torch.stack([uniform_noise(shape, device, generator) for _ in range(length)])
+
+
+# (embed, one-hot actions, is_first, generator) -> (posterior states, posterior logits,
+# prior logits): the posterior scan, eager or captured
+Observe = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator | None],
+                   tuple[Latent, torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -162,6 +185,13 @@ class WorldModel(nn.Module):
         """``uint8 [..., K, H, W]`` -> ``[..., E]``."""
         return embed_frames(self.encoder, obs)
 
+    def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
+                generator: torch.Generator | None) -> tuple[Latent, torch.Tensor, torch.Tensor]:
+        """The eager posterior scan of :meth:`loss`: states, posterior and prior logits."""
+        post, post_logits, prior_logits, _ = self.rssm.observe(embed, actions, is_first,
+                                                               generator=generator)
+        return post, post_logits, prior_logits
+
     def decode_logits(self, feat: torch.Tensor) -> torch.Tensor:
         lead = feat.shape[:-1]
         out = self.decoder(feat.reshape(-1, feat.shape[-1]))
@@ -170,22 +200,31 @@ class WorldModel(nn.Module):
     def loss(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
              is_first: torch.Tensor, is_terminal: torch.Tensor, bins: torch.Tensor, *,
              kl_dyn: float, kl_rep: float, free_bits: float,
-             generator: torch.Generator | None = None) -> ModelOutput:
+             generator: torch.Generator | None = None,
+             observe: Observe | None = None) -> ModelOutput:
         """World-model loss on a batch-major sequence batch.
 
         ``obs uint8 [B, T, K, H, W]``; ``actions int64 [B, T]`` (action that led to
         each step); ``rewards [B, T]``; ``is_first``/``is_terminal`` bool ``[B, T]``.
+        ``observe`` replaces the eager posterior scan (``algo.compile``: the same scan
+        as a captured graph, :mod:`gbx_algo_dreamer.graphs`).
         """
         act = F.one_hot(actions, self.num_actions).to(torch.float32)
         embed = self.embed(obs)
-        post, post_logits, prior_logits, _ = self.rssm.observe(embed, act, is_first,
-                                                               generator=generator)
+        scan = observe or self.observe
+        post, post_logits, prior_logits = scan(embed, act, is_first, generator)
         feat = post.feat()
-        logits = self.decode_logits(feat)  # [B, T, K, H, W, 4]
-        logp = torch.log_softmax(logits, -1)
-        target = obs.to(torch.int64).unsqueeze(-1)
-        obs_nll = -logp.gather(-1, target).squeeze(-1).sum((-1, -2, -3))
-        accuracy = (logits.argmax(-1) == obs.to(torch.int64)).float().mean()
+        # [B, T, K, 4, H, W]: the decoder's own memory layout (its [..., H, W, 4] output is
+        # a permuted view), where the softmax over the 4 shades runs on contiguous planes;
+        # over a strided last axis it costs several times more on the CPU
+        logits = self.decode_logits(feat).movedim(-1, -3)
+        logp = torch.log_softmax(logits, -3)
+        target = obs.to(torch.int64).unsqueeze(-3)
+        logp_target = logp.gather(-3, target).squeeze(-3)
+        obs_nll = -logp_target.sum((-1, -2, -3))
+        # the target shade is the most likely one (an argmax over a strided axis is slow)
+        best = functools.reduce(torch.maximum, logp.detach().unbind(-3))
+        accuracy = (logp_target.detach() >= best).float().mean()
         rew_nll = twohot_nll(self.reward(feat), rewards, bins)
         cont_target = (~is_terminal).to(torch.float32)
         cont_nll = F.binary_cross_entropy_with_logits(

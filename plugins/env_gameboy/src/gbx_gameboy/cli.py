@@ -81,36 +81,87 @@ def run(
 
 
 @gameboy.command()
-@click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON list of results")
+@click.option("--device", default="all", show_default=True,
+              help="all (the CPU, then CUDA where a GPU is present) | cpu | cuda | cuda:N")
+@click.option("--json", "as_json", is_flag=True,
+              help="print one JSON list, one record per ROM with its cpu and cuda results")
 @click.option("--fast", is_flag=True, help="only the quick ROMs (no 'slow' ones)")
 @click.option("--quiet", is_flag=True, help="no progress bar on stderr")
 @click.argument("names", nargs=-1)
 def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
                 names: tuple[str, ...]) -> None:
-    """Run the shared blargg/mooneye test ROMs (optionally only those matching NAMES)."""
+    """Run the shared test ROMs (optionally only those matching NAMES) on the CPU and CUDA;
+    print the table of docs/emulator.md (CUDA "not run" without a GPU)."""
     from gbx.progress import progress
     from gbx_gameboy import conformance as conf
 
+    if device not in ("all", "cpu") and not device.startswith("cuda"):
+        _fail(f"--device must be all, cpu, cuda or cuda:N, got {device!r}")
+    if device.startswith("cuda"):
+        from gbx.resolve import resolve_device
+
+        resolve_device(device)  # an absent GPU is one line, exit 2
     root = conf.testroms_dir()
     if not root.is_dir():
         _fail(f"test ROM folder not found: {root} (set GBX_TESTROMS)")
     cases = conf.select(names or None, include_slow=not fast)
-    with progress("conformance ROMs", total=len(cases), quiet=quiet) as bar:
+    runs = len(cases) * (2 if device == "all" and not conf.cuda_missing("cuda") else 1)
+    with progress("conformance ROMs", total=runs, quiet=quiet) as bar:
 
         def done(result: conf.RomResult) -> None:
-            verdict = "pass" if result.passed else "FAIL"
-            bar.update(description=f"conformance ROMs ({result.case.name}: {verdict})")
+            bar.update(description=f"conformance ROMs ({result.case.name}: {result.verdict})")
             bar.advance()
 
-        results = conf.run_all(cases, device, root, on_result=done)
+        reports = conf.report(cases, device, root, on_result=done)
     if as_json:
-        click.echo(json.dumps([
-            {"rom": r.case.name, "passed": r.passed, "frames": r.frames, "detail": r.detail}
-            for r in results
-        ]))
+        click.echo(json.dumps([r.to_json() for r in reports]))
     else:
-        click.echo(conf.format_table(results))
+        click.echo(conf.format_table(reports))
+
+
+@gameboy.command()
+@click.argument("rom", type=click.Path(dir_okay=False))
+@click.option("--frames", type=int, default=10_000, show_default=True,
+              help="frames to play after the common start")
+@click.option("--every", type=int, default=60, show_default=True,
+              help="compare the two screens every this many frames")
+@click.option("--buttons", default=None,
+              help='script, e.g. "START,A,,RIGHT": each entry held 6 frames, released 6, '
+                   "repeated (default: a random walk from --seed)")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="seed of the default random-walk script")
+@click.option("--warmup", type=int, default=400, show_default=True,
+              help="frames PyBoy plays (through its boot ROM) before both start")
+@click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N")
+def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, warmup: int,
+             device: str) -> None:
+    """Play ROM in PyBoy and gbx from the same state with the same buttons; print one JSON
+    record of the screen comparisons (exit 1 when a screen differs)."""
+    from gbx_gameboy.cartridge import RomError, parse_cartridge
+
+    try:
+        parse_cartridge(rom)
+    except RomError as exc:
+        _fail(str(exc))
+    if frames < 1 or every < 1 or warmup < 1:
+        _fail("--frames, --every and --warmup must be >= 1")
+    from gbx.resolve import resolve_device
+
+    resolve_device(device)  # an absent GPU is one line, exit 2
+    try:
+        import pyboy  # noqa: F401
+    except ImportError:
+        _fail("gbx gameboy lockstep needs the pyboy package (pip install pyboy)")
+    from gbx_gameboy import lockstep as ls
+
+    try:
+        script = ls.parse_script(buttons) if buttons is not None else ls.random_script(seed)
+    except ValueError as exc:
+        _fail(str(exc))
+    result = ls.run_lockstep(rom, frames, every, script, warmup, device)
+    click.echo(json.dumps(result.to_json()))
+    if result.differing:
+        sys.exit(1)
 
 
 @gameboy.command("kernel-digest")

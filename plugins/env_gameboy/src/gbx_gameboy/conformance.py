@@ -1,7 +1,9 @@
-"""Run the shared hardware test ROMs (blargg, mooneye) and report pass/fail per ROM.
+"""Run the shared hardware test ROMs (blargg, mooneye, dmg-acid2, ...) and report per ROM.
 
 The ROMs live outside the repository (``$GBX_TESTROMS``, default ``../shared/testroms``
 relative to the repository root). One ROM per batch; the compiled kernel is reused.
+``CASES`` lists every ROM of that folder; ``report`` runs them on the CPU and, where a GPU
+is present, on CUDA, one record per ROM (the table of docs/emulator.md).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 SER = "SER"  # serial text "Passed" / "Failed"
 MEM = "MEM"  # result byte at 0xA000 after the DE B0 61 signature
 FIB = "FIB"  # mooneye: serial bytes 3 5 8 13 21 34 on pass, 0x42 x6 on fail
+PIC = "PIC"  # the screen equals a reference picture (grey levels) within the budget
+NOT_RUN = "not run"
 
 FIB_PASS = bytes([3, 5, 8, 13, 21, 34])
 FIB_FAIL = bytes([0x42] * 6)
@@ -26,6 +30,7 @@ class RomCase:
     protocol: str
     budget: int  # frames from 0x0100
     slow: bool = False
+    reference: str = ""  # PIC: the reference picture, relative to the test ROM folder
 
     @property
     def name(self) -> str:
@@ -38,6 +43,30 @@ class RomResult:
     passed: bool
     frames: int
     detail: str
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "FAIL"
+
+
+@dataclass(frozen=True)
+class RomReport:
+    """One ROM on both devices; ``None`` where it was not run."""
+
+    case: RomCase
+    cpu: RomResult | None
+    cuda: RomResult | None
+    cuda_reason: str = ""  # why CUDA was not run
+
+    def to_json(self) -> dict[str, object]:
+        def cell(r: RomResult | None, reason: str) -> dict[str, object]:
+            if r is None:
+                return {"result": NOT_RUN, "frames": 0, "detail": reason}
+            return {"result": r.verdict, "frames": r.frames, "detail": r.detail}
+
+        return {"rom": self.case.name, "protocol": self.case.protocol, "slow": self.case.slow,
+                "cpu": cell(self.cpu, "not asked for (--device)"),
+                "cuda": cell(self.cuda, self.cuda_reason)}
 
 
 _CPU = "blargg/cpu_instrs/individual/"
@@ -119,7 +148,15 @@ CASES: tuple[RomCase, ...] = (
         ("4-scanline_timing.gb", 180), ("5-timing_bug.gb", 180), ("6-timing_no_bug.gb", 240),
         ("7-timing_effect.gb", 840), ("8-instr_effect.gb", 480),
     )
-) + (RomCase("blargg/oam_bug/oam_bug.gb", MEM, 1980, slow=True),)
+) + (RomCase("blargg/oam_bug/oam_bug.gb", MEM, 1980, slow=True),) + (
+    # Picture ROMs: dmg-acid2 and sprite_priority draw their final screen within about 11
+    # frames; flappyboy has no pass signal, its title screen (rendered by PyBoy) must match.
+    RomCase("dmg-acid2/dmg-acid2.gb", PIC, 30, reference="dmg-acid2/reference-dmg.png"),
+    RomCase("mooneye/manual-only/sprite_priority.gb", PIC, 30,
+            reference="mooneye/manual-only/sprite_priority-dmg.png"),
+    RomCase("games/flappyboy/flappyboy.gb", PIC, 60,
+            reference="games/flappyboy/reference-pyboy/title-press-start.png"),
+)
 
 
 def testroms_dir() -> Path:
@@ -148,6 +185,8 @@ def _verdict(case: RomCase, batch: object) -> tuple[bool | None, str]:
         if "Failed" in text:
             return False, text.strip().replace("\n", " ")[-200:]
         return None, text.strip().replace("\n", " ")[-80:]
+    if case.protocol == PIC:
+        return None, "picture not reached yet"
     if case.protocol == MEM:
         sig = [batch.read_memory(0, a) for a in (0xA001, 0xA002, 0xA003)]
         if sig != [0xDE, 0xB0, 0x61]:
@@ -171,21 +210,45 @@ def run_case(case: RomCase, device: str = "cpu", root: Path | None = None) -> Ro
     """Run one ROM until it reports or its frame budget is spent."""
     from gbx_gameboy.machine import GameBoyBatch
 
-    path = (root or testroms_dir()) / case.path
-    batch = GameBoyBatch(path, 1, device)
+    folder = root or testroms_dir()
+    batch = GameBoyBatch(folder / case.path, 1, device)
+    want = _reference(folder / case.reference) if case.protocol == PIC else None
     frames = 0
     verdict: bool | None = None
     detail = ""
     while frames < case.budget:
         step = min(CHECK_EVERY_FRAMES, case.budget - frames)
-        batch.run_frames(step)
+        batch.run_frames(step, render_last=want is not None)
         frames += step
         verdict, detail = _verdict(case, batch)
+        if want is not None:
+            verdict, detail = _picture_verdict(batch, want, frames >= case.budget)
         if verdict is not None:
             break
     if verdict is None:
         return RomResult(case, False, frames, f"no result after {frames} frames: {detail}")
     return RomResult(case, verdict, frames, detail)
+
+
+def _reference(path: Path) -> object:
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(path).convert("L"))
+
+
+def _picture_verdict(batch: object, want: object, last: bool) -> tuple[bool | None, str]:
+    """Equal to the reference: pass; else wait, and at the budget's end fail."""
+    import numpy as np
+
+    from gbx_gameboy.machine import GameBoyBatch
+    from gbx_gameboy.media import grey_levels
+
+    assert isinstance(batch, GameBoyBatch)
+    bad = int((grey_levels(batch.fb[0].cpu()) != np.asarray(want)).sum())
+    if bad == 0:
+        return True, "picture equals the reference"
+    return (False if last else None), f"{bad} pixels differ from the reference"
 
 
 def select(names: Iterable[str] | None = None, include_slow: bool = True) -> list[RomCase]:
@@ -209,11 +272,49 @@ def run_all(
     return results
 
 
-def format_table(results: list[RomResult]) -> str:
-    lines = ["| ROM | result | frames | detail |", "|---|---|---|---|"]
-    for r in results:
-        verdict = "pass" if r.passed else "FAIL"
-        lines.append(f"| {r.case.name} | {verdict} | {r.frames} | {r.detail} |")
-    n_pass = sum(r.passed for r in results)
-    lines.append(f"\n{n_pass}/{len(results)} passed")
+def cuda_missing(device: str) -> str:
+    """Why CUDA cannot run here ('' when it can)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    return ""
+
+
+def report(
+    cases: Iterable[RomCase], device: str = "all", root: Path | None = None,
+    on_result: Callable[[RomResult], None] | None = None,
+) -> list[RomReport]:
+    """Every case on the CPU and/or CUDA: ``device`` is "all" (CPU, then CUDA where a GPU is
+    present), "cpu", or a CUDA device ("cuda", "cuda:N")."""
+    cases = list(cases)
+    on_cpu = device in ("all", "cpu")
+    gpu = "cuda" if device == "all" else device
+    reason = "not asked for (--device cpu)" if device == "cpu" else cuda_missing(gpu)
+    on_gpu = device != "cpu" and reason == ""
+    none: list[RomResult | None] = [None] * len(cases)
+    cpu: list[RomResult | None] = list(run_all(cases, "cpu", root, on_result)) if on_cpu else none
+    cuda: list[RomResult | None] = list(run_all(cases, gpu, root, on_result)) if on_gpu else none
+    return [RomReport(c, a, b, reason) for c, a, b in zip(cases, cpu, cuda, strict=True)]
+
+
+def table_cell(result: RomResult | None) -> str:
+    return NOT_RUN if result is None else result.verdict
+
+
+def format_table(reports: list[RomReport]) -> str:
+    """The markdown table of docs/emulator.md ("Conformance"), one row per ROM."""
+    lines = ["| ROM | CPU | CUDA |", "|---|---|---|"]
+    for r in reports:
+        lines.append(f"| {r.case.name} | {table_cell(r.cpu)} | {table_cell(r.cuda)} |")
+    lines.append("")
+    for r in reports:
+        for device, x in (("CPU", r.cpu), ("CUDA", r.cuda)):
+            if x is not None and not x.passed:
+                lines.append(f"FAIL {r.case.name} ({device}): {x.detail}")
+    # The totals last, for scripts that read the final line.
+    for name, column in (("CPU", [r.cpu for r in reports]), ("CUDA", [r.cuda for r in reports])):
+        ran = [x for x in column if x is not None]
+        total = f"{sum(x.passed for x in ran)}/{len(ran)} passed" if ran else NOT_RUN
+        lines.append(f"{name}: {total}")
     return "\n".join(lines)

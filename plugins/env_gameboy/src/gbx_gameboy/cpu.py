@@ -121,6 +121,7 @@ from gbx_gameboy.layout import (
     IO_OFF,
     LY,
     NEVER,
+    PPU_VBLANK_PENDING,
     R_A,
     R_C,
     R_F,
@@ -135,6 +136,7 @@ from gbx_gameboy.layout import (
     S_IME,
     S_LFRAMES,
     S_LOCKED,
+    S_PPU_FLAGS,
     T_DMA_END,
     T_DMA_START,
     T_LINE_AT,
@@ -655,7 +657,9 @@ def run_kernel(
                 # The PPU requests VBlank late in the M-cycle that enters line 144, after a
                 # running CPU has sampled its interrupts for this boundary: the request
                 # is taken one instruction later (a halted CPU wakes on it at once, above).
-                irq_now = irq & ~1
+                # A request still pending from an earlier frame was sampled: no delay.
+                if (sget(g, env, S_PPU_FLAGS) & PPU_VBLANK_PENDING) == 0:
+                    irq_now = irq & ~1
         if ime != 0 and irq_now != 0:
             # Interrupt dispatch: 2 wait M-cycles, push PC (the high byte push may change
             # IE, which is re-read before the vector is chosen), jump: 5 M-cycles.

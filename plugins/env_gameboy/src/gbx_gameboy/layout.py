@@ -102,9 +102,13 @@ T_DMA_END = 43  # OAM DMA busy until this cycle
 T_DMA_START = 44
 S_PPU_PHASE = 45  # position inside the scanline (see ppu_timing.py)
 T_LINE_AT = 46  # cycle at which LY last changed (or the virtual line start after LCD on)
-S_NO_OAM_SCAN = 47  # 1 on the first line after LCD on (no mode 2, OAM stays accessible)
+S_PPU_FLAGS = 47  # PPU flags, the bits below
 ST_COUNT = 48
 ST_TILE_BYTES = ST_COUNT * TILE * 4
+# Bits of S_PPU_FLAGS.
+PPU_FIRST_LINE = 1  # first line after LCD on: no OAM scan (no mode 2, OAM stays accessible)
+PPU_BLANK_FRAME = 2  # first frame after LCD on: drawn, but the screen stays blank
+PPU_VBLANK_PENDING = 4  # line 144: the VBlank request was already pending as the line began
 
 NEVER = 0x3FFFFFFF  # "no event" time; never rebased
 

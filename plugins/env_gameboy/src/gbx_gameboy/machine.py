@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -407,6 +408,34 @@ class GameBoyBatch:
         """
         if frames > MAX_FRAMES_PER_LAUNCH:
             raise ValueError(f"frames must be <= {MAX_FRAMES_PER_LAUNCH} per step, got {frames}")
+        self._launch(
+            RUN_FRAMES,
+            frames,
+            render_frame=frames - 1 if render_last else -1,
+            buttons=self._button_array(buttons),
+            release_after=release_after,
+        )
+
+    def step_cycles(self, buttons: torch.Tensor, cycles: int, render: bool = False) -> None:
+        """One launch of ``cycles`` T-cycles (ending at the first instruction boundary at or
+        after them) with ``buttons`` held from its start to its end.
+
+        For lining up with an emulator whose frames start elsewhere in the picture (PyBoy's
+        start at line 0): ``render`` draws the lines the launch runs before its first
+        VBlank, the whole picture when it starts at line 0.
+        """
+        if not 1 <= cycles <= MAX_CYCLES_PER_LAUNCH:
+            raise ValueError(f"cycles must be in [1, {MAX_CYCLES_PER_LAUNCH}], got {cycles}")
+        self._launch(
+            RUN_CYCLES,
+            cycles,
+            render_frame=0 if render else -1,
+            buttons=self._button_array(buttons),
+            release_after=MAX_FRAMES_PER_LAUNCH + 1,  # never within the launch
+        )
+
+    def _button_array(self, buttons: torch.Tensor) -> Any:
+        """``buttons`` checked (shape, device) as a Warp int32 array for a launch."""
         if buttons.shape != (self.num_envs,):
             raise ValueError(
                 f"buttons must have shape [{self.num_envs}], got {tuple(buttons.shape)}"
@@ -414,14 +443,7 @@ class GameBoyBatch:
         b = buttons if buttons.dtype == torch.int32 else buttons.to(torch.int32)
         if b.device.type != _torch_device(self.device):
             raise ValueError(f"buttons must be on {self.device}, got {b.device}")
-        b = b.contiguous()
-        self._launch(
-            RUN_FRAMES,
-            frames,
-            render_frame=frames - 1 if render_last else -1,
-            buttons=wp.from_torch(b, dtype=wp.int32),
-            release_after=release_after,
-        )
+        return wp.from_torch(b.contiguous(), dtype=wp.int32)
 
     def synchronize(self) -> None:
         wp.synchronize_device(self.device)

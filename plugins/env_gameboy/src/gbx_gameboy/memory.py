@@ -21,13 +21,14 @@ from gbx_gameboy.layout import (
     NEVER,
     OAM_OFF,
     P1,
+    PPU_FIRST_LINE,
     S_BANK0,
     S_BANKX,
     S_BUTTONS,
     S_MBC_MODE,
     S_MBC_R1,
     S_MBC_R2,
-    S_NO_OAM_SCAN,
+    S_PPU_FLAGS,
     S_RAMG,
     S_RAMOFF,
     S_RTC_DH,
@@ -312,6 +313,9 @@ def serial_start(ref: wp.uint64, env: int, t: int):
     sset(g, env, T_SERIAL_END, t + (SERIAL_BIT_CYCLES - d % SERIAL_BIT_CYCLES) + 7 * 512)
 
 
+DMA_BYTES = 160  # OAM DMA: one byte per M-cycle
+
+
 @wp.func(inline=False)
 def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     """Copy 160 bytes to OAM; OAM stays unreadable by the CPU for the 160 M-cycles."""
@@ -319,12 +323,12 @@ def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     src = (v & 0xFF) << 8
     if src >= 0xE000:
         src = src - 0x2000  # E000-FFFF sources see the WRAM echo
-    for i in range(160):
+    for i in range(DMA_BYTES):
         mset(g, env, OAM_OFF + i, bus_peek(g, env, src + i))
     # One set-up M-cycle, then one byte per M-cycle; a restart keeps OAM blocked.
     if not (t >= sget(g, env, T_DMA_START) and t < sget(g, env, T_DMA_END)):
         sset(g, env, T_DMA_START, t + 8)
-    sset(g, env, T_DMA_END, t + 8 + 640)
+    sset(g, env, T_DMA_END, t + 8 + DMA_BYTES * 4)
 
 
 @wp.func
@@ -376,7 +380,7 @@ def io_read(g: GB, env: int, i: int, t: int) -> int:
         if t - g.ppu_lag >= sget(g, env, T_PPU_NEXT):
             ppu_sync(g.ref, env, t - g.ppu_lag)
         v = mget(g, env, IO_OFF + LY)
-        if sget(g, env, S_NO_OAM_SCAN) != 0:
+        if (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) != 0:
             if lcdon_line_end(g, env):
                 v = v + 1  # the first line after LCD on (ppu_timing.lcdon_line_end)
     elif i == SC:
@@ -520,8 +524,11 @@ def rd_slow(g: GB, env: int, a: int, t: int) -> int:
     v = int(0xFF)
     if t < sget(g, env, T_DMA_END) and t >= sget(g, env, T_DMA_START) and a < 0xFE00:
         if dma_bus(a) == dma_bus(mget(g, env, IO_OFF + DMA) << 8):
-            # The DMA owns this bus: the CPU sees the byte being transferred.
-            i = wp.min((t - sget(g, env, T_DMA_START)) // 4, 159)
+            # The DMA owns this bus: the CPU sees the byte being transferred. Bytes are
+            # counted from the latest transfer's start (a restart keeps T_DMA_START, the
+            # start of the OAM block, but copies its new source from byte 0 on).
+            first = sget(g, env, T_DMA_END) - DMA_BYTES * 4
+            i = wp.max(wp.min((t - first) // 4, DMA_BYTES - 1), 0)
             v = mget(g, env, OAM_OFF + i)
         else:
             v = rd_mapped(g, env, a, t)

@@ -54,7 +54,8 @@ from gbx_gameboy.layout import (
     LCDC,
     LY,
     OAM_OFF,
-    S_NO_OAM_SCAN,
+    PPU_FIRST_LINE,
+    S_PPU_FLAGS,
     S_PPU_PHASE,
     T_LINE_AT,
     T_PPU_NEXT,
@@ -102,7 +103,7 @@ def oam_scan_row(g: GB, env: int, t: int) -> int:
     row = int(-1)
     on = (mget(g, env, IO_OFF + LCDC) & 0x80) != 0
     visible = mget(g, env, IO_OFF + LY) < 144 and sget(g, env, S_PPU_PHASE) != PH_LINE153
-    if on and visible and sget(g, env, S_NO_OAM_SCAN) == 0:
+    if on and visible and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
         d = s - sget(g, env, T_LINE_AT)
         if d >= g.acc_m2_start and d < g.acc_m2_end:
             row = (d - g.acc_m2_start) // 4 + 1

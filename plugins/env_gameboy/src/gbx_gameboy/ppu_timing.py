@@ -14,14 +14,18 @@ import os
 from gbx_gameboy.kstate import GB, load_gb, mem_base, mem_get, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
+    IF,
     IO_OFF,
     LCDC,
     LY,
     LYC,
     OAM_OFF,
+    PPU_BLANK_FRAME,
+    PPU_FIRST_LINE,
+    PPU_VBLANK_PENDING,
     S_LFRAMES,
     S_MODE3_LEN,
-    S_NO_OAM_SCAN,
+    S_PPU_FLAGS,
     S_PPU_MODE,
     S_PPU_PHASE,
     S_STAT_LINE,
@@ -69,6 +73,9 @@ else:
 
 
 LINE_CYCLES = 456
+# Pan Docs (mode 3 length): when the window starts on a line the background fetcher is
+# set up again for it, which stalls the pixels 6 dots.
+WINDOW_DOTS = 6
 MODE3_BASE = 172
 # Longest object penalty: 10 fetches of 6 dots, each in its own tile waiting 5 dots.
 MAX_OBJECT_PENALTY = 10 * (6 + 5)
@@ -91,9 +98,16 @@ LY153_DOTS = 4
 
 @wp.func
 def mode3_length(g: GB, env: int) -> int:
-    """Mode 3 dots without objects: fine scroll discards SCX%8 pixels, a delay seen in
-    whole M-cycles (rounded up)."""
-    return MODE3_BASE + ((mget(g, env, IO_OFF + SCX) & 7) + 3) // 4 * 4
+    """Mode 3 dots without objects: fine scroll discards SCX%8 pixels, and on a line where
+    the window starts the fetcher restarts for it (WINDOW_DOTS); the delay is seen in whole
+    M-cycles (rounded up)."""
+    extra = mget(g, env, IO_OFF + SCX) & 7
+    lcdc = mget(g, env, IO_OFF + LCDC)
+    ly = mget(g, env, IO_OFF + LY)
+    if (lcdc & 0x21) == 0x21 and ly >= mget(g, env, IO_OFF + WY) and ly < 144:
+        if mget(g, env, IO_OFF + WX) <= 166:
+            extra += WINDOW_DOTS
+    return MODE3_BASE + (extra + 3) // 4 * 4
 
 
 @wp.func(inline=False)
@@ -154,14 +168,15 @@ def lcdon_line_end(g: GB, env: int) -> bool:
     ``lcdon_write_timing``, blargg ``oam_bug/4-scanline_timing``). Meanwhile the LY=LYC
     comparison matches neither the old nor the new line (mooneye ``lcdon_timing``'s STAT
     reads with LYC=0 and LYC=1)."""
-    return sget(g, env, S_PPU_PHASE) == PH_PRE and sget(g, env, S_NO_OAM_SCAN) != 0
+    first_line = (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) != 0
+    return sget(g, env, S_PPU_PHASE) == PH_PRE and first_line
 
 
 @wp.func
 def ly_matches(g: GB, env: int) -> bool:
     """The LY=LYC comparison (STAT bit 2 and its interrupt condition)."""
     same = mget(g, env, IO_OFF + LY) == mget(g, env, IO_OFF + LYC)
-    if same and sget(g, env, S_NO_OAM_SCAN) != 0:
+    if same and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) != 0:
         same = not lcdon_line_end(g, env)
     return same
 
@@ -209,6 +224,15 @@ def stat_write_quirk(ref: wp.uint64, env: int):
 
 
 @wp.func
+def blank_rows(g: GB, env: int, first: int, last: int):
+    """Rows first..last-1 of env's framebuffer white: what a DMG screen shows with the LCD
+    off, and during the first frame after it is turned on."""
+    for y in range(first, last):
+        for x in range(160):
+            g.fb[env, y, x] = wp.uint8(0)
+
+
+@wp.func
 def frame_done(g: GB, env: int):
     tset(g, env, TM_FRAMES, tget(g, env, TM_FRAMES) + wp.int64(1))
     sset(g, env, S_LFRAMES, sget(g, env, S_LFRAMES) + 1)
@@ -236,7 +260,7 @@ def ppu_cpu_event(g: GB, env: int) -> int:
     nxt = sget(g, env, T_PPU_NEXT)
     lazy = (mget(g, env, IO_OFF + LCDC) & 0x80) != 0
     lazy = lazy and (mget(g, env, IO_OFF + STAT) & 0x78) == 0
-    if lazy and sget(g, env, S_NO_OAM_SCAN) == 0:
+    if lazy and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
         ly = mget(g, env, IO_OFF + LY)
         lines = 144 - ly
         if ly >= 144:
@@ -262,6 +286,8 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
     while sget(g, env, T_PPU_NEXT) <= t:
         ev = sget(g, env, T_PPU_NEXT)
         if (mget(g, env, IO_OFF + LCDC) & 0x80) == 0:
+            if g.render_frame == sget(g, env, S_LFRAMES):
+                blank_rows(g, env, 0, 144)  # the observed frame passed with the LCD off
             frame_done(g, env)  # LCD off: a frame still lasts 70224 cycles
             sset(g, env, T_PPU_NEXT, ev + CYCLES_PER_FRAME)
         else:
@@ -289,6 +315,8 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     mb = mem_base(g, env)
                     win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
                     sset(g, env, S_WIN_LINE, win_line)
+                    if (sget(g, env, S_PPU_FLAGS) & PPU_BLANK_FRAME) != 0 and ly < 144:
+                        blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown
                 phase = PH_HBLANK
                 mode = 0
                 nxt = ev + (LINE_CYCLES - g.ppu_m3 - g.ppu_pre) - sget(g, env, S_MODE3_LEN)
@@ -308,9 +336,14 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                 nxt = ev + LINE_CYCLES
                 if ly == 153:
                     nxt = ev + LY153_DOTS
+                flags = sget(g, env, S_PPU_FLAGS) & PPU_BLANK_FRAME
+                if ly >= 144:
+                    flags = 0  # the blank first frame after LCD on ends as VBlank starts
                 if ly == 144:
                     phase = PH_VBLANK
                     mode = 1
+                    if (mget(g, env, IO_OFF + IF) & 1) != 0:
+                        flags = PPU_VBLANK_PENDING  # an older request: no sampling delay
                     raise_if(g, env, 1)
                     frame_done(g, env)
                 elif ly > 153:
@@ -334,7 +367,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     nxt = ev + g.ppu_m2
                 mset(g, env, IO_OFF + LY, ly)
                 sset(g, env, T_LINE_AT, ev)
-                sset(g, env, S_NO_OAM_SCAN, 0)
+                sset(g, env, S_PPU_FLAGS, flags)  # the first line after LCD on is over
             sset(g, env, S_PPU_PHASE, phase)
             sset(g, env, S_PPU_MODE, mode)
             sset(g, env, T_PPU_NEXT, nxt)
@@ -351,12 +384,15 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)
         sset(g, env, S_PPU_PHASE, PH_HBLANK)
+        sset(g, env, S_PPU_FLAGS, 0)
         sset(g, env, T_PPU_NEXT, t + CYCLES_PER_FRAME)
+        if g.render_frame == sget(g, env, S_LFRAMES):
+            blank_rows(g, env, 0, 144)  # the screen goes blank at once
     elif (old & 0x80) == 0 and (v & 0x80) != 0:
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)
         sset(g, env, S_PPU_PHASE, PH_OAM)  # no OAM scan IRQ or mode 2 on this first line
-        sset(g, env, S_NO_OAM_SCAN, 1)
+        sset(g, env, S_PPU_FLAGS, PPU_FIRST_LINE | PPU_BLANK_FRAME)
         sset(g, env, S_WIN_LINE, 0)
         sset(g, env, T_PPU_NEXT, t + g.lcdon_m3)
         sset(g, env, T_LINE_AT, t + g.lcdon_m3 - g.ppu_m3)  # as if the line had started earlier
@@ -392,7 +428,7 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
         if sget(g, env, S_PPU_PHASE) == PH_OAM or sget(g, env, S_PPU_PHASE) == PH_LINE_START:
             m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
         blocked = d >= m3s and d < m3e
-        if oam and sget(g, env, S_NO_OAM_SCAN) == 0:
+        if oam and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
             if d >= g.acc_m2_start and d < g.acc_m2_end:
                 blocked = True
     return blocked

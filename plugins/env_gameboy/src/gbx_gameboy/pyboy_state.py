@@ -33,7 +33,7 @@ PYBOY_STATE_VERSION = 29
 # The version of what this module writes for a given emulator snapshot: bump it when
 # save_pyboy_state's output changes (or the emulator's snapshot of a start changes), so
 # caches of converted states (gbx-env-pyboy's start states) are rebuilt.
-CONVERSION_VERSION = 1
+CONVERSION_VERSION = 2
 ROWS, COLS = 144, 160
 _PYBOY_RAM_BANKS = {0: 1, 1: 1, 2: 1, 3: 4, 4: 16, 5: 8}
 _RUMBLE_TYPES = (0x1C, 0x1D, 0x1E)
@@ -212,6 +212,10 @@ def to_gbx(f: dict[str, Any], cart: Cartridge, template: EnvState) -> EnvState:
     regs = {L.R_A: f["A"], L.R_F: f["F"] & 0xF0, L.R_B: f["B"], L.R_C: f["C"], L.R_D: f["D"],
             L.R_E: f["E"], L.R_H: f["HL"] >> 8, L.R_L: f["HL"] & 0xFF, L.R_SP: f["SP"],
             L.R_PC: f["PC"]}
+    if f["halted"] and not f["stopped"]:
+        # PyBoy keeps PC on a HALT while halted and steps past it on waking; gbx has PC
+        # past the HALT already (the next instruction, where the return address points).
+        regs[L.R_PC] = (f["PC"] + 1) & 0xFFFF
     for k, v in regs.items():
         st[k] = v
     st[L.S_IME] = 1 if f["ime"] else 0
@@ -245,7 +249,7 @@ def to_gbx(f: dict[str, Any], cart: Cartridge, template: EnvState) -> EnvState:
     st[L.S_PPU_PHASE], st[L.S_PPU_MODE] = ppu_phase(lcd_on, ly_now, mode, -1)
     in_line = min(int(f["lcd_clock"]), L.CYCLES_PER_FRAME) - ly_now * _LINE
     st[L.T_LINE_AT] = -min(max(in_line, 0), _LINE) if lcd_on else 0
-    st[L.S_NO_OAM_SCAN] = 0
+    st[L.S_PPU_FLAGS] = 0
     st[L.S_STAT_LINE] = 0
     wy, ly = f["WY"], f["LY"]
     st[L.S_WIN_LINE] = max(0, ly - wy) if (f["LCDC"] & 0x20 and ly >= wy) else 0
@@ -311,6 +315,8 @@ def from_gbx(state: EnvState, cart: Cartridge, template: dict[str, Any]) -> dict
     f["ime"] = int(st[L.S_IME] != 0)
     f["ie_delay"] = int(st[L.S_EI_DELAY]) & 0xFF
     f["halted"] = int(st[L.S_HALTED] == 1)
+    if f["halted"]:
+        f["PC"] = (f["PC"] - 1) & 0xFFFF  # PyBoy: PC on the HALT itself (see to_gbx)
     f["stopped"] = int(st[L.S_HALTED] == 2)
     f["IE"] = int(mem[L.HRAM_OFF + L.IE_HRAM_INDEX])
     f["intr_queued"] = 0

@@ -34,6 +34,7 @@ from gbx_gameboy.ppu_timing import (
     PH_OAM,
     PH_PRE,
     PH_VBLANK,
+    WINDOW_DOTS,
 )
 from gbx_gameboy.snapshot import EnvState
 
@@ -44,7 +45,7 @@ _RELOAD_AHEAD = 8  # TIMA reload: 4 cycles after the overflow
 _TIMER_AHEAD = 256 * 1024 + 1024 + 8  # 256 increments of the slowest period
 _SERIAL_AHEAD = 9 * 512 + 8  # 8 bits at 8192 Hz plus the clock phase
 _DMA_AHEAD = 8 + 640 + 8  # set-up M-cycle plus 160 bytes
-_MODE3_MAX = MODE3_BASE + 8 + MAX_OBJECT_PENALTY
+_MODE3_MAX = MODE3_BASE + (7 + WINDOW_DOTS + 3) // 4 * 4 + MAX_OBJECT_PENALTY
 # MBC register bits each controller latches (memory.py's rom_write).
 _MBC_R1_MASK = {MBC_1: 0x1F, MBC_2: 0x0F, MBC_3: 0x7F, MBC_5: 0x1FF}
 _MBC_R2_MASK = {MBC_1: 0x03, MBC_3: 0x0F, MBC_5: 0x0F}
@@ -170,7 +171,14 @@ def _sanitize_st(st: np.ndarray, mem: np.ndarray, cart: Cartridge) -> None:
     v[L.S_MODE3_LEN] = _clip(int(v[L.S_MODE3_LEN]), MODE3_BASE, _MODE3_MAX)
     v[L.S_STAT_LINE] = int(v[L.S_STAT_LINE] != 0)
     v[L.S_WIN_LINE] = _clip(int(v[L.S_WIN_LINE]), 0, 144)
-    v[L.S_NO_OAM_SCAN] = int(v[L.S_NO_OAM_SCAN] != 0 and lcd_on and ly == 0)
+    # PPU flags, each only where it can hold: the first line after LCD on is line 0, its
+    # blank frame lines 0-143, an older pending VBlank request line 144.
+    flags = int(v[L.S_PPU_FLAGS])
+    keep = 0
+    if lcd_on:
+        keep = (L.PPU_FIRST_LINE if ly == 0 else 0) | (L.PPU_BLANK_FRAME if ly < 144 else 0)
+        keep |= L.PPU_VBLANK_PENDING if ly == 144 else 0
+    v[L.S_PPU_FLAGS] = flags & keep
     v[L.T_PPU_NEXT] = _clip(int(v[L.T_PPU_NEXT]), -L.CYCLES_PER_FRAME, L.CYCLES_PER_FRAME)
     v[L.T_LINE_AT] = _clip(int(v[L.T_LINE_AT]), -PAST_LIMIT, L.CYCLES_PER_FRAME)
     st[:] = v.astype(np.int32)

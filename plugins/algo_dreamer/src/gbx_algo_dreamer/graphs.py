@@ -1,0 +1,131 @@
+"""``algo.compile``: the posterior scan and the imagination rollout as compiled graphs.
+
+An update of a small model is bound by kernel launches: the 64-step posterior scan and the
+15-step imagination launch a few dozen small kernels per step. Both loops have static
+shapes (``batch_size x batch_length`` and ``horizon``), so each can run as one captured
+graph:
+
+* on CUDA, the scan (forward and backward) through ``torch.cuda.make_graphed_callables``
+  and the imagination (no gradients) through a ``torch.cuda.CUDAGraph`` replayed on static
+  input buffers;
+* on the CPU, both through ``torch.compile`` (one fused program per loop).
+
+Randomness is an input: the uniforms each loop consumes are drawn before it, from the
+trainer's generator and in the order the eager loop draws them
+(:meth:`RSSM.scan_noise`, :meth:`Behavior.imagination_noise`), so the compiled loops
+sample what the eager ones would, and a captured graph holds no random-number state. The
+weights are read in place, so the optimiser steps between updates reach the graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from gbx_algo_dreamer.behavior import Behavior
+from gbx_algo_dreamer.world_model import RSSM, Latent, WorldModel
+
+
+class PosteriorScan(nn.Module):
+    """The posterior scan as a module of tensors in, tensors out (what graph capture takes):
+    ``(embed [B, T, E], actions [B, T, A], is_first [B, T], noise [T, B, S, C])`` ->
+    ``(deter [B, T, D], stoch [B, T, S, C], posterior logits, prior logits)``."""
+
+    def __init__(self, rssm: RSSM) -> None:
+        super().__init__()
+        self.rssm = rssm
+
+    def forward(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
+                noise: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        seq, posts, priors, _ = self.rssm.observe(embed, actions, is_first, noise=noise)
+        return seq.deter, seq.stoch, posts, priors
+
+
+class Rollout(nn.Module):
+    """The imagination rollout of :meth:`Behavior.imagine` at a fixed horizon:
+    ``(deter [N, D], stoch [N, S, C], action noise, latent noise)`` -> ``(features, actions)``."""
+
+    def __init__(self, wm: WorldModel, behavior: Behavior, horizon: int) -> None:
+        super().__init__()
+        self.wm, self.behavior, self.horizon = wm, behavior, horizon
+
+    def forward(self, deter: torch.Tensor, stoch: torch.Tensor, act_noise: torch.Tensor,
+                lat_noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.behavior.imagine(self.wm, Latent(deter, stoch), self.horizon,
+                                     noise=(act_noise, lat_noise))
+
+
+class _CudaGraph:
+    """A callable replaying one CUDA graph of ``fn`` on static copies of its inputs.
+
+    Captured at the first call (after warm-up runs on a side stream, as capture requires).
+    The outputs are the graph's own buffers: valid until the next call, which is enough for
+    one update.
+    """
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.inputs: list[torch.Tensor] = []
+        self.outputs: Any = None
+
+    @torch.no_grad()
+    def __call__(self, *args: torch.Tensor) -> Any:
+        if self.graph is None:
+            self.inputs = [a.clone() for a in args]
+            side = torch.cuda.Stream(args[0].device)
+            side.wait_stream(torch.cuda.current_stream(args[0].device))
+            with torch.cuda.stream(side):
+                for _ in range(3):  # allocator and library warm-up outside the capture
+                    self.fn(*self.inputs)
+            torch.cuda.current_stream(args[0].device).wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.outputs = self.fn(*self.inputs)
+        for buffer, value in zip(self.inputs, args, strict=True):
+            buffer.copy_(value)
+        self.graph.replay()
+        return self.outputs
+
+
+class CompiledLoops:
+    """The compiled scan and rollout of one trainer (``algo.compile=true``), in the shapes
+    :meth:`WorldModel.loss` (``observe=``) and :meth:`Behavior.loss` (``imagine=``) take."""
+
+    def __init__(self, wm: WorldModel, behavior: Behavior, horizon: int,
+                 device: torch.device) -> None:
+        self.wm, self.behavior, self.horizon = wm, behavior, horizon
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self._scan_module = PosteriorScan(wm.rssm)
+        self._rollout_module = Rollout(wm, behavior, horizon)
+        self._scan: Callable[..., Any] | None = None
+        self._rollout: Callable[..., Any] | None = None
+        if not self.cuda:
+            self._scan = torch.compile(self._scan_module, dynamic=False)
+            self._rollout = torch.compile(self._rollout_module, dynamic=False)
+
+    def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
+                generator: torch.Generator | None) -> tuple[Latent, torch.Tensor, torch.Tensor]:
+        batch, length = embed.shape[:2]
+        noise = self.wm.rssm.scan_noise(batch, length, embed.device, generator)
+        if self._scan is None:
+            graphed: Any = torch.cuda.make_graphed_callables(
+                self._scan_module, (embed.detach().requires_grad_(embed.requires_grad),
+                                    actions, is_first, noise), allow_unused_input=True)
+            self._scan = graphed
+        deter, stoch, posts, priors = self._scan(embed, actions, is_first, noise)
+        return Latent(deter, stoch), posts, priors
+
+    def imagine(self, start: Latent, generator: torch.Generator | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        act_noise, lat_noise = self.behavior.imagination_noise(
+            self.wm, start.deter.shape[0], self.horizon, start.deter.device, generator)
+        if self._rollout is None:
+            self._rollout = _CudaGraph(self._rollout_module)
+        with torch.no_grad():
+            feats, actions = self._rollout(start.deter, start.stoch, act_noise, lat_noise)
+        return feats, actions

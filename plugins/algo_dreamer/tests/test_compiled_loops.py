@@ -1,0 +1,121 @@
+"""``algo.compile``: the compiled posterior scan and imagination rollout give the eager
+losses and gradients on a fixed batch (CPU: torch.compile; CUDA: captured CUDA graphs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gbx_algo_dreamer.behavior import Behavior
+from gbx_algo_dreamer.config import DreamerConfig
+from gbx_algo_dreamer.graphs import CompiledLoops
+from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
+from gbx_algo_dreamer.world_model import Latent, WorldModel
+
+# float32 programs that fuse or reorder reductions agree to about 1e-6 relative; the bound
+# leaves room for the sums over 32x32 latents and 72x80 pixels
+RTOL, ATOL = 1e-4, 1e-5
+OBS, ACTIONS, B, T = (1, 16, 16), 5, 3, 6
+
+
+def _setup(device: torch.device) -> tuple[WorldModel, Behavior, dict[str, torch.Tensor]]:
+    cfg = DreamerConfig(size="tiny", horizon=5, batch_size=B, batch_length=T,
+                        train_ratio=8.0, replay_capacity=64, num_envs=2).for_device(device)
+    torch.manual_seed(3)
+    wm = WorldModel(OBS, ACTIONS, cfg.preset(), cfg.unimix, cfg.bins).to(device)
+    behavior = Behavior(wm.rssm.feat_dim, ACTIONS, cfg).to(device)
+    with torch.no_grad():  # the zero-initialised heads would hide differences
+        for head in (wm.reward, behavior.critic):
+            head.out.weight.normal_(0.0, 0.1)
+    g = torch.Generator().manual_seed(11)
+    batch = {
+        "obs": torch.randint(0, 4, (B, T, *OBS), generator=g).to(torch.uint8),
+        "actions": torch.randint(0, ACTIONS, (B, T), generator=g),
+        "rewards": torch.randn(B, T, generator=g),
+        "is_first": torch.rand(B, T, generator=g) < 0.2,
+        "is_terminal": torch.rand(B, T, generator=g) < 0.1,
+    }
+    batch["is_first"][:, 0] = True
+    return wm, behavior, {k: v.to(device) for k, v in batch.items()}
+
+
+def _losses(wm: WorldModel, behavior: Behavior, batch: dict[str, torch.Tensor],
+            loops: CompiledLoops | None, device: torch.device) -> dict[str, torch.Tensor]:
+    gen = torch.Generator(device).manual_seed(5)
+    bins = make_bins(wm.reward.out.out_features).to(device)
+    wm.zero_grad(set_to_none=True)
+    behavior.zero_grad(set_to_none=True)
+    out = wm.loss(batch["obs"], batch["actions"], batch["rewards"], batch["is_first"],
+                  batch["is_terminal"], bins, kl_dyn=0.5, kl_rep=0.1, free_bits=1.0,
+                  generator=gen, observe=loops.observe if loops else None)
+    out.loss.backward()
+    start = out.post.detach()
+    flat = Latent(start.deter.reshape(B * T, -1), start.stoch.reshape(B * T,
+                                                                      *start.stoch.shape[2:]))
+    beh = behavior.loss(wm, flat, (~batch["is_terminal"]).reshape(-1).float(), bins,
+                        ReturnNorm(device, 0.99, 1.0), gen,
+                        imagine=loops.imagine if loops else None)
+    (beh.actor_loss + beh.critic_loss).backward()
+    result = {k: v.detach().clone() for k, v in {**out.scalars, **beh.scalars}.items()}
+    result["loss_actor"] = beh.actor_loss.detach().clone()
+    result["loss_critic"] = beh.critic_loss.detach().clone()
+    result["grad_world_model"] = torch.cat([p.grad.reshape(-1) for p in wm.parameters()
+                                            if p.grad is not None])
+    result["grad_actor"] = torch.cat([p.grad.reshape(-1) for p in behavior.actor.parameters()])
+    return result
+
+
+def _check_same_losses(device: torch.device) -> None:
+    wm, behavior, batch = _setup(device)
+    eager = _losses(wm, behavior, batch, None, device)
+    loops = CompiledLoops(wm, behavior, behavior.cfg.horizon, device)
+    for _ in range(2):  # the capture / compilation, then a replay of the same program
+        compiled = _losses(wm, behavior, batch, loops, device)
+        assert compiled.keys() == eager.keys()
+        for key, value in eager.items():
+            torch.testing.assert_close(compiled[key], value, rtol=RTOL, atol=ATOL,
+                                       msg=lambda m, k=key: f"{k}: {m}")
+
+
+@pytest.mark.slow  # torch.compile builds two C++ programs: about a minute on two cores
+def test_compiled_loops_give_the_eager_losses_on_the_cpu():
+    _check_same_losses(torch.device("cpu"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graphs_give_the_eager_losses():
+    _check_same_losses(torch.device("cuda"))
+
+
+def test_fed_noise_samples_what_the_eager_loops_draw():
+    """The uniforms drawn before a loop are those the eager loop draws, in its order: the
+    scan and rollout fed with them give the eager results exactly (no compilation)."""
+    device = torch.device("cpu")
+    wm, behavior, batch = _setup(device)
+    act = torch.nn.functional.one_hot(batch["actions"], ACTIONS).float()
+    embed = wm.embed(batch["obs"]).detach()
+    eager = wm.rssm.observe(embed, act, batch["is_first"],
+                            generator=torch.Generator().manual_seed(1))
+    noise = wm.rssm.scan_noise(B, T, device, torch.Generator().manual_seed(1))
+    fed = wm.rssm.observe(embed, act, batch["is_first"], noise=noise)
+    assert torch.equal(eager[0].stoch, fed[0].stoch) and torch.equal(eager[1], fed[1])
+    start = Latent(eager[0].deter.reshape(B * T, -1).detach(),
+                   eager[0].stoch.reshape(B * T, *eager[0].stoch.shape[2:]).detach())
+    feats, actions = behavior.imagine(wm, start, 5, torch.Generator().manual_seed(2))
+    noise2 = behavior.imagination_noise(wm, B * T, 5, device, torch.Generator().manual_seed(2))
+    feats2, actions2 = behavior.imagine(wm, start, 5, noise=noise2)
+    assert torch.equal(actions, actions2) and torch.equal(feats, feats2)
+
+
+@pytest.mark.slow  # compiles the tiny model's loops with torch.compile
+def test_bench_times_eager_and_compiled_updates_in_one_command():
+    from gbx_algo_dreamer.bench import run_compile_variants
+
+    cfg = DreamerConfig(size="tiny", num_envs=4, batch_size=2, batch_length=8,
+                        train_ratio=4.0, replay_capacity=512, learning_starts=32)
+    records = run_compile_variants(torch.device("cpu"), "toy", cfg, 1, [False, True])
+    rate = {r["compile"]: r["value"] for r in records if r["metric"] == "train_steps_per_s"}
+    assert set(rate) == {False, True} and min(rate.values()) > 0
+    ratio = next(r["value"] for r in records
+                 if r["metric"] == "compiled_over_eager_updates_per_s")
+    assert ratio == pytest.approx(rate[True] / rate[False])
