@@ -157,7 +157,9 @@ ALGO_RUNS = {
 }
 
 
-@pytest.mark.parametrize("algo", sorted(ALGO_RUNS))
+# PPO in the fast suite; A2C and DreamerV3 go through the same launcher in the slow one.
+@pytest.mark.parametrize("algo", [pytest.param(a, marks=() if a == "ppo" else pytest.mark.slow)
+                                  for a in sorted(ALGO_RUNS)])
 def test_algorithm_two_ranks_through_gbx_run(algo: str, tmp_path: Path) -> None:
     """``torchrun --nproc-per-node 2 -m gbx run --algo ALGO --env toy --device cpu``."""
     package, steps, sets = ALGO_RUNS[algo]

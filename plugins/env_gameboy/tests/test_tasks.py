@@ -142,6 +142,7 @@ def test_run_plan_with_a_stage_env_pickles(tmp_path) -> None:
     assert back[0] == plan[0] and back[0].env.max_steps == STAGE_TASKS[0].max_steps
 
 
+@pytest.mark.slow  # two ranks on the Game Boy env; the toy env's two-rank runs stay fast
 @pytest.mark.skipif(importlib.util.find_spec("gbx_algo_a2c") is None,
                     reason="needs the A2C plugin (pip install -e plugins/algo_a2c)")
 def test_gbx_run_gpus_2_on_a_stage_env_cpu(tmp_path) -> None:
