@@ -451,6 +451,40 @@ def value16_host(sel: int, r: vec8i, sp: int, imm: int, hl: int) -> int:
     return v
 
 
+@wp.func
+def jump_lane(w0: int, f0: int, pc: int, imm: int, hl: int) -> wp.vec2i:
+    """LANE_JUMP (NOP, JP, JR, JP HL) for one CPU thread: (new PC, cycles the jump adds)."""
+    npc = pc
+    dt = int(0)
+    if cond(field(w0, CC_SHIFT, 3), f0):
+        psel = field(w0, PC_SHIFT, 3)
+        if psel == PC_IMM:
+            npc = imm
+        elif psel == PC_REL:
+            npc = (pc + sext8(imm & 0xFF)) & 0xFFFF
+        elif psel == PC_HL:
+            npc = hl
+        dt = 4 * field(w0, EXTRA_SHIFT, 2)
+    return wp.vec2i(npc, dt)
+
+
+@wp.func
+def alu8_host(w1: int, a: int, v: int, f0: int, code: int) -> int:
+    """The 8-bit work of a short lane (LANE_REG8, LANE_LOAD8, LANE_RMW8) for one CPU
+    thread: the descriptor's operation on v (a register, the immediate or the byte read)
+    and A, as (result << 8) | F, F from ``f0`` (before the instruction) with the
+    descriptor's kept, forced and computed flags."""
+    op = field(w1, OP8_SHIFT, 5)
+    o = v << 8
+    if op != OP_LD:
+        o = alu_host(op, a, v, f0, (code >> 3) & 7)
+    return (o & ~0xFF) | (
+        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+        | (field(w1, FSET_SHIFT, 4) << 4)
+        | (o & 0xF0 & (field(w1, FCALC_SHIFT, 4) << 4))
+    )
+
+
 @wp.func_native("return (uint64_t)a.data;")
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
@@ -695,6 +729,59 @@ def run_kernel(
                 clk[1] += cycle_clock() - c1
             continue
 
+        if wp.static(HOST and not PHASE_CLOCKS):
+            # One CPU thread: a straight run of jumps and register operations (LANE_JUMP,
+            # LANE_REG8) fetched from cartridge ROM goes round this inner loop, which
+            # does only what they need; they touch no memory and change nothing the
+            # checks above read (interrupts cannot be taken in it: IME or the pending
+            # requests are 0), so the checks need not be repeated until an event is due.
+            # The first other instruction (or due event) leaves it for the full path.
+            if halt_bug == 0 and ei_delay == 0 and (ime == 0 or irq == 0):
+                ran = int(0)
+                while t < next_ev:
+                    tq = t + 4  # the opcode's M-cycle, as in the fetch below
+                    if pc > 0x7FFD or (pc & 0x3FFF) > 0x3FFC or (pc < 0x100 and g.has_boot != 0):
+                        break
+                    if tq + 8 >= dma_s and tq < dma_e:
+                        break
+                    qword = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
+                    qop = qword & 0xFF
+                    qdesc = qop * DESC_BYTES
+                    n_q = ld_i32(g.dec_ptr, qdesc) & 3
+                    qcode = qop
+                    if qop == 0xCB:
+                        qcode = (qword >> 8) & 0xFF
+                        qdesc = (CB_BASE + qcode) * DESC_BYTES
+                    qlane = ld_i32(g.dec_ptr, qdesc + 12)
+                    if qlane != LANE_JUMP and qlane != LANE_REG8:
+                        break
+                    qimm = wp.where(n_q >= 1, (qword >> 8) & 0xFF, 0) | wp.where(
+                        n_q == 2, qword & 0xFF0000, 0) >> 8
+                    t = tq + 4 * n_q
+                    pc = (pc + 1 + n_q) & 0xFFFF
+                    icount += 1
+                    ran = int(1)
+                    f0 = r[R_F]
+                    if qlane == LANE_JUMP:
+                        r[R_F] = f0 & 0xF0
+                        jump = jump_lane(ld_i32(g.dec_ptr, qdesc), f0, pc, qimm,
+                                         (r[4] << 8) | r[5])
+                        pc = jump[0]
+                        t += jump[1]
+                    else:
+                        w1q = ld_i32(g.dec_ptr, qdesc + 4)
+                        src = field(w1q, SRC8_SHIFT, 4)
+                        vq = qimm & 0xFF
+                        if src != S8_IMM:
+                            vq = r[src]
+                        oq = alu8_host(w1q, r[R_A], vq, f0, qcode)
+                        r[R_F] = oq & 0xFF
+                        dq = field(w1q, DST8_SHIFT, 4)
+                        if dq < 8:
+                            r[dq] = oq >> 8
+                if ran != 0:
+                    continue
+
         if wp.static(PHASE_CLOCKS):
             c0 = cycle_clock()
             clk[1] += c0 - c1
@@ -776,15 +863,9 @@ def run_kernel(
                 f0 = r[R_F]
                 if lane == LANE_JUMP:
                     r[R_F] = f0 & 0xF0
-                    if cond(field(w0, CC_SHIFT, 3), f0):
-                        psel0 = field(w0, PC_SHIFT, 3)
-                        if psel0 == PC_IMM:
-                            pc = imm
-                        elif psel0 == PC_REL:
-                            pc = (pc + sext8(imm & 0xFF)) & 0xFFFF
-                        elif psel0 == PC_HL:
-                            pc = (r[4] << 8) | r[5]
-                        t += 4 * field(w0, EXTRA_SHIFT, 2)
+                    jump = jump_lane(w0, f0, pc, imm, (r[4] << 8) | r[5])
+                    pc = jump[0]
+                    t += jump[1]
                 elif lane == LANE_STORE8:
                     wa = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
                     src0 = field(w1, SRC8_SHIFT, 4)
@@ -874,15 +955,8 @@ def run_kernel(
                         v0 = rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) & 0xFF
                     elif src0 != S8_IMM:
                         v0 = r[src0]
-                    op0 = field(w1, OP8_SHIFT, 5)
-                    o0 = v0 << 8
-                    if op0 != OP_LD:
-                        o0 = alu_host(op0, r[R_A], v0, f0, (code >> 3) & 7)
-                    r[R_F] = (
-                        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
-                        | (field(w1, FSET_SHIFT, 4) << 4)
-                        | (o0 & 0xF0 & (field(w1, FCALC_SHIFT, 4) << 4))
-                    )
+                    o0 = alu8_host(w1, r[R_A], v0, f0, code)
+                    r[R_F] = o0 & 0xFF
                     d0 = field(w1, DST8_SHIFT, 4)
                     if d0 < 8:
                         r[d0] = o0 >> 8
