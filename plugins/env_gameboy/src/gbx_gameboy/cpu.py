@@ -26,6 +26,7 @@ from gbx_gameboy.decode import (
     A_SP_DOWN,
     CB_BASE,
     CC_SHIFT,
+    DESC_TABLE_BYTES,
     D16_NONE,
     DST8_SHIFT,
     DST16_SHIFT,
@@ -77,6 +78,9 @@ from gbx_gameboy.decode import (
     PC_REL,
     PC_RST,
     PC_SHIFT,
+    QUICK_JUMP,
+    QUICK_NONE,
+    QUICK_SHIFT,
     R16_AF,
     R16_BC,
     R16_DE,
@@ -628,6 +632,11 @@ def run_kernel(
         # masking the bank's offset masks the whole index).
         code_lo = rom_ptr
         code_hi = rom_ptr
+        # The same for the predecoded ROM (decode.rom_predecode, 4 bytes per ROM byte),
+        # which the CPU variant's batch keeps after the descriptors in ``dec``.
+        pre_ptr = g.dec_ptr + wp.uint64(DESC_TABLE_BYTES)
+        pre_lo = pre_ptr
+        pre_hi = pre_ptr
     # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
     next_ev = int(STALE)
     irq = int(0)
@@ -666,6 +675,9 @@ def run_kernel(
             if wp.static(HOST):
                 code_lo = rom_ptr + wp.uint64((bank0 * 0x4000) & g.rom_mask)
                 code_hi = rom_ptr + wp.uint64((bankx * 0x4000) & g.rom_mask) - wp.uint64(0x4000)
+                pre_lo = pre_ptr + wp.uint64(4 * ((bank0 * 0x4000) & g.rom_mask))
+                pre_hi = (pre_ptr + wp.uint64(4 * ((bankx * 0x4000) & g.rom_mask))
+                          - wp.uint64(4 * 0x4000))
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[0] += c1 - c0
@@ -744,17 +756,14 @@ def run_kernel(
                         break
                     if tq + 8 >= dma_s and tq < dma_e:
                         break
+                    # The instruction's descriptor word 0 and kind, and its bytes: two
+                    # loads that wait only for PC.
+                    qw0 = ld_i32(wp.where(pc < 0x4000, pre_lo, pre_hi), 4 * pc)
                     qword = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
-                    qop = qword & 0xFF
-                    qdesc = qop * DESC_BYTES
-                    n_q = ld_i32(g.dec_ptr, qdesc) & 3
-                    qcode = qop
-                    if qop == 0xCB:
-                        qcode = (qword >> 8) & 0xFF
-                        qdesc = (CB_BASE + qcode) * DESC_BYTES
-                    qlane = ld_i32(g.dec_ptr, qdesc + 12)
-                    if qlane != LANE_JUMP and qlane != LANE_REG8:
+                    qkind = (qw0 >> QUICK_SHIFT) & 3
+                    if qkind == QUICK_NONE:
                         break
+                    n_q = qw0 & 3
                     qimm = wp.where(n_q >= 1, (qword >> 8) & 0xFF, 0) | wp.where(
                         n_q == 2, qword & 0xFF0000, 0) >> 8
                     t = tq + 4 * n_q
@@ -762,14 +771,14 @@ def run_kernel(
                     icount += 1
                     ran = int(1)
                     f0 = r[R_F]
-                    if qlane == LANE_JUMP:
+                    if qkind == QUICK_JUMP:
                         r[R_F] = f0 & 0xF0
-                        jump = jump_lane(ld_i32(g.dec_ptr, qdesc), f0, pc, qimm,
-                                         (r[4] << 8) | r[5])
+                        jump = jump_lane(qw0, f0, pc, qimm, (r[4] << 8) | r[5])
                         pc = jump[0]
                         t += jump[1]
                     else:
-                        w1q = ld_i32(g.dec_ptr, qdesc + 4)
+                        qcode = qword & 0xFF
+                        w1q = ld_i32(g.dec_ptr, qcode * DESC_BYTES + 4)
                         src = field(w1q, SRC8_SHIFT, 4)
                         vq = qimm & 0xFF
                         if src != S8_IMM:

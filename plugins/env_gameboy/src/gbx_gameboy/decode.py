@@ -399,6 +399,31 @@ def decode_table() -> np.ndarray:
     return np.array([describe(i).words() for i in range(2 * CB_BASE)], dtype=np.int32).ravel()
 
 
+# The CPU variant's predecoded ROM (``rom_predecode``): one int32 per ROM byte, word 0 of
+# the descriptor of the opcode that byte would be, with the inner loop's kind in the top
+# two bits (QUICK_SHIFT): QUICK_NONE, QUICK_JUMP (LANE_JUMP), QUICK_REG8 (LANE_REG8).
+QUICK_SHIFT = 30
+QUICK_NONE, QUICK_JUMP, QUICK_REG8 = range(3)
+DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
+
+
+def rom_predecode(rom: bytes) -> np.ndarray:
+    """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
+    byte, with its QUICK_* kind in bits 30-31 (the CB prefix: QUICK_NONE, its lane is
+    the next byte's). The CPU variant of the run kernel reads it after the descriptors,
+    so that an instruction's length and kind come from one load at the address of its
+    PC, not from a load that waits for the opcode."""
+    table = decode_table().reshape(2 * CB_BASE, WORDS)
+    kind = np.full(CB_BASE, QUICK_NONE, dtype=np.int64)
+    kind[table[:CB_BASE, 3] == LANE_JUMP] = QUICK_JUMP
+    kind[table[:CB_BASE, 3] == LANE_REG8] = QUICK_REG8
+    kind[0xCB] = QUICK_NONE
+    words = (table[:CB_BASE, 0].astype(np.int64) & ((1 << QUICK_SHIFT) - 1)) | (
+        kind << QUICK_SHIFT)
+    per_op = words.astype(np.uint32).view(np.int32)
+    return per_op[np.frombuffer(bytes(rom), dtype=np.uint8)]
+
+
 def m_cycles(index: int, taken: bool = True) -> int:
     """M-cycles of an instruction according to its descriptor (the CB prefix's own byte
     counted in the CB entries): what the kernel spends, for tests against the opcode

@@ -23,7 +23,7 @@ from gbx_gameboy.cpu import (
     store_gb_host,
 )
 from gbx_gameboy.cpu_threads import ChunkedLaunch, chunk_bounds, resolve_threads
-from gbx_gameboy.decode import decode_table
+from gbx_gameboy.decode import decode_table, rom_predecode
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.tiles import env_rows, row_of_envs
@@ -148,7 +148,10 @@ class GameBoyBatch:
         boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
-        g.dec = wp.array(decode_table(), dtype=wp.int32, device=dev)
+        dec = decode_table()
+        if host:  # the CPU variant reads the predecoded ROM after the descriptors
+            dec = np.concatenate([dec, rom_predecode(self.cart.data)])
+        g.dec = wp.array(dec, dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
         g.mem = wp.zeros((nt, L.MEM_BYTES, L.TILE), dtype=wp.uint8, device=dev)
