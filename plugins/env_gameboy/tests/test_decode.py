@@ -128,3 +128,17 @@ def test_short_lanes_of_the_cpu_variant() -> None:
 def test_describe_rejects_out_of_range() -> None:
     with pytest.raises(ValueError, match="0..511"):
         D.describe(512)
+
+
+def test_rom_predecode_holds_word_0_and_the_inner_loop_kind() -> None:
+    rom = bytes(range(256)) + bytes([0x18, 0xFE, 0xCB, 0x37])
+    pre = D.rom_predecode(rom)
+    assert pre.dtype == np.int32 and pre.shape == (len(rom),)
+    kinds = {D.LANE_JUMP: D.QUICK_JUMP, D.LANE_REG8: D.QUICK_REG8}
+    for i, byte in enumerate(rom):
+        word = int(pre[i]) & 0xFFFFFFFF
+        d = D.describe(byte)
+        assert word & ((1 << D.QUICK_SHIFT) - 1) == d.words()[0], hex(byte)
+        want = D.QUICK_NONE if byte == 0xCB else kinds.get(d.lane(), D.QUICK_NONE)
+        assert word >> D.QUICK_SHIFT == want, hex(byte)
+    assert D.DESC_TABLE_BYTES == D.decode_table().nbytes

@@ -86,11 +86,13 @@ def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -
 
 
 def batch_bytes(cart: Cartridge, num_envs: int,
-                serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -> int:
+                serial_capacity: int = DEFAULT_SERIAL_CAPACITY, cpu_variant: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
-    cannot fit before Warp allocates anything."""
-    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + len(cart.data)
+    cannot fit before Warp allocates anything. ``cpu_variant``: the batch runs the run
+    kernel's CPU variant, which also keeps the predecoded ROM (4 bytes per ROM byte)."""
+    rom = len(cart.data) * (5 if cpu_variant else 1)
+    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom
 
 
 class GameBoyBatch:
