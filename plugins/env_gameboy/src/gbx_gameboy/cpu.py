@@ -78,8 +78,6 @@ from gbx_gameboy.decode import (
     PC_REL,
     PC_RST,
     PC_SHIFT,
-    QUICK_JUMP,
-    QUICK_NONE,
     QUICK_SHIFT,
     R16_AF,
     R16_BC,
@@ -114,7 +112,7 @@ from gbx_gameboy.decode import (
     WVAL_SHIFT,
     WWAIT_SHIFT,
 )
-from gbx_gameboy.kstate import GB, ld_i32, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.kstate import GB, ld_i32, ld_u8, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     FAULT_BUDGET,
@@ -151,6 +149,7 @@ from gbx_gameboy.layout import (
     T_TSYNC,
     TM_CLOCK,
     TM_INSTRS,
+    WRAM_OFF,
 )
 from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
 from gbx_gameboy.oam_bug import OAM_BUG_WRITE, oam_bug, oam_bug_idu, oam_bug_read_idu
@@ -742,12 +741,14 @@ def run_kernel(
             continue
 
         if wp.static(HOST and not PHASE_CLOCKS):
-            # One CPU thread: a straight run of jumps and register operations (LANE_JUMP,
-            # LANE_REG8) fetched from cartridge ROM goes round this inner loop, which
-            # does only what they need; they touch no memory and change nothing the
-            # checks above read (interrupts cannot be taken in it: IME or the pending
-            # requests are 0), so the checks need not be repeated until an event is due.
-            # The first other instruction (or due event) leaves it for the full path.
+            # One CPU thread: a straight run of jumps, register operations and one-byte
+            # loads and stores on WRAM, HRAM or ROM (the inner-loop lanes of
+            # decode.rom_predecode) fetched from cartridge ROM goes round this inner
+            # loop, which does only what they need. They change nothing the checks above
+            # read (interrupts cannot be taken in it: IME or the pending requests are 0;
+            # those memory accesses move no event), so the checks need not be repeated
+            # until an event is due. The first other instruction (or an access elsewhere)
+            # leaves it, before any of its effects, for the full path.
             if halt_bug == 0 and ei_delay == 0 and (ime == 0 or irq == 0):
                 ran = int(0)
                 while t < next_ev:
@@ -756,33 +757,69 @@ def run_kernel(
                         break
                     if tq + 8 >= dma_s and tq < dma_e:
                         break
-                    # The instruction's descriptor word 0 and kind, and its bytes: two
+                    # The instruction's descriptor word 0 and lane, and its bytes: two
                     # loads that wait only for PC.
                     qw0 = ld_i32(wp.where(pc < 0x4000, pre_lo, pre_hi), 4 * pc)
                     qword = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
-                    qkind = (qw0 >> QUICK_SHIFT) & 3
-                    if qkind == QUICK_NONE:
+                    qlane = qw0 >> QUICK_SHIFT
+                    if qlane == LANE_GENERIC:
                         break
                     n_q = qw0 & 3
                     qimm = wp.where(n_q >= 1, (qword >> 8) & 0xFF, 0) | wp.where(
                         n_q == 2, qword & 0xFF0000, 0) >> 8
-                    t = tq + 4 * n_q
+                    tn = tq + 4 * n_q  # the cycle after the immediates
+                    qa = int(0)  # the byte's address (loads and stores)
+                    if qlane >= LANE_LOAD8:
+                        qa = bus_address_host(
+                            field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT, WADDR_SHIFT), 3),
+                            r, sp, qimm)
+                        # WRAM and HRAM (not IE); loads also ROM, outside the boot ROM.
+                        ram = (qa >= 0xC000 and qa < 0xFE00) or (qa >= 0xFF80 and qa < 0xFFFF)
+                        if qlane == LANE_LOAD8:
+                            if not (ram or (qa < 0x8000 and (qa >= 0x100 or g.has_boot == 0))):
+                                break
+                            if tn + 4 < dma_e and tn + 4 >= dma_s:
+                                break  # the read's M-cycle falls in OAM DMA
+                        elif not ram:
+                            break
+                    t = tn
                     pc = (pc + 1 + n_q) & 0xFFFF
                     icount += 1
                     ran = int(1)
                     f0 = r[R_F]
-                    if qkind == QUICK_JUMP:
+                    if qlane == LANE_JUMP:
                         r[R_F] = f0 & 0xF0
                         jump = jump_lane(qw0, f0, pc, qimm, (r[4] << 8) | r[5])
                         pc = jump[0]
                         t += jump[1]
-                    else:
-                        qcode = qword & 0xFF
-                        w1q = ld_i32(g.dec_ptr, qcode * DESC_BYTES + 4)
+                    elif qlane == LANE_STORE8:
+                        w1q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4)
                         src = field(w1q, SRC8_SHIFT, 4)
                         vq = qimm & 0xFF
                         if src != S8_IMM:
                             vq = r[src]
+                        r[R_F] = f0 & 0xF0
+                        t += 4
+                        if qa >= 0xC000 and qa < 0xFE00:
+                            mset(g, env, WRAM_OFF + (qa & 0x1FFF), vq)
+                        else:
+                            mset(g, env, HRAM_OFF + (qa - 0xFF80), vq)
+                    else:  # LANE_REG8, LANE_LOAD8
+                        qcode = qword & 0xFF
+                        w1q = ld_i32(g.dec_ptr, qcode * DESC_BYTES + 4)
+                        vq = qimm & 0xFF
+                        if qlane == LANE_LOAD8:
+                            t += 4
+                            if qa >= 0xC000 and qa < 0xFE00:
+                                vq = mget(g, env, WRAM_OFF + (qa & 0x1FFF))
+                            elif qa >= 0xFF80:
+                                vq = mget(g, env, HRAM_OFF + (qa - 0xFF80))
+                            else:
+                                vq = ld_u8(wp.where(qa < 0x4000, code_lo, code_hi), qa)
+                        else:
+                            src = field(w1q, SRC8_SHIFT, 4)
+                            if src != S8_IMM:
+                                vq = r[src]
                         oq = alu8_host(w1q, r[R_A], vq, f0, qcode)
                         r[R_F] = oq & 0xFF
                         dq = field(w1q, DST8_SHIFT, 4)

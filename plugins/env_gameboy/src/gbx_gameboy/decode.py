@@ -400,28 +400,33 @@ def decode_table() -> np.ndarray:
 
 
 # The CPU variant's predecoded ROM (``rom_predecode``): one int32 per ROM byte, word 0 of
-# the descriptor of the opcode that byte would be, with the inner loop's kind in the top
-# two bits (QUICK_SHIFT): QUICK_NONE, QUICK_JUMP (LANE_JUMP), QUICK_REG8 (LANE_REG8).
-QUICK_SHIFT = 30
-QUICK_NONE, QUICK_JUMP, QUICK_REG8 = range(3)
+# the descriptor of the opcode that byte would be, with the lane of the run loop's inner
+# loop in bits 27-29 (QUICK_SHIFT, the "special" field, which is SP_NONE for every
+# instruction with a short lane): one of INNER_LANES, or LANE_GENERIC for an instruction
+# the inner loop leaves to the full path.
+QUICK_SHIFT = SPECIAL_SHIFT
+INNER_LANES = (LANE_JUMP, LANE_REG8, LANE_LOAD8, LANE_STORE8)
 DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
 
 
 def rom_predecode(rom: bytes) -> np.ndarray:
     """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
-    byte, with its QUICK_* kind in bits 30-31 (the CB prefix: QUICK_NONE, its lane is
-    the next byte's). The CPU variant of the run kernel reads it after the descriptors,
-    so that an instruction's length and kind come from one load at the address of its
-    PC, not from a load that waits for the opcode."""
-    table = decode_table().reshape(2 * CB_BASE, WORDS)
-    kind = np.full(CB_BASE, QUICK_NONE, dtype=np.int64)
-    kind[table[:CB_BASE, 3] == LANE_JUMP] = QUICK_JUMP
-    kind[table[:CB_BASE, 3] == LANE_REG8] = QUICK_REG8
-    kind[0xCB] = QUICK_NONE
-    words = (table[:CB_BASE, 0].astype(np.int64) & ((1 << QUICK_SHIFT) - 1)) | (
-        kind << QUICK_SHIFT)
-    per_op = words.astype(np.uint32).view(np.int32)
-    return per_op[np.frombuffer(bytes(rom), dtype=np.uint8)]
+    byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the CB prefix, whose
+    lane is the next byte's, for (HL+) and (HL-), and for the lanes not in INNER_LANES).
+    The CPU variant of the run kernel reads it after the descriptors, so that an
+    instruction's length and lane come from one load at the address of its PC, not from
+    a load that waits for the opcode."""
+    table = decode_table().reshape(2 * CB_BASE, WORDS)[:CB_BASE]
+    words = table[:, 0].astype(np.int64)
+    lane = table[:, 3].astype(np.int64)
+    memory = (lane == LANE_LOAD8) | (lane == LANE_STORE8)
+    hl_step = ((table[:, 2] >> DST16_SHIFT) & 7) == R16_HL
+    inner = np.isin(lane, INNER_LANES) & ~(memory & hl_step)
+    inner[0xCB] = False
+    assert not (words[inner] >> QUICK_SHIFT).any(), "an inner-loop opcode has a special"
+    kept = words & ((1 << QUICK_SHIFT) - 1)
+    out = np.where(inner, kept | (lane << QUICK_SHIFT), kept)
+    return out.astype(np.int32)[np.frombuffer(bytes(rom), dtype=np.uint8)]
 
 
 def m_cycles(index: int, taken: bool = True) -> int:
