@@ -488,6 +488,23 @@ def alu8_host(w1: int, a: int, v: int, f0: int, code: int) -> int:
     )
 
 
+@wp.func
+def reg16_host(w1: int, w2: int, v16: int, hl: int, imm: int, f0: int) -> wp.vec2i:
+    """The work of LANE_REG16 for one CPU thread on its 16-bit source v16: (the 16-bit
+    result, F from ``f0`` with the descriptor's kept, forced and computed flags)."""
+    o = v16 << 8
+    op = field(w2, OP16_SHIFT, 3)
+    if op != OP16_PASS:
+        o = add16(op, v16, hl, imm & 0xFF)
+    calc = wp.where(field(w1, F16_SHIFT, 1) != 0, o & 0xF0, 0)
+    f = (
+        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+        | (field(w1, FSET_SHIFT, 4) << 4)
+        | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
+    )
+    return wp.vec2i(o >> 8, f)
+
+
 @wp.func_native("return (uint64_t)a.data;")
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
@@ -741,8 +758,8 @@ def run_kernel(
             continue
 
         if wp.static(HOST and not PHASE_CLOCKS):
-            # One CPU thread: a straight run of jumps, register operations and one-byte
-            # loads and stores on WRAM, HRAM or ROM (the inner-loop lanes of
+            # One CPU thread: a straight run of jumps, 8- and 16-bit register operations
+            # and one-byte loads and stores on WRAM, HRAM or ROM (the inner-loop lanes of
             # decode.rom_predecode) fetched from cartridge ROM goes round this inner
             # loop, which does only what they need. They change nothing the checks above
             # read (interrupts cannot be taken in it: IME or the pending requests are 0;
@@ -769,7 +786,15 @@ def run_kernel(
                         n_q == 2, qword & 0xFF0000, 0) >> 8
                     tn = tq + 4 * n_q  # the cycle after the immediates
                     qa = int(0)  # the byte's address (loads and stores)
-                    if qlane >= LANE_LOAD8:
+                    q16 = int(0)  # the 16-bit source (LANE_REG16)
+                    w2q = int(0)
+                    if qlane == LANE_REG16:
+                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
+                        q16 = value16_host(field(w2q, SRC16_SHIFT, 3), r, sp, qimm,
+                                           (r[4] << 8) | r[5])
+                        if (q16 & 0xFF00) == 0xFE00:
+                            break  # the OAM bug's page: the full path
+                    elif qlane >= LANE_LOAD8:
                         qa = bus_address_host(
                             field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT, WADDR_SHIFT), 3),
                             r, sp, qimm)
@@ -792,6 +817,17 @@ def run_kernel(
                         jump = jump_lane(qw0, f0, pc, qimm, (r[4] << 8) | r[5])
                         pc = jump[0]
                         t += jump[1]
+                    elif qlane == LANE_REG16:
+                        o16 = reg16_host(ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4),
+                                         w2q, q16, (r[4] << 8) | r[5], qimm, f0)
+                        r[R_F] = o16[1]
+                        d16 = field(w2q, DST16_SHIFT, 3)
+                        if d16 == R16_SP:
+                            sp = o16[0]
+                        else:
+                            r[2 * d16] = o16[0] >> 8
+                            r[2 * d16 + 1] = o16[0] & 0xFF
+                        t += 4 * field(qw0, EXTRA_SHIFT, 2)
                     elif qlane == LANE_STORE8:
                         w1q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4)
                         src = field(w1q, SRC8_SHIFT, 4)
@@ -925,25 +961,16 @@ def run_kernel(
                 elif lane == LANE_REG16:
                     hl0 = (r[4] << 8) | r[5]
                     v16 = value16_host(field(w2, SRC16_SHIFT, 3), r, sp, imm, hl0)
-                    op16 = field(w2, OP16_SHIFT, 3)
                     if (v16 & 0xFF00) == 0xFE00:  # OAM bug: inc/dec rr, ld sp,hl
                         oam_bug_idu(g.ref, env, w0, w2, t)
-                    o16 = v16 << 8
-                    if op16 != OP16_PASS:
-                        o16 = add16(op16, v16, hl0, imm & 0xFF)
-                    calc0 = wp.where(field(w1, F16_SHIFT, 1) != 0, o16 & 0xF0, 0)
-                    r[R_F] = (
-                        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
-                        | (field(w1, FSET_SHIFT, 4) << 4)
-                        | (calc0 & (field(w1, FCALC_SHIFT, 4) << 4))
-                    )
+                    o16 = reg16_host(w1, w2, v16, hl0, imm, f0)
+                    r[R_F] = o16[1]
                     d16 = field(w2, DST16_SHIFT, 3)
-                    res0 = o16 >> 8
                     if d16 == R16_SP:
-                        sp = res0
+                        sp = o16[0]
                     else:
-                        r[2 * d16] = res0 >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
-                        r[2 * d16 + 1] = res0 & 0xFF
+                        r[2 * d16] = o16[0] >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
+                        r[2 * d16 + 1] = o16[0] & 0xFF
                     t += 4 * field(w0, EXTRA_SHIFT, 2)
                 elif lane == LANE_STACK:
                     r[R_F] = f0 & 0xF0
