@@ -505,6 +505,58 @@ def reg16_host(w1: int, w2: int, v16: int, hl: int, imm: int, f0: int) -> wp.vec
     return wp.vec2i(o >> 8, f)
 
 
+@wp.func
+def push_value_host(w2: int, r: vec8i, sp: int, imm: int, pc: int, f0: int) -> int:
+    """The 16-bit value PUSH, CALL or RST puts on the stack (F as ``f0``, before the
+    instruction), for one CPU thread."""
+    v16 = pc
+    src16 = field(w2, SRC16_SHIFT, 3)
+    if src16 != R16_PC:
+        v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
+        if src16 == R16_AF:
+            v16 = (r[R_A] << 8) | f0
+    return v16
+
+
+@wp.func
+def push_target_host(w0: int, pc: int, imm: int, code: int) -> int:
+    """PC after PUSH (unchanged), CALL (the immediate) or RST (its vector)."""
+    psel = field(w0, PC_SHIFT, 3)
+    npc = pc
+    if psel == PC_IMM:
+        npc = imm
+    elif psel == PC_RST:
+        npc = code & 0x38
+    return npc
+
+
+@wp.func
+def plain_ram(a: int) -> bool:
+    """WRAM (with its echo) or HRAM without IE: memory a CPU access only reads or
+    stores, at any cycle outside OAM DMA."""
+    return (a >= 0xC000 and a < 0xFE00) or (a >= 0xFF80 and a < 0xFFFF)
+
+
+@wp.func
+def plain_get(g: GB, env: int, a: int) -> int:
+    """Byte at ``a``, which ``plain_ram`` accepts."""
+    v = int(0)
+    if a < 0xFE00:
+        v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
+    else:
+        v = mget(g, env, HRAM_OFF + (a - 0xFF80))
+    return v
+
+
+@wp.func
+def plain_set(g: GB, env: int, a: int, v: int):
+    """Store byte v at ``a``, which ``plain_ram`` accepts."""
+    if a < 0xFE00:
+        mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
+    else:
+        mset(g, env, HRAM_OFF + (a - 0xFF80), v)
+
+
 @wp.func_native("return (uint64_t)a.data;")
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
@@ -758,8 +810,9 @@ def run_kernel(
             continue
 
         if wp.static(HOST and not PHASE_CLOCKS):
-            # One CPU thread: a straight run of jumps, 8- and 16-bit register operations
-            # and one-byte loads and stores on WRAM, HRAM or ROM (the inner-loop lanes of
+            # One CPU thread: a straight run of jumps, 8- and 16-bit register operations,
+            # one-byte loads and stores on WRAM, HRAM or ROM and stack operations on WRAM
+            # or HRAM (the inner-loop lanes of
             # decode.rom_predecode) fetched from cartridge ROM goes round this inner
             # loop, which does only what they need. They change nothing the checks above
             # read (interrupts cannot be taken in it: IME or the pending requests are 0;
@@ -794,6 +847,19 @@ def run_kernel(
                                            (r[4] << 8) | r[5])
                         if (q16 & 0xFF00) == 0xFE00:
                             break  # the OAM bug's page: the full path
+                    elif qlane == LANE_STACK:
+                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
+                        if cond(field(qw0, CC_SHIFT, 3), r[R_F]):
+                            if field(qw0, NRD_SHIFT, 2) != 0:  # POP, RET
+                                tr = tn + 4 * field(qw0, RWAIT_SHIFT, 1)
+                                if not (plain_ram(sp) and plain_ram((sp + 1) & 0xFFFF)):
+                                    break
+                                if tr + 8 >= dma_s and tr + 4 < dma_e:
+                                    break  # a read's M-cycle falls in OAM DMA
+                            elif (sp & 0xFF00) == 0xFE00 or not (
+                                plain_ram((sp - 1) & 0xFFFF) and plain_ram((sp - 2) & 0xFFFF)
+                            ):
+                                break  # PUSH, CALL, RST elsewhere, or the OAM bug's page
                     elif qlane >= LANE_LOAD8:
                         qa = bus_address_host(
                             field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT, WADDR_SHIFT), 3),
@@ -828,6 +894,32 @@ def run_kernel(
                             r[2 * d16] = o16[0] >> 8
                             r[2 * d16 + 1] = o16[0] & 0xFF
                         t += 4 * field(qw0, EXTRA_SHIFT, 2)
+                    elif qlane == LANE_STACK:
+                        r[R_F] = f0 & 0xF0
+                        t += 4 * field(qw0, RWAIT_SHIFT, 1)
+                        if cond(field(qw0, CC_SHIFT, 3), f0):
+                            if field(qw0, NRD_SHIFT, 2) != 0:  # POP, RET
+                                lo = plain_get(g, env, sp)
+                                hi = plain_get(g, env, (sp + 1) & 0xFFFF)
+                                t += 8
+                                sp = (sp + 2) & 0xFFFF
+                                d16 = field(w2q, DST16_SHIFT, 3)
+                                if d16 == D16_NONE:
+                                    pc = (hi << 8) | lo
+                                elif d16 == R16_AF:
+                                    r[R_A] = hi
+                                    r[R_F] = lo & 0xF0
+                                else:
+                                    r[2 * d16] = hi
+                                    r[2 * d16 + 1] = lo
+                            else:  # PUSH, CALL, RST
+                                v16 = push_value_host(w2q, r, sp, qimm, pc, f0)
+                                pc = push_target_host(qw0, pc, qimm, qword & 0xFF)
+                                plain_set(g, env, (sp - 1) & 0xFFFF, v16 >> 8)
+                                plain_set(g, env, (sp - 2) & 0xFFFF, v16 & 0xFF)
+                                t += 12
+                                sp = (sp - 2) & 0xFFFF
+                            t += 4 * field(qw0, EXTRA_SHIFT, 2)
                     elif qlane == LANE_STORE8:
                         w1q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4)
                         src = field(w1q, SRC8_SHIFT, 4)
@@ -995,17 +1087,8 @@ def run_kernel(
                                 r[2 * d16] = hi  # BC DE HL: registers 0-1, 2-3, 4-5
                                 r[2 * d16 + 1] = lo
                         else:  # PUSH, CALL, RST: high byte at SP-1, low at SP-2
-                            v16 = pc
-                            src16 = field(w2, SRC16_SHIFT, 3)
-                            if src16 != R16_PC:
-                                v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
-                                if src16 == R16_AF:  # F as it was before this instruction
-                                    v16 = (r[R_A] << 8) | f0
-                            psel0 = field(w0, PC_SHIFT, 3)
-                            if psel0 == PC_IMM:
-                                pc = imm
-                            elif psel0 == PC_RST:
-                                pc = code & 0x38
+                            v16 = push_value_host(w2, r, sp, imm, pc, f0)
+                            pc = push_target_host(w0, pc, imm, code)
                             if (sp & 0xFF00) == 0xFE00:  # OAM bug: SP on the bus
                                 oam_bug_idu(g.ref, env, w0, w2, t)
                             t += 8

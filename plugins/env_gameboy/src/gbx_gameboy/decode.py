@@ -405,7 +405,7 @@ def decode_table() -> np.ndarray:
 # instruction with a short lane): one of INNER_LANES, or LANE_GENERIC for an instruction
 # the inner loop leaves to the full path.
 QUICK_SHIFT = SPECIAL_SHIFT
-INNER_LANES = (LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8)
+INNER_LANES = (LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_STACK)
 DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
 
 
