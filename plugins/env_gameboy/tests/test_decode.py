@@ -134,7 +134,7 @@ def test_rom_predecode_holds_word_0_and_the_inner_loop_lane() -> None:
     rom = bytes(range(256)) + bytes([0x18, 0xFE, 0xCB, 0x37])
     pre = D.rom_predecode(rom)
     assert pre.dtype == np.int32 and pre.shape == (len(rom),)
-    full_path = {0xCB, 0x22, 0x2A, 0x32, 0x3A}  # CB prefix, (HL+) and (HL-)
+    full_path = {0xCB}  # the CB prefix: its lane is the next byte's
     for i, byte in enumerate(rom):
         word = int(pre[i])
         d = D.describe(byte)

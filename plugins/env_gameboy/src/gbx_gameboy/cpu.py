@@ -557,6 +557,12 @@ def plain_set(g: GB, env: int, a: int, v: int):
         mset(g, env, HRAM_OFF + (a - 0xFF80), v)
 
 
+@wp.func
+def hl_step(w2: int) -> int:
+    """HL's step after the access of (HL+) (+1) or (HL-) (-1)."""
+    return wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
+
+
 @wp.func_native("return (uint64_t)a.data;")
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
@@ -861,11 +867,12 @@ def run_kernel(
                             ):
                                 break  # PUSH, CALL, RST elsewhere, or the OAM bug's page
                     elif qlane >= LANE_LOAD8:
+                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
                         qa = bus_address_host(
                             field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT, WADDR_SHIFT), 3),
                             r, sp, qimm)
                         # WRAM and HRAM (not IE); loads also ROM, outside the boot ROM.
-                        ram = (qa >= 0xC000 and qa < 0xFE00) or (qa >= 0xFF80 and qa < 0xFFFF)
+                        ram = plain_ram(qa)
                         if qlane == LANE_LOAD8:
                             if not (ram or (qa < 0x8000 and (qa >= 0x100 or g.has_boot == 0))):
                                 break
@@ -928,20 +935,19 @@ def run_kernel(
                             vq = r[src]
                         r[R_F] = f0 & 0xF0
                         t += 4
-                        if qa >= 0xC000 and qa < 0xFE00:
-                            mset(g, env, WRAM_OFF + (qa & 0x1FFF), vq)
-                        else:
-                            mset(g, env, HRAM_OFF + (qa - 0xFF80), vq)
+                        plain_set(g, env, qa, vq)
+                        if field(w2q, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
+                            hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
+                            r[4] = (hl1 >> 8) & 0xFF
+                            r[5] = hl1 & 0xFF
                     else:  # LANE_REG8, LANE_LOAD8
                         qcode = qword & 0xFF
                         w1q = ld_i32(g.dec_ptr, qcode * DESC_BYTES + 4)
                         vq = qimm & 0xFF
                         if qlane == LANE_LOAD8:
                             t += 4
-                            if qa >= 0xC000 and qa < 0xFE00:
-                                vq = mget(g, env, WRAM_OFF + (qa & 0x1FFF))
-                            elif qa >= 0xFF80:
-                                vq = mget(g, env, HRAM_OFF + (qa - 0xFF80))
+                            if qa >= 0xC000:
+                                vq = plain_get(g, env, qa)
                             else:
                                 vq = ld_u8(wp.where(qa < 0x4000, code_lo, code_hi), qa)
                         else:
@@ -953,6 +959,10 @@ def run_kernel(
                         dq = field(w1q, DST8_SHIFT, 4)
                         if dq < 8:
                             r[dq] = oq >> 8
+                        if qlane == LANE_LOAD8 and field(w2q, DST16_SHIFT, 3) == R16_HL:
+                            hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
+                            r[4] = (hl1 >> 8) & 0xFF
+                            r[5] = hl1 & 0xFF
                 if ran != 0:
                     continue
 
@@ -1123,8 +1133,7 @@ def run_kernel(
                 if (lane == LANE_LOAD8 or lane == LANE_STORE8) and field(
                     w2, DST16_SHIFT, 3
                 ) == R16_HL:  # (HL+) / (HL-): HL steps after the access
-                    step = wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
-                    hl1 = ((r[4] << 8) | r[5]) + step
+                    hl1 = ((r[4] << 8) | r[5]) + hl_step(w2)
                     r[4] = (hl1 >> 8) & 0xFF
                     r[5] = hl1 & 0xFF
                 if ei_delay > 0:

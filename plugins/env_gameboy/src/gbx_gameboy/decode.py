@@ -412,16 +412,14 @@ DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
 def rom_predecode(rom: bytes) -> np.ndarray:
     """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
     byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the CB prefix, whose
-    lane is the next byte's, for (HL+) and (HL-), and for the lanes not in INNER_LANES).
+    lane is the next byte's, and for the lanes not in INNER_LANES).
     The CPU variant of the run kernel reads it after the descriptors, so that an
     instruction's length and lane come from one load at the address of its PC, not from
     a load that waits for the opcode."""
     table = decode_table().reshape(2 * CB_BASE, WORDS)[:CB_BASE]
     words = table[:, 0].astype(np.int64)
     lane = table[:, 3].astype(np.int64)
-    memory = (lane == LANE_LOAD8) | (lane == LANE_STORE8)
-    hl_step = ((table[:, 2] >> DST16_SHIFT) & 7) == R16_HL
-    inner = np.isin(lane, INNER_LANES) & ~(memory & hl_step)
+    inner = np.isin(lane, INNER_LANES)
     inner[0xCB] = False
     assert not (words[inner] >> QUICK_SHIFT).any(), "an inner-loop opcode has a special"
     kept = words & ((1 << QUICK_SHIFT) - 1)
