@@ -27,13 +27,13 @@ CASES = {
 assert sorted(CASES) == ["dmg-acid2", "sprite_priority"]
 
 
-def _check_screen(case: str, device: str) -> None:
+def _check_screen(case: str, device: str, kernel: str = "auto") -> None:
     rom, png = (TESTROMS / p for p in CASES[case])
     if not rom.is_file() or not png.is_file():
         pytest.skip(f"test ROM {rom} not present (set GBX_TESTROMS to the testroms folder)")
     from gbx_gameboy.machine import GameBoyBatch
 
-    batch = GameBoyBatch(rom, 2, device)
+    batch = GameBoyBatch(rom, 2, device, kernel=kernel)
     batch.run_frames(FRAMES, render_last=True)
     want = np.asarray(Image.open(png).convert("L"))
     for env in range(2):
@@ -42,9 +42,12 @@ def _check_screen(case: str, device: str) -> None:
         assert bad.size == 0, f"{case}: {len(bad)} pixels differ, first at (y, x) = {tuple(bad[0])}"
 
 
+# The CPU device runs both variants of the run kernel: the CPU one draws with
+# render_line_host, the CUDA one with render_line.
+@pytest.mark.parametrize("kernel", ["cpu", "cuda"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_screen_matches_reference(case: str) -> None:
-    _check_screen(case, "cpu")
+def test_screen_matches_reference(case: str, kernel: str) -> None:
+    _check_screen(case, "cpu", kernel)
 
 
 @pytest.mark.cuda

@@ -53,20 +53,25 @@ def random_state(rng: np.random.Generator, lcdc: int | None = None) -> np.ndarra
     return m
 
 
-def render_warp(states: np.ndarray, device: str) -> np.ndarray:
+# Both renderers: render_line (CUDA variant) and render_line_host (CPU variant).
+HOSTS = pytest.mark.parametrize("host", [False, True], ids=["render_line", "render_line_host"])
+
+
+def render_warp(states: np.ndarray, device: str, host: bool = False) -> np.ndarray:
     tiled = tile_envs(torch.from_numpy(states)).numpy()  # (tiles, bytes, TILE)
     mem = wp.array(tiled, dtype=wp.uint8, device=device)
     fb = wp.zeros((states.shape[0], 144, 160), dtype=wp.uint8, device=device)
-    render_frames(mem, fb)
+    render_frames(mem, fb, host=host)
     return fb.numpy()
 
 
+@HOSTS
 @pytest.mark.parametrize("device", devices())
-def test_random_states_match_reference(device: str) -> None:
+def test_random_states_match_reference(device: str, host: bool) -> None:
     rng = np.random.default_rng(1234)
     lcdcs = [None] * 10 + [0xFF, 0xE3, 0x93, 0x97, 0xF3, 0x81, 0x82, 0x87, 0x91, 0x00]
     states = np.stack([random_state(rng, lc) for lc in lcdcs])
-    got = render_warp(states, device)
+    got = render_warp(states, device, host)
     for e in range(len(states)):
         want = reference_frame(states[e])
         bad = np.argwhere(got[e] != want)
@@ -92,21 +97,23 @@ def put_obj(m: np.ndarray, i: int, y: int, x: int, tile: int, attr: int = 0) -> 
     m[OAM_OFF + 4 * i:OAM_OFF + 4 * i + 4] = [y + 16, x + 8, tile, attr]
 
 
-def test_ten_objects_per_line_in_oam_order() -> None:
+@HOSTS
+def test_ten_objects_per_line_in_oam_order(host: bool) -> None:
     m = blank_state()
     solid_tile(m, 1, 3)
     for i in range(12):  # 12 objects on line 0; the last two are dropped
         put_obj(m, i, 0, 8 * i, 1)
-    got = render_warp(m[None], "cpu")[0]
+    got = render_warp(m[None], "cpu", host)[0]
     assert (got[0, 0:80] == 3).all()
     assert (got[0, 80:] == 0).all()
     # An object off-screen in X still uses up one of the ten slots.
     put_obj(m, 0, 0, -8, 1)
-    got = render_warp(m[None], "cpu")[0]
+    got = render_warp(m[None], "cpu", host)[0]
     assert (got[0, 0:8] == 0).all() and (got[0, 8:80] == 3).all() and (got[0, 80:] == 0).all()
 
 
-def test_object_priority_lower_x_then_oam_index() -> None:
+@HOSTS
+def test_object_priority_lower_x_then_oam_index(host: bool) -> None:
     m = blank_state()
     solid_tile(m, 1, 1)
     solid_tile(m, 2, 2)
@@ -114,12 +121,13 @@ def test_object_priority_lower_x_then_oam_index() -> None:
     put_obj(m, 1, 0, 0, 2)
     put_obj(m, 2, 20, 50, 1)  # same X: lower OAM index wins
     put_obj(m, 3, 20, 50, 2)
-    got = render_warp(m[None], "cpu")[0]
+    got = render_warp(m[None], "cpu", host)[0]
     assert list(got[0, 0:12]) == [2] * 8 + [1] * 4
     assert (got[20, 50:58] == 1).all()
 
 
-def test_bg_over_obj_flips_palettes_and_tall_objects() -> None:
+@HOSTS
+def test_bg_over_obj_flips_palettes_and_tall_objects(host: bool) -> None:
     m = blank_state(lcdc=0x97)  # 8x16 objects
     solid_tile(m, 4, 3)  # tile 4 (top) and 5 (bottom) of the pair 4/5
     solid_tile(m, 5, 1)
@@ -134,7 +142,7 @@ def test_bg_over_obj_flips_palettes_and_tall_objects() -> None:
     x_tile[0] = 0x80  # one pixel at the left edge of row 0
     m[VRAM_OFF + 8 * 16:VRAM_OFF + 9 * 16] = x_tile
     put_obj(m, 5, 60, 60, 8, attr=0x20)  # X flip moves it to the right edge
-    got = render_warp(m[None], "cpu")[0]
+    got = render_warp(m[None], "cpu", host)[0]
     assert (got[0:8, 0:8] == 3).all() and (got[8:16, 0:8] == 1).all()
     assert (got[0:8, 20:28] == 1).all() and (got[8:16, 20:28] == 3).all()
     assert (got[0:8, 40:48] == 0).all() and (got[8:16, 40:48] == 2).all()
@@ -144,19 +152,21 @@ def test_bg_over_obj_flips_palettes_and_tall_objects() -> None:
     assert (reference_frame(m) == got).all()
 
 
-def test_bg_disabled_is_white_but_objects_show() -> None:
+@HOSTS
+def test_bg_disabled_is_white_but_objects_show(host: bool) -> None:
     m = blank_state(lcdc=0x92)
     m[IO_OFF + BGP] = 0xFF  # would be black if BG colour 0 were drawn
     solid_tile(m, 1, 3)
     put_obj(m, 0, 10, 10, 1, attr=0x80)
-    got = render_warp(m[None], "cpu")[0]
+    got = render_warp(m[None], "cpu", host)[0]
     assert got[0, 0] == 0 and (got[10:18, 10:18] == 3).all()
 
 
-def test_lcd_off_is_blank() -> None:
+@HOSTS
+def test_lcd_off_is_blank(host: bool) -> None:
     m = blank_state(lcdc=0x13)
     m[IO_OFF + BGP] = 0xFF
-    assert (render_warp(m[None], "cpu")[0] == 0).all()
+    assert (render_warp(m[None], "cpu", host)[0] == 0).all()
 
 
 @wp.kernel

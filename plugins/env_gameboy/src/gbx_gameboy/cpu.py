@@ -1407,10 +1407,13 @@ def run_kernel(
 
 
 # The CPU variant: the same function, generated with HOST = True (see HOST above) into a
-# Warp module of its own.
-def _host_function(func: Any) -> Any:
-    """A copy of the Python function ``func`` that sees HOST = True."""
-    copy = types.FunctionType(func.__code__, {**func.__globals__, "HOST": True},
+# Warp module of its own. It draws lines with ``render.render_line_host`` (a tile row at a
+# time) instead of ``render.render_line``: every Warp function on a call path from the
+# kernel to the renderer is copied into the CPU module with its reference to the next one
+# on the path replaced, so the CUDA variant's functions stay as they are.
+def _host_function(func: Any, replace: dict[str, Any]) -> Any:
+    """A copy of the Python function ``func`` that sees HOST = True and ``replace``."""
+    copy = types.FunctionType(func.__code__, {**func.__globals__, "HOST": True, **replace},
                               func.__name__, func.__defaults__, func.__closure__)
     copy.__annotations__ = dict(func.__annotations__)
     copy.__qualname__ = func.__qualname__
@@ -1418,5 +1421,48 @@ def _host_function(func: Any) -> Any:
     return copy
 
 
-run_kernel_host = wp.kernel(_host_function(run_kernel.func), name="run_kernel_host",
-                            module=HOST_MODULE)
+def _referenced_functions(func: Any) -> dict[str, Any]:
+    """The Warp functions the Python function ``func`` names as globals."""
+    names = set(func.__code__.co_names)
+    for const in func.__code__.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= set(const.co_names)
+    return {n: v for n in names
+            if isinstance(v := func.__globals__.get(n), type(ppu_advance))}
+
+
+def _host_replacements(func: Any, target: Any, host_target: Any,
+                       done: dict[int, Any]) -> dict[str, Any]:
+    """Global names in ``func`` to rebind in its CPU copy: ``target`` to ``host_target``,
+    and every Warp function that reaches ``target`` to its CPU copy (made once, in
+    ``done``, keyed by the original's id; None for functions that do not reach it)."""
+    replace: dict[str, Any] = {}
+    for name, fn in _referenced_functions(func).items():
+        if fn is target:
+            replace[name] = host_target
+            continue
+        if id(fn) not in done:
+            done[id(fn)] = None  # a cycle through fn does not reach the target by itself
+            sub = _host_replacements(fn.func, target, host_target, done)
+            if sub:
+                hint = {"forceinline": True, "noinline": False}.get(fn.inline_hint or "")
+                done[id(fn)] = wp.func(_host_function(fn.func, sub), name=f"{fn.key}_host",
+                                       module=HOST_MODULE, inline=hint)
+        if done[id(fn)] is not None:
+            replace[name] = done[id(fn)]
+    return replace
+
+
+def _host_render() -> dict[str, Any]:
+    """The CPU variant's replacements for the renderer (none in a timing-only build)."""
+    from gbx_gameboy import ppu_timing
+
+    if ppu_timing.render_line is ppu_timing._no_render:
+        return {}
+    from gbx_gameboy.render import render_line, render_line_host
+
+    return _host_replacements(run_kernel.func, render_line, render_line_host, {})
+
+
+run_kernel_host = wp.kernel(_host_function(run_kernel.func, _host_render()),
+                            name="run_kernel_host", module=HOST_MODULE)

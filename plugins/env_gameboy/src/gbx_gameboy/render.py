@@ -11,6 +11,10 @@ Rendering a whole line at once (instead of a pixel FIFO) is exact for every
 register write that lands between lines; writes in the middle of mode 3 take
 effect from the next line. That is what dmg-acid2 and most games need.
 
+``render_line_host`` draws the same picture a tile row at a time (one map entry and
+one pair of tile bytes per 8 pixels, where ``render_line`` reads them per pixel): the
+CPU variant of the run kernel draws with it, the CUDA variant with ``render_line``.
+
 ``render_frames`` is a standalone kernel (one thread per env, lines in order)
 used by tests and tools to draw the current VRAM/OAM/IO state of every env.
 """
@@ -216,6 +220,168 @@ def render_line(
     return win_line
 
 
+@wp.func
+def _plane_span(
+    mb: wp.uint64, env: int, ly: int, fb: wp.array3d(dtype=wp.uint8),
+    map_base: int, unsigned_tiles: int, x0: int, x1: int, px0: int, py: int,
+    bgp: int, keep_index: int,
+):
+    """Pixels x0..x1-1 of line ``ly`` from the BG/window plane at ``map_base``, starting at
+    plane pixel (px0, py): one map entry and one pair of tile bytes per tile row. Each
+    pixel gets its shade, plus its colour index in bits 0-1 (shade in bits 2-3) when
+    ``keep_index`` is set, for the object pass to decide BG-over-OBJ."""
+    x = x0
+    px = px0
+    row = (py & 7) * 2
+    while x < x1:
+        tile_no = _rd(mb, _VRAM + map_base + ((py >> 3) & 31) * 32 + ((px >> 3) & 31))
+        tile_addr = tile_no * 16
+        if unsigned_tiles == 0:
+            if tile_no >= 128:
+                tile_no = tile_no - 256
+            tile_addr = 0x1000 + tile_no * 16
+        lo = _rd(mb, _VRAM + tile_addr + row)
+        hi = _rd(mb, _VRAM + tile_addr + row + 1)
+        col = px & 7
+        n = wp.min(8 - col, x1 - x)
+        for j in range(n):
+            bit = 7 - (col + j)
+            c = ((lo >> bit) & 1) | (((hi >> bit) & 1) << 1)
+            v = _palette(bgp, c)
+            if keep_index != 0:
+                v = c | (v << 2)
+            fb[env, ly, x + j] = wp.uint8(v)
+        x += n
+        px += n
+
+
+@wp.func
+def render_line_host(
+    mb: wp.uint64,
+    env: int,
+    ly: int,
+    win_line: int,
+    fb: wp.array3d(dtype=wp.uint8),
+) -> int:
+    """``render_line`` for one CPU thread: the same picture, drawn a tile row at a time.
+
+    The background and window take one map entry and one pair of tile bytes per 8
+    pixels, each object its pair of tile bytes once; objects are drawn from the lowest
+    drawing priority to the highest, each opaque pixel deciding against the BG colour
+    index kept beside the shade, so the highest-priority opaque object decides, as in
+    ``render_line``. The CPU variant of the run kernel draws with it
+    (``cpu.run_kernel_host``); ``test_render.py`` checks it against ``render_line``."""
+    if ly < 0 or ly >= _H:
+        return win_line
+    if wp.static(CHECK_BOUNDS):
+        check_index(ly, _H)
+    lcdc = _rd(mb, _LCDC)
+    if (lcdc & 0x80) == 0:
+        for x in range(_W):
+            fb[env, ly, x] = wp.uint8(0)
+        return win_line
+
+    bg_on = lcdc & 0x01
+    obj_on = (lcdc >> 1) & 1
+    obj_h = wp.int32(8)
+    if (lcdc & 0x04) != 0:
+        obj_h = 16
+    unsigned_tiles = (lcdc >> 4) & 1
+    bg_map = wp.int32(0x1800)
+    if (lcdc & 0x08) != 0:
+        bg_map = 0x1C00
+    win_map = wp.int32(0x1800)
+    if (lcdc & 0x40) != 0:
+        win_map = 0x1C00
+    scx = _rd(mb, _SCX)
+    scy = _rd(mb, _SCY)
+    wy = _rd(mb, _WY)
+    wx = _rd(mb, _WX)
+    bgp = _rd(mb, _BGP)
+
+    win_active = wp.int32(0)
+    if bg_on != 0 and (lcdc & 0x20) != 0 and ly >= wy and wx <= 166:
+        win_active = 1
+    win_x0 = wx - 7
+
+    # The same object selection and order as render_line.
+    objs = _vec10i()
+    nobj = wp.int32(0)
+    if obj_on != 0:
+        for i in range(40):
+            if nobj < _MAXOBJ:
+                oy = _rd(mb, _OAM + i * 4) - 16
+                if ly >= oy and ly < oy + obj_h:
+                    objs[nobj] = i
+                    nobj += 1
+        for a in range(1, nobj):
+            cur = objs[a]
+            cur_x = _rd(mb, _OAM + cur * 4 + 1)
+            b = a - 1
+            while b >= 0 and _rd(mb, _OAM + objs[b] * 4 + 1) > cur_x:
+                objs[b + 1] = objs[b]
+                b -= 1
+            objs[b + 1] = cur
+
+    keep = wp.int32(0)
+    if nobj > 0:
+        keep = 1
+    if bg_on == 0:
+        for x in range(_W):
+            fb[env, ly, x] = wp.uint8(0)  # index 0, shade 0
+    else:
+        bg_end = wp.int32(_W)
+        if win_active != 0:
+            bg_end = wp.clamp(win_x0, 0, _W)
+        _plane_span(mb, env, ly, fb, bg_map, unsigned_tiles, 0, bg_end,
+                    scx, (ly + scy) & 255, bgp, keep)
+        if bg_end < _W:
+            _plane_span(mb, env, ly, fb, win_map, unsigned_tiles, bg_end, _W,
+                        bg_end - win_x0, win_line, bgp, keep)
+
+    if nobj > 0:
+        obp0 = _rd(mb, _OBP0)
+        obp1 = _rd(mb, _OBP1)
+        for k in range(nobj):
+            o = _OAM + objs[nobj - 1 - k] * 4
+            oy = _rd(mb, o) - 16
+            ox = _rd(mb, o + 1) - 8
+            tile = _rd(mb, o + 2)
+            attr = _rd(mb, o + 3)
+            if obj_h == 16:
+                tile = tile & 0xFE
+            row = ly - oy
+            if (attr & 0x40) != 0:
+                row = obj_h - 1 - row
+            lo = _rd(mb, _VRAM + tile * 16 + row * 2)
+            hi = _rd(mb, _VRAM + tile * 16 + row * 2 + 1)
+            pal = obp0
+            if (attr & 0x10) != 0:
+                pal = obp1
+            for j in range(8):
+                x = ox + j
+                if x >= 0 and x < _W:
+                    bit = 7 - j
+                    if (attr & 0x20) != 0:
+                        bit = j
+                    c = ((lo >> bit) & 1) | (((hi >> bit) & 1) << 1)
+                    if c != 0:
+                        v = wp.int32(fb[env, ly, x])
+                        bg_col = v & 3
+                        shade = _palette(bgp, bg_col)
+                        if bg_on == 0:
+                            shade = 0
+                        if (attr & 0x80) == 0 or bg_col == 0:
+                            shade = _palette(pal, c)
+                        fb[env, ly, x] = wp.uint8(bg_col | (shade << 2))
+        for x in range(_W):
+            fb[env, ly, x] = wp.uint8((wp.int32(fb[env, ly, x]) >> 2) & 3)
+
+    if win_active != 0 and win_x0 < _W:
+        return win_line + 1
+    return win_line
+
+
 @wp.kernel
 def render_frames_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
     """Draw all 144 lines of one env from its current state (one thread per env)."""
@@ -226,11 +392,22 @@ def render_frames_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
         win_line = render_line(mb, env, ly, win_line, fb)
 
 
-def render_frames(mem: wp.array3d, fb: wp.array3d) -> None:
+@wp.kernel
+def render_frames_host_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
+    """``render_frames_kernel`` with ``render_line_host``."""
+    env = wp.tid()
+    mb = env_base(mem_ptr, MEM_TILE_BYTES, 1, env)
+    win_line = wp.int32(0)
+    for ly in range(_H):
+        win_line = render_line_host(mb, env, ly, win_line, fb)
+
+
+def render_frames(mem: wp.array3d, fb: wp.array3d, host: bool = False) -> None:
     """Render every env's current VRAM/OAM/IO state into ``fb`` (``[N, 144, 160]`` uint8).
 
     ``mem`` is tiled, ``(tiles, MEM_BYTES, TILE)`` (see layout.py); ``fb`` holds the envs
-    to draw (at most ``tiles * TILE``)."""
+    to draw (at most ``tiles * TILE``). ``host`` draws with ``render_line_host`` (the CPU
+    variant's renderer) instead of ``render_line``."""
     if tuple(mem.shape[1:]) != (MEM_BYTES, TILE):
         raise ValueError(f"mem must be shaped (tiles, {MEM_BYTES}, {TILE}), got {mem.shape}")
     num_envs = fb.shape[0]
@@ -239,4 +416,5 @@ def render_frames(mem: wp.array3d, fb: wp.array3d) -> None:
         raise ValueError(f"fb must be shaped (N <= {most}, {SCREEN_H}, {SCREEN_W}), got {fb.shape}")
     if not mem.is_contiguous:
         raise ValueError("mem must be contiguous")
-    wp.launch(render_frames_kernel, dim=num_envs, inputs=[mem.ptr, fb], device=mem.device)
+    kernel = render_frames_host_kernel if host else render_frames_kernel
+    wp.launch(kernel, dim=num_envs, inputs=[mem.ptr, fb], device=mem.device)
