@@ -304,7 +304,8 @@ def render_line_host(
         win_active = 1
     win_x0 = wx - 7
 
-    # The same object selection and order as render_line.
+    # The same object selection and order as render_line, repeated rather than shared:
+    # moving it into a helper changes the CUDA variant's recorded PTX.
     objs = _vec10i()
     nobj = wp.int32(0)
     if obj_on != 0:
