@@ -7,14 +7,21 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gbx_gameboy.phase_clock import PHASE_CLOCKS, summarize
 
+if TYPE_CHECKING:
+    import torch
+
 STEP_FRAMES = 24  # frames per env step (one launch), as the RL envs use
 BOOT_FRAMES = 120
 WARMUP_STEPS = 10
+# The buttons of a game step, drawn per env and step: none, RIGHT, LEFT, UP, DOWN, A, B
+# (actions.py's bits; literals so that importing the CLI does not import torch).
+BUTTON_TABLE = (0, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20)
 
 # A CPU-bound ROM that never halts: ALU work, WRAM/HRAM traffic, calls, a busy loop.
 BUSY_SOURCE = """
@@ -85,6 +92,15 @@ def _versions() -> dict[str, str]:
     return {"warp": wp.config.version, "torch": torch.__version__}
 
 
+def button_indices(envs: int, steps: int, seed: int) -> torch.Tensor:
+    """``int64 [steps, envs]`` indices into ``BUTTON_TABLE``: every env's buttons, step by
+    step, the same for any emulator measured with ``seed``."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.randint(0, len(BUTTON_TABLE), (steps, envs), generator=gen)
+
+
 def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
     cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
@@ -111,10 +127,8 @@ def measure(
     n_steps = max(1, frames // STEP_FRAMES)
     # Every step's random buttons are drawn up front and already on the device, so the
     # timed loop makes no host transfer.
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    table = torch.tensor([0, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20], dtype=torch.int32)
-    idx = torch.randint(0, len(table), (warmup_steps + n_steps, envs), generator=gen)
-    buttons = table[idx].to(tdev)
+    table = torch.tensor(BUTTON_TABLE, dtype=torch.int32)
+    buttons = table[button_indices(envs, warmup_steps + n_steps, seed)].to(tdev)
 
     def step(i: int) -> None:
         if game:
@@ -154,6 +168,7 @@ def measure(
         extra["phase_clocks"] = summarize([int(v) for v in clocks.sum(dim=1).tolist()])
     return {
         "bench": "emulator",
+        "emulator": "gbx",
         "rom": rom if isinstance(rom, str) else "busy-micro-rom",
         "workload": "game-random-buttons" if game else "busy-loop",
         "envs": envs,
@@ -200,14 +215,19 @@ def measure(
               show_default=True,
               help="run-kernel variant: the one generated for the device (auto), or the "
                    "CUDA variant on the CPU device (cuda) to compare the two")
+@click.option("--emulator", type=click.Choice(["gbx", "pyboy"]), default="gbx",
+              show_default=True,
+              help="pyboy: PyBoy (sound off, one process) on the same work, each env's steps "
+                   "in turn with the same buttons; frames_per_cpu_s compares per core")
 def emulator_bench(
     rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
-    warmup_steps: int, threads: int, kernel: str,
+    warmup_steps: int, threads: int, kernel: str, emulator: str,
 ) -> None:
     """Emulated frames/s and instructions/s; prints one JSON record per batch size.
 
     Each size gets its own batch and its own warm-up; the kernel is compiled (or loaded
-    from the cache) once, by the first."""
+    from the cache) once, by the first. With ``--emulator pyboy`` PyBoy plays the same
+    steps (``pyboy_bench.py``)."""
     from gbx_gameboy.cartridge import RomError, parse_cartridge
 
     if rom is not None:
@@ -221,6 +241,18 @@ def emulator_bench(
         raise click.BadParameter("the cpu variant runs on the CPU device only; use auto or cuda",
                                  param_hint="--kernel")
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
+    if emulator == "pyboy":
+        if cold or kernel != "auto" or threads != 0 or not device.startswith("cpu"):
+            raise click.BadParameter("PyBoy runs on one CPU core with no kernel: leave out "
+                                     "--cold, --kernel, --threads and --device",
+                                     param_hint="--emulator")
+        from gbx_gameboy.pyboy_bench import measure_pyboy
+
+        for n in envs:
+            click.echo(json.dumps(measure_pyboy(
+                image, n, frames, game if game is not None else rom is not None,
+                warmup_steps=warmup_steps)))
+        return
     for i, n in enumerate(envs):
         record = measure(image, n, frames, device, game if game is not None else rom is not None,
                          cold=cold and i == 0, warmup_steps=warmup_steps, threads=threads,
