@@ -129,3 +129,69 @@ def test_cuda_variant_ptx_is_the_recorded_one() -> None:
         "the CUDA run kernel changed; if intended, record `gbx gameboy kernel-digest`'s "
         "ptx_sha256 in gbx_gameboy/kernel_digest.py"
     )
+
+
+def _runs_rom() -> bytes:
+    """Delay loops of NOP and JR +0 runs with a timer interrupt every 256 cycles, and an
+    OAM DMA started just before a long NOP run (what the CPU fetches from ROM during the
+    DMA is a NOP either way: the sled's bytes or the zeros the DMA copies), so that events
+    and the DMA window land inside runs."""
+    from gbx_gameboy.asm import assemble
+
+    def jrs(tag: str) -> str:
+        return "\n".join(f".{tag}{i}:\n    jr .{tag}{i + 1}" for i in range(7)) + f"\n.{tag}7:"
+
+    def nops(n: int) -> str:
+        return "\n".join(["    nop"] * n)
+
+    return assemble(f"""
+SECTION "timer", ROM0[$0050]
+    inc e
+    reti
+SECTION "entry", ROM0[$0100]
+    nop
+    jp Main
+SECTION "main", ROM0[$0150]
+Main:
+    ld sp, $FFFE
+    ld a, $F0
+    ldh [$06], a
+    ld a, $05
+    ldh [$07], a
+    ld a, $04
+    ldh [$FF], a
+    ei
+.loop:
+    ld b, $03
+.delay:
+{jrs("a")}
+{nops(9)}
+    dec b
+    jr nz, .delay
+    ld a, $C0
+    ldh [$46], a
+{nops(200)}
+{jrs("b")}
+    inc d
+    jp .loop
+""")
+
+
+def test_runs_of_nops_and_jr0_step_like_single_instructions() -> None:
+    """The CPU variant's runs (decode.QUICK_RUN) stop before events and at OAM DMA as the
+    instructions one by one would: launches of odd lengths end inside runs."""
+    from gbx_gameboy.decode import QUICK_RUN, QUICK_SHIFT, rom_predecode
+
+    rom = _runs_rom()
+    assert (rom_predecode(rom) >> QUICK_SHIFT == QUICK_RUN).sum() > 200
+    batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
+    none = torch.zeros(2, dtype=torch.int32)
+    for cycles in (7, 13, 100, 1001, 4567, 30011, 70224, 3):
+        for batch in batches.values():
+            batch.step_cycles(none, cycles)
+        host, cuda = (b.state_tensors() for b in batches.values())
+        for name, tensor in host.items():
+            assert torch.equal(tensor, cuda[name]), f"{name} differs after {cycles} cycles"
+    regs = batches["cpu"].regs(0)
+    # About 106,000 cycles: timer interrupts were taken and the loop went round.
+    assert regs["e"] > 100 and regs["d"] >= 2, regs

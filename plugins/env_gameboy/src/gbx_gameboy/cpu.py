@@ -78,6 +78,7 @@ from gbx_gameboy.decode import (
     PC_REL,
     PC_RST,
     PC_SHIFT,
+    QUICK_RUN,
     QUICK_SHIFT,
     R16_AF,
     R16_BC,
@@ -88,6 +89,7 @@ from gbx_gameboy.decode import (
     R16_PC,
     R16_SP,
     RADDR_SHIFT,
+    RUN_JR,
     RWAIT_SHIFT,
     S8_IMM,
     S8_MEM,
@@ -840,6 +842,19 @@ def run_kernel(
                     qlane = qw0 >> QUICK_SHIFT
                     if qlane == LANE_GENERIC:
                         break
+                    if qlane == QUICK_RUN:
+                        # A run of NOPs or JR +0s (decode.QUICK_RUN): each one that starts
+                        # before the next event runs, as one by one, outside OAM DMA.
+                        qcyc = wp.where((qw0 & RUN_JR) != 0, 12, 4)
+                        qn = wp.min(qw0 & 0xFF, (next_ev - t + qcyc - 1) // qcyc)
+                        if t + qcyc * qn + 8 >= dma_s and tq < dma_e:
+                            qn = 1  # the first one's fetch is checked above
+                        r[R_F] = r[R_F] & 0xF0
+                        t += qcyc * qn
+                        pc = (pc + wp.where((qw0 & RUN_JR) != 0, 2, 1) * qn) & 0xFFFF
+                        icount += qn
+                        ran = int(1)
+                        continue
                     n_q = qw0 & 3
                     qimm = wp.where(n_q >= 1, (qword >> 8) & 0xFF, 0) | wp.where(
                         n_q == 2, qword & 0xFF0000, 0) >> 8

@@ -406,13 +406,23 @@ def decode_table() -> np.ndarray:
 # the inner loop leaves to the full path.
 QUICK_SHIFT = SPECIAL_SHIFT
 INNER_LANES = (LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_STACK)
+# A run of identical do-nothing instructions, NOP or JR +0 (a delay loop's padding): the
+# byte where the run starts holds QUICK_RUN in bits 27-29 (the number LANE_RMW8 has,
+# which the predecoded ROM never holds: read-modify-writes are not an inner lane), the
+# number of instructions in the run (2 - RUN_MAX) in bits 0-7 and RUN_JR (JR +0, else
+# NOP) in bit 8. The inner loop steps over as many of them as start before its next event
+# at once: they touch nothing but PC, the time and F's always-zero low nibble.
+QUICK_RUN = LANE_RMW8
+RUN_MAX = 255
+RUN_JR = 1 << 8
 DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
 
 
 def rom_predecode(rom: bytes) -> np.ndarray:
     """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
     byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the CB prefix, whose
-    lane is the next byte's, and for the lanes not in INNER_LANES).
+    lane is the next byte's, and for the lanes not in INNER_LANES); where a run of two or
+    more NOPs or JR +0s starts, QUICK_RUN and the run instead (see QUICK_RUN).
     The CPU variant of the run kernel reads it after the descriptors, so that an
     instruction's length and lane come from one load at the address of its PC, not from
     a load that waits for the opcode."""
@@ -424,7 +434,30 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     assert not (words[inner] >> QUICK_SHIFT).any(), "an inner-loop opcode has a special"
     kept = words & ((1 << QUICK_SHIFT) - 1)
     out = np.where(inner, kept | (lane << QUICK_SHIFT), kept)
-    return out.astype(np.int32)[np.frombuffer(bytes(rom), dtype=np.uint8)]
+    data = np.frombuffer(bytes(rom), dtype=np.uint8)
+    pre = out.astype(np.int64)[data]
+    # Where the inner loop may fetch: a bank offset <= 0x3FFC (its three code bytes in
+    # one bank), not below 0x100 (where a boot ROM may be mapped).
+    pos = np.arange(len(data))
+    fetchable = ((pos & 0x3FFF) <= 0x3FFC) & (pos >= 0x100)
+    nop = fetchable & (data == 0x00)
+    jr0 = np.zeros(len(data), dtype=bool)
+    jr0[:-1] = fetchable[:-1] & (data[:-1] == 0x18) & (data[1:] == 0x00)
+    for mask, step, flag in ((nop, 1, 0), (jr0, 2, RUN_JR)):
+        count = np.zeros(len(data), dtype=np.int64)
+        for first in range(step):
+            count[first::step] = _run_lengths(mask[first::step])
+        start = count >= 2
+        pre[start] = QUICK_RUN << QUICK_SHIFT | flag | np.minimum(count[start], RUN_MAX)
+    return pre.astype(np.int32)
+
+
+def _run_lengths(mask: np.ndarray) -> np.ndarray:
+    """For each index, how many consecutive True values of ``mask`` start there."""
+    idx = np.arange(len(mask))
+    stop = np.where(mask, len(mask), idx)  # the first False at or after each index
+    stop = np.minimum.accumulate(stop[::-1])[::-1]
+    return np.where(mask, stop - idx, 0)
 
 
 def m_cycles(index: int, taken: bool = True) -> int:
