@@ -144,3 +144,20 @@ def test_rom_predecode_holds_word_0_and_the_inner_loop_lane() -> None:
     assert {int(pre[b]) >> D.QUICK_SHIFT for b in (0x18, 0x3C, 0x7E, 0x77)} == {
         D.LANE_JUMP, D.LANE_REG8, D.LANE_LOAD8, D.LANE_STORE8}
     assert D.DESC_TABLE_BYTES == D.decode_table().nbytes
+
+
+def test_rom_predecode_marks_runs_of_nops_and_jr0_where_they_start() -> None:
+    rom = bytearray([0x76] * 0x8000)  # HALT everywhere else
+    rom[0x200:0x203] = bytes(3)  # NOP NOP NOP
+    rom[0x300:0x306] = bytes([0x18, 0x00] * 3)  # JR +0 three times
+    rom[0x3FFA:0x4002] = bytes(8)  # NOPs across the bank boundary
+    rom[0x10:0x14] = bytes(4)  # below 0x100 (a boot ROM may be mapped there)
+    pre = D.rom_predecode(bytes(rom)).astype(np.int64)
+    run = D.QUICK_RUN << D.QUICK_SHIFT
+    assert [int(pre[a]) for a in (0x200, 0x201)] == [run | 3, run | 2]
+    assert int(pre[0x202]) >> D.QUICK_SHIFT == D.LANE_JUMP  # a run of one: the plain NOP
+    assert [int(pre[a]) for a in (0x300, 0x302)] == [run | D.RUN_JR | 3, run | D.RUN_JR | 2]
+    assert int(pre[0x301]) >> D.QUICK_SHIFT == D.LANE_JUMP  # operand 00 then 18: one NOP
+    assert int(pre[0x3FFA]) == run | 3  # up to 0x3FFC: the three code bytes in one bank
+    assert int(pre[0x4000]) == run | 2 and int(pre[0x4001]) >> D.QUICK_SHIFT == D.LANE_JUMP
+    assert int(pre[0x10]) >> D.QUICK_SHIFT == D.LANE_JUMP
