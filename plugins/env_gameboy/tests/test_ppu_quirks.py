@@ -292,3 +292,105 @@ def test_the_window_adds_six_dots_to_mode_3(device: str) -> None:
     for scx in (0, 1, 3, 5, 7):
         assert mode3_cycles(scx, False, device) - base == ceil4(scx), scx
         assert mode3_cycles(scx, True, device) - base == ceil4(scx + 6), scx
+
+
+def oam_gap_probe(count: int) -> str:
+    """A ROM that wakes as line 49 starts (LY=LYC interrupt, HALT with IME=0) 3 * ``count``
+    times, waits to the start of line 50 and, N = 0..count-1 M-cycles later, reads STAT
+    (stored at $C000 + N), reads OAM byte $FE10 ($C100 + N), or writes $A5 there and, in
+    VBlank, stores what $FE10 holds ($C200 + N) and puts $5A back. The three accesses are
+    the 4th M-cycle of ``ld a, [nn]`` / ``ld [nn], a``, each after ``ld a, c``. OAM holds
+    $5A everywhere: the OAM bug (reads and writes in the scan) leaves a uniform OAM as
+    it is."""
+    return f"""
+    ld hl, $FE00
+    ld a, $5A
+.fill:
+    ld [hl], a
+    inc l
+    ld a, l
+    cp $A0
+    ld a, $5A
+    jr nz, .fill        ; LCD on, but the ROM starts in VBlank (OAM free)
+    ld a, 49
+    ldh [$45], a
+    ld a, $40
+    ldh [$41], a        ; STAT interrupt on LY=LYC only
+    ld a, $02
+    ldh [$FF], a
+    di
+    ld b, 0
+    ld c, $A5
+Next:
+    call Wake
+{SLED_JUMP.replace("SledEnd", "EndStat")}
+    ds {count}, $00
+EndStat:
+    ld a, c             ; as in the write pass
+    ld a, [$FF41]
+    and 3
+    ld e, b
+    ld d, $C0
+    ld [de], a
+    call Wake
+{SLED_JUMP.replace("SledEnd", "EndRead")}
+    ds {count}, $00
+EndRead:
+    ld a, c
+    ld a, [$FE10]
+    ld e, b
+    ld d, $C1
+    ld [de], a
+    call Wake
+{SLED_JUMP.replace("SledEnd", "EndWrite")}
+    ds {count}, $00
+EndWrite:
+    ld a, c
+    ld [$FE10], a
+.vb:
+    ldh a, [$44]
+    cp 145
+    jr nz, .vb
+    ld a, [$FE10]
+    ld e, b
+    ld d, $C2
+    ld [de], a
+    ld a, $5A
+    ld [$FE10], a
+    inc b
+    ld a, b
+    cp {count}
+    jp nz, Next
+    DONE
+Wake:
+    xor a
+    ldh [$0F], a
+    halt                ; wakes as line 49 starts
+    ld a, 25
+.delay:
+    dec a
+    jr nz, .delay       ; to the start of line 50
+    ret
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_oam_writes_get_through_before_mode_3_where_reads_do_not(device: str) -> None:
+    # DMG: the CPU's OAM block of the OAM scan ends one M-cycle before mode 3 for writes
+    # (mooneye lcdon_write_timing), while reads stay blocked into mode 3 (mooneye
+    # lcdon_timing: a read in that M-cycle gives $FF). So in the M-cycle before STAT shows
+    # mode 3 a write lands and a read gives $FF; both are refused through the scan and
+    # mode 3, and both work again in mode 0.
+    count = 80
+    batch = GameBoyBatch(micro_rom(oam_gap_probe(count)), 1, device)
+    batch.run_frames(3 * count + 4)
+    modes = [batch.read_memory(0, 0xC000 + n) for n in range(count)]
+    reads = [batch.read_memory(0, 0xC100 + n) for n in range(count)]
+    landed = [batch.read_memory(0, 0xC200 + n) == 0xA5 for n in range(count)]
+    m3 = modes.index(3)
+    m0 = modes.index(0, m3)
+    assert modes[:m3] == [2] * m3 and modes[m3:m0] == [3] * (m0 - m3), modes
+    assert m3 >= 3 and count - m0 >= 3, modes  # the sweep covers the scan's end and mode 3
+    assert set(modes[m0:]) == {0}, modes
+    assert reads == [0xFF] * m0 + [0x5A] * (count - m0), reads
+    assert landed == [n == m3 - 1 or n >= m0 for n in range(count)], landed

@@ -19,7 +19,7 @@ from pathlib import Path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "236844caafb24d898544021e4d33f141662918e2136508be6b3ed4781f537433"
+CUDA_PTX_SHA256 = "ddffc7315e5b58d761bc4dce3feb39a1ffa9bf1aab1bcf58928313cf345de7e3"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH) -> str:

@@ -426,10 +426,19 @@ def stat_read(ref: wp.uint64, env: int, t: int) -> int:
     return v
 
 
+# What a CPU access checked by ``vram_oam_blocked`` touches.
+ACCESS_VRAM = 0
+ACCESS_OAM_WRITE = 1
+ACCESS_OAM_READ = 2
+
+
 @wp.func
-def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
+def vram_oam_blocked(g: GB, env: int, t: int, access: int) -> bool:
     """Whether a CPU access at cycle t is refused: VRAM during mode 3, OAM during the OAM
-    scan and mode 3. The access windows are offset from the STAT-visible modes."""
+    scan and mode 3. The access windows are offset from the STAT-visible modes. OAM
+    writes get through in the 4 dots between the scan's block and mode 3; reads stay
+    blocked there (DMG: mooneye ``lcdon_timing``'s reads of lines 1 and 2, against
+    ``lcdon_write_timing``'s writes)."""
     s = t - g.ppu_lag
     if s >= sget(g, env, T_PPU_NEXT):
         ppu_sync(g.ref, env, s)
@@ -442,7 +451,10 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
         if sget(g, env, S_PPU_PHASE) == PH_OAM or sget(g, env, S_PPU_PHASE) == PH_LINE_START:
             m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
         blocked = d >= m3s and d < m3e
-        if oam and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
-            if d >= g.acc_m2_start and d < g.acc_m2_end:
+        if access != ACCESS_VRAM and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
+            m2e = g.acc_m2_end
+            if access == ACCESS_OAM_READ:
+                m2e = m3s
+            if d >= g.acc_m2_start and d < m2e:
                 blocked = True
     return blocked
