@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU check: every shared conformance ROM on CUDA in ONE `gbx gameboy conformance --device
 # cuda --json` call (all ROMs at once, one Warp stream each), next to a `--device cpu` run
-# of the same ROMs on this machine's CPU; then the CUDA tests of the line-153 LY=LYC change
-# and the CUDA kernel's recorded PTX digest.
+# of the same ROMs on this machine's CPU; then the CUDA tests of the PPU changes (the
+# line-153 LY=LYC sweep, the OAM read/write sweep before mode 3, CPU vs CUDA equality,
+# savestate bounds) and the CUDA kernel's recorded PTX digest.
 #
 # Prints one row per ROM (CPU result/frames, CUDA result/frames, CUDA detail), the wall
 # time of each step, and the line
@@ -24,7 +25,7 @@ WORK=$(mktemp -d)
 now() { echo $(( $(date +%s) - T0 )); }
 
 s=$(date +%s)
-timeout 100 "$PY" -m gbx gameboy conformance --device cpu --json --quiet > "$WORK/cpu.json" 2> "$WORK/cpu.err"
+timeout 60 "$PY" -m gbx gameboy conformance --device cpu --json --quiet > "$WORK/cpu.json" 2> "$WORK/cpu.err"
 echo "cpu run: rc=$? $(( $(date +%s) - s )) s"
 s=$(date +%s)
 timeout 270 "$PY" -m gbx gameboy conformance --device cuda --json --quiet > "$WORK/cuda.json" 2> "$WORK/cuda.err"
@@ -33,6 +34,7 @@ CUDA_S=$(( $(date +%s) - s ))
 echo "cuda run (every ROM in one call): rc=$rc ${CUDA_S} s"
 [ $rc -ne 0 ] && tail -5 "$WORK/cuda.err"
 
+(
 "$PY" - "$WORK/cpu.json" "$WORK/cuda.json" docs/emulator.md "$CUDA_S" <<'PY'
 import json
 import sys
@@ -81,14 +83,16 @@ basis = "CPU run (result, frames, detail)" if len(cpu) == len(docs) else "docs C
 verdict = "yes" if not differ else "NO: " + "; ".join(differ)
 print(f"CUDA {passed}/{len(docs)} pass; equal to CPU column: {verdict} [vs {basis}]")
 PY
+) | tee "$WORK/table.txt"
 
-# The CUDA tests of the line-153 change (micro-ROM sweep on CUDA, CPU vs CUDA equality),
-# then the CUDA variant's PTX against the recorded digest.
+# The CUDA tests of the PPU changes, then the CUDA variant's PTX against the recorded
+# digest.
 s=$(date +%s)
 TS=plugins/env_gameboy/tests
-timeout 150 "$PY" -m pytest -q -p no:cacheprovider -m "cuda or not slow" -k cuda \
+timeout 120 "$PY" -m pytest -q -p no:cacheprovider -m "cuda or not slow" -k cuda \
   $TS/test_ppu_quirks.py $TS/test_kernel_variants.py $TS/test_isolation.py 2>&1 | tail -3
-timeout 60 "$PY" -m pytest -q -p no:cacheprovider -m slow \
+timeout 40 "$PY" -m pytest -q -p no:cacheprovider -m slow \
   "$TS/test_kernel_variants.py::test_cuda_variant_ptx_is_the_recorded_one" 2>&1 | tail -1
 echo "tests: $(( $(date +%s) - s )) s; total $(now) s"
+tail -1 "$WORK/table.txt"
 rm -rf "$WORK"
