@@ -142,11 +142,13 @@ SledEnd:
 @pytest.mark.parametrize("device", DEVICES)
 def test_ly_lyc_in_line_153_matches_153_then_nothing_then_0(device: str) -> None:
     # DMG, line 153 (the docboy test suite's DMG measurements; the line-0 LY=LYC interrupt
-    # about 8 dots into line 153 that other emulators document): LY reads 153 for one
-    # M-cycle, then 0. The LY=LYC comparison matches LYC=153 in that first M-cycle,
-    # nothing in the second (it is catching up with the new value, as at every LY
-    # change), and LYC=0 from the third on; STAT bit 2 and the STAT interrupt both follow
-    # it, so an LYC=0 interrupt comes 8 dots into line 153, an LYC=153 one as it starts.
+    # about 8 dots into line 153 that other emulators document): in the line's first
+    # M-cycle the LY=LYC comparison matches LYC=153, in the second nothing (it is catching
+    # up with LY's change to 0, as it does one M-cycle after every LY change), from the
+    # third on LYC=0; STAT bit 2 and the STAT interrupt both follow it, so an LYC=0
+    # interrupt comes 8 dots into line 153, an LYC=153 one as the line starts. LY reads
+    # 153 for one M-cycle, then 0 (here together with the comparison's step at the line
+    # start; on a DMG LY leads by one M-cycle at every line: docs/emulator.md, Known gaps).
     count = 20
     seen = {}
     for lyc in (152, 153, 0):
