@@ -12,6 +12,7 @@ import attrs
 import torch
 
 from gbx import distributed as gdist
+from gbx.api import WindowMetrics
 from gbx.seeds import Stream, derive
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
@@ -104,6 +105,8 @@ class DreamerTrainer:
         self.heldout_streams = all_streams[cfg.num_envs - n_held:] if n_held else None
         self.metrics = MetricsAccumulator(cfg.num_envs, self.num_actions, self.device,
                                           max_extras=64)
+        if isinstance(self.env, WindowMetrics):  # e.g. an explorer's archive statistics
+            self.metrics.add_source(self.env.window_metrics)
         # counters (host)
         self.env_steps = 0
         self.iterations = 0
