@@ -32,7 +32,9 @@ def test_auto_settings_take_the_values_of_the_device():
     assert (cpu.size, cpu.replay_capacity, cpu.batch_size) == ("tiny", 65_536, 8)
     cuda = cfg.for_device("cuda")  # the paper's settings
     assert (cuda.size, cuda.batch_size, cuda.batch_length, cuda.train_ratio) == ("S", 16, 64, 32)
-    assert (cuda.replay_capacity, cuda.model_lr, cuda.actor_lr) == (1_000_000, 1e-4, 3e-5)
+    assert (cuda.replay_capacity, cuda.model_lr, cuda.actor_lr, cuda.gamma) == (
+        1_000_000, 1e-4, 3e-5, 0.997)
+    assert cpu.gamma == 0.95  # a short run's horizon (docs/benchmarks.md)
 
 
 def test_an_explicit_value_always_wins():
@@ -60,6 +62,8 @@ def test_explain_lists_the_value_of_each_device():
     assert "1000000 on CUDA, 65536 on the CPU" in line
     line = next(x for x in res.output.splitlines() if x.startswith("algo.actor_lr "))
     assert "3e-05 on CUDA, 0.0005 on the CPU" in line
+    line = next(x for x in res.output.splitlines() if x.startswith("algo.gamma "))
+    assert "0.997 on CUDA, 0.95 on the CPU" in line
     assert any(x.startswith("algo.checkpoint_replay ") for x in res.output.splitlines())
 
 
