@@ -70,12 +70,12 @@ row("pytest plugins/algo_dreamer/tests -k cuda", f"rc {test_rc}: {log[-1] if log
 train = [r for r in rows(out / "dreamer_quest2_train_log.jsonl") if "env_steps" in r and "eval" not in r]
 if train:
     last = train[-1]
-    best = max(r.get("success_rate", 0.0) for r in train)
+    best = max((r.get("success_rate") or 0.0) for r in train)
     row("stage 2 run (rc 124/143 = stopped by timeout)", f"rc {run_rc}")
     row("  env steps / updates / wall s", f"{last['env_steps']} / {last.get('opt_steps')} / "
         f"{last.get('wall_time_s', 0):.0f}")
     row("  env steps/s, replay ratio", f"{last.get('sps', 0):.1f}, {last.get('replay_ratio', 0):.1f}")
-    row("  training success: best record / last", f"{best:.3f} / {last.get('success_rate', 0):.3f}")
+    row("  training success: best record / last", f"{best:.3f} / {last.get('success_rate') or 0.0:.3f}")
     row("  action entropy / recon acc / kl", f"{last.get('action_entropy', float('nan')):.3f} / "
         f"{last.get('recon_accuracy', float('nan')):.3f} / {last.get('kl_total', float('nan')):.2f}")
     row("  archive cells / start frac", f"{last.get('explore_archive_size')} / "
