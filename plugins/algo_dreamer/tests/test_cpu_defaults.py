@@ -39,7 +39,7 @@ def test_the_readme_command_learns_the_toy_task_on_the_cpu(seed: int, tmp_path: 
     gifs = list((run_dir / "media").glob("eval_*/rollout.gif"))
     assert gifs and gifs[0].stat().st_size > 0
     config = json.loads((run_dir / "config.json").read_text())["algo"]
-    assert config["size"] == "tiny" and config["gamma"] == 0.95
+    assert (config["size"], config["gamma"], config["cpu_threads"]) == ("tiny", 0.95, 1)
     assert not config["checkpoint_replay"]
     checkpoints = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))
     size = checkpoints[-1].stat().st_size

@@ -142,3 +142,17 @@ def test_the_benchmark_times_a_config_with_auto_settings():
     by = {r["metric"]: r for r in records}
     assert by["train_steps_per_s"]["value"] > 0 and by["train_steps_per_s"]["compile"] is False
     assert by["env_sps_at_train_ratio"]["train_ratio"] == DEVICE_PRESETS["cpu"].train_ratio
+
+
+def test_a_cpu_run_sets_the_threads_it_is_given(tmp_path):
+    """algo.cpu_threads: one thread by default on the CPU (its preset), any explicit count
+    wins, 0 leaves torch's own setting."""
+    assert DreamerConfig().for_device("cpu").cpu_threads == 1
+    assert DreamerConfig().for_device("cuda").cpu_threads == 0
+    torch.set_num_threads(3)
+    DreamerTrainer(_cfg(cpu_threads=0), dot_context(tmp_path / "a"))
+    assert torch.get_num_threads() == 3
+    DreamerTrainer(_cfg(cpu_threads=2), dot_context(tmp_path / "b"))
+    assert torch.get_num_threads() == 2
+    DreamerTrainer(_cfg(), dot_context(tmp_path / "c"))
+    assert torch.get_num_threads() == 1

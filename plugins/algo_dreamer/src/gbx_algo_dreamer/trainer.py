@@ -58,6 +58,8 @@ class DreamerTrainer:
         self.device = torch.device(ctx.device)
         # the run loop resolves the auto settings already; a bare context may not have
         self.cfg = cfg = config.for_device(self.device)
+        if self.device.type == "cpu" and cfg.cpu_threads:
+            torch.set_num_threads(cfg.cpu_threads)  # the process's threads (algo.cpu_threads)
         self.env = ctx.make_env(cfg.num_envs, training=True)
         self.obs_shape = tuple(self.env.obs_shape)
         if len(self.obs_shape) != 3:
