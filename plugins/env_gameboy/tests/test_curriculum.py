@@ -205,3 +205,25 @@ def test_gbx_run_with_a_bad_start_state_exits_2_in_one_line(tmp_path: Path) -> N
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("gbx: error:")]
     assert len(errors) == 1 and "env.start_states" in errors[0] and str(bad) in errors[0]
+
+
+def test_real_start_fraction_weights_the_real_start(goal_folder: Path) -> None:
+    def at_goal(fraction: float) -> torch.Tensor:
+        env = make_stage_env("gbx-quest-1", 64, "cpu", 1, start_states=(str(goal_folder),),
+                             real_start_fraction=fraction)
+        obs = env.reset()
+        return goal_distance(obs[:, -1], torch.from_numpy(env.goal.template)) < env.tau
+
+    assert not bool(at_goal(1.0).any())  # every env in the house
+    assert bool(at_goal(0.0).all())  # every env at one of the saved goal states
+    # Without start states the setting has nothing to weigh against: a one-line error,
+    # and evaluation envs (built without start states) drop it.
+    with pytest.raises(ValueError, match="needs env.start_states"):
+        make_stage_env("gbx-quest-1", 2, "cpu", 0, real_start_fraction=0.5)
+
+
+def test_evaluation_envs_drop_the_real_start_fraction(goal_folder: Path,
+                                                      tmp_path: Path) -> None:
+    run = _run(tmp_path, f"env.start_states={goal_folder}", "env.real_start_fraction=0.25")
+    assert run.make_env(4, training=True).config.real_start_fraction == 0.25
+    assert run.make_env(4).config.real_start_fraction is None

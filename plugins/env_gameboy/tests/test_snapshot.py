@@ -104,3 +104,49 @@ def test_restore_allocates_no_torch_memory() -> None:
         restore.restore_random(mask)
         restore.restore(mask)
     assert sum(max(e.self_cpu_memory_usage, 0) for e in prof.key_averages()) == 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_split_draws_the_head_with_its_fraction(device: str) -> None:
+    bank_states = [capture(fake_state(4, device, seed=s), 0) for s in (20, 21, 22, 23)]
+    n = 2048
+    state = fake_state(n, device)
+    restore = MaskedRestore(state, SnapshotBank.from_states(bank_states, device))
+    restore.seed(7)
+    everyone = torch.ones(n, dtype=torch.bool, device=device)
+
+    def entries() -> list[int]:
+        # Which bank entry each env holds: the bank states differ in every array.
+        return [next(i for i, s in enumerate(bank_states) if env_equal(state, e, s))
+                for e in range(n)]
+
+    for fraction in (0.0, 1.0):
+        restore.split(1, fraction)
+        restore.restore_random(everyone)
+        got = entries()
+        assert all((i == 0) == (fraction == 1.0) for i in got)
+        if fraction == 0.0:
+            assert set(got) == {1, 2, 3}
+    restore.split(2, 0.25)
+    restore.restore_random(everyone)
+    got = entries()
+    head = sum(i < 2 for i in got)
+    # Binomial(2048, 0.25): mean 512, sd ~19.6; the bounds are over 5 sd wide.
+    assert 410 < head < 614, head
+    assert set(got) == {0, 1, 2, 3}
+    with pytest.raises(ValueError, match="head"):
+        restore.split(4, 0.5)
+
+
+def test_split_restore_allocates_no_torch_memory() -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    state = fake_state(16, "cpu")
+    bank = SnapshotBank.from_states([capture(state, 0), capture(state, 1)], "cpu")
+    restore = MaskedRestore(state, bank)
+    restore.split(1, 0.5)
+    mask = torch.rand(16) < 0.5
+    restore.restore_random(mask)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        restore.restore_random(mask)
+    assert sum(max(e.self_cpu_memory_usage, 0) for e in prof.key_averages()) == 0

@@ -58,7 +58,7 @@ def _release_within_step(inst: Any, _attr: Any, value: int) -> None:
 
 # Settings only training envs use, with their "off" values: evaluation envs are built
 # without them (gbx.api.RealStartConfig), so they start from the task's real start state.
-TRAINING_ONLY = {"start_states": (), "save_goal_states": 0}
+TRAINING_ONLY = {"start_states": (), "real_start_fraction": None, "save_goal_states": 0}
 START_STATE_SUFFIXES = (".gbxstate", ".state")
 
 
@@ -72,6 +72,13 @@ class RealStart:
         config: Any = self  # an attrs class deriving from this one
         names = attrs.fields_dict(type(config))
         return attrs.evolve(config, **{k: v for k, v in TRAINING_ONLY.items() if k in names})
+
+    def __attrs_post_init__(self) -> None:
+        # Shared by every Game Boy env config (the stage configs are built from the fields).
+        if getattr(self, "real_start_fraction", None) is not None and not getattr(
+                self, "start_states", ()):
+            raise ValueError("env.real_start_fraction needs env.start_states (the states "
+                             "the other resets start from): set both, or neither")
 
 
 @attrs.frozen
@@ -107,6 +114,11 @@ class GameBoyConfig(RealStart):
         "envs; each episode starts from a random one of these and env.state (evaluation "
         "always starts from env.state)",
         _v.deep_iterable(_v.instance_of(str)),
+    )
+    real_start_fraction: float | None = option(
+        None, "with env.start_states: the fraction of training resets that start from "
+        "env.state, the rest drawing among env.start_states (None: one uniform draw over "
+        "all of them)", _v.optional(_v.and_(_v.ge(0.0), _v.le(1.0))),
     )
     cpu_threads: int = option(
         0, "Warp CPU device: threads that step the emulator, each a contiguous chunk of "
@@ -315,6 +327,9 @@ class GameBoyEnv:
         self.restorer = MaskedRestore(self.batch.state_tensors(), self.bank)
         self.restorer.seed(seed)
         self.random_start = self.bank.size > 1
+        if config.real_start_fraction is not None:
+            # The real start's entries: env.state and its no-op frames, first in the bank.
+            self.restorer.split(1 + config.random_noop_max, config.real_start_fraction)
 
     def _allocate_step_buffers(self, n: int, hw: tuple[int, int]) -> None:
         """Every buffer a step writes, allocated once (a step allocates nothing)."""
@@ -394,6 +409,7 @@ class GameBoyEnv:
             "max_steps": cfg.max_steps,
             "random_noop_max": cfg.random_noop_max,
             "start_states": list(cfg.start_states),
+            "real_start_fraction": cfg.real_start_fraction,
             "start_states_sha256": self.start_states_sha256,
             # threads the Warp emulator steps on (CPU device; None on a GPU or another backend)
             "cpu_threads": (self.batch.cpu_workers

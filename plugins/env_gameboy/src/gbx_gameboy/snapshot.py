@@ -214,9 +214,26 @@ class MaskedRestore:
         self._gen = torch.Generator(device=self.device)
         self._none = torch.tensor(-1, dtype=torch.int32, device=self.device)
         self._scalar = torch.tensor(0, dtype=torch.int32, device=self.device)
+        self._head = 0  # no split: restore_random draws uniformly over the bank (split())
+        self._head_fraction = 0.0
 
     def seed(self, seed: int) -> None:
         self._gen.manual_seed(seed)
+
+    def split(self, head: int, head_fraction: float) -> None:
+        """Make :meth:`restore_random` draw among the bank's first ``head`` entries with
+        probability ``head_fraction`` and among the others otherwise (uniformly within
+        each part), instead of one uniform draw over the whole bank."""
+        if not 0 < head < self.bank.size:
+            raise ValueError(f"a split needs 0 < head < {self.bank.size} (the bank's size), "
+                             f"got {head}")
+        self._head = head
+        self._head_fraction = float(head_fraction)
+        self._idx_tail = torch.zeros_like(self._idx)
+        self._u = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
+        self._take_head = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._fraction = torch.tensor(self._head_fraction, dtype=torch.float32,
+                                      device=self.device)
 
     def generator_state(self) -> torch.Tensor:
         """The state of the random stream :meth:`restore_random` draws from (for checkpoints)."""
@@ -237,11 +254,21 @@ class MaskedRestore:
         self._launch()
 
     def restore_random(self, mask: torch.Tensor) -> None:
-        """Envs with ``mask[e]`` get a uniformly random bank entry (device RNG, no sync)."""
-        torch.randint(
-            0, self.bank.size, (self.num_envs,), generator=self._gen, out=self._idx,
-            device=self.device, dtype=torch.int32,
-        )
+        """Envs with ``mask[e]`` get a random bank entry (device RNG, no sync): uniform,
+        or as :meth:`split` set."""
+        if self._head == 0:
+            torch.randint(
+                0, self.bank.size, (self.num_envs,), generator=self._gen, out=self._idx,
+                device=self.device, dtype=torch.int32,
+            )
+        else:
+            torch.randint(0, self._head, (self.num_envs,), generator=self._gen,
+                          out=self._idx, device=self.device, dtype=torch.int32)
+            torch.randint(self._head, self.bank.size, (self.num_envs,), generator=self._gen,
+                          out=self._idx_tail, device=self.device, dtype=torch.int32)
+            self._u.uniform_(generator=self._gen)
+            torch.lt(self._u, self._fraction, out=self._take_head)
+            torch.where(self._take_head, self._idx, self._idx_tail, out=self._idx)
         torch.where(mask, self._idx, self._none, out=self.which)
         self._launch()
 
