@@ -473,3 +473,30 @@ def test_dreamer_resumed_with_the_archive_continues_bit_for_bit() -> None:
     assert torch.equal(mine["steps"], theirs["steps"]) and mine["t"] == theirs["t"]
     for a, b in zip(full_trainer.wm.parameters(), resumed.wm.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_gbx_run_dreamer_with_the_archive(tmp_path: Path) -> None:
+    """`gbx run --algo dreamer_v3 --set explore.name=archive` wraps Dreamer's training envs
+    (no "had no effect" warning) and its log carries the explorer's fields."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gbx.cli import build_cli
+
+    run_dir = tmp_path / "run"
+    args = ["run", "--algo", "dreamer_v3", "--env", "toy", "--device", "cpu", "--steps", "64",
+            "--observer", "jsonl", "--run-dir", str(run_dir)]
+    for item in ("algo.size=tiny", "algo.num_envs=4", "algo.batch_size=4",
+                 "algo.batch_length=8", "algo.learning_starts=32", "algo.record_every=4",
+                 "algo.replay_capacity=512", "env.height=24", "env.width=32",
+                 "env.max_steps=6", "run.final_eval_episodes=2", "explore.name=archive",
+                 "explore.capacity=32", "explore.cell_rows=8", "explore.cell_cols=8"):
+        args += ["--set", item]
+    res = CliRunner().invoke(build_cli(load_plugins()), args)
+    assert res.exit_code == 0, res.output
+    assert "had no effect" not in res.output
+    records = [json.loads(line) for line in (run_dir / "train_log.jsonl").open()]
+    train = [r for r in records if "explore_archive_size" in r]
+    assert len(train) == 4 and train[-1]["explore_archive_size"] > 0
+    assert any("eval" in r for r in records)  # evaluated from the real start, unexplored
