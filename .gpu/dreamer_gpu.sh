@@ -32,15 +32,15 @@ timeout 150 $PY -m pytest -q -p no:cacheprovider plugins/algo_dreamer/tests -k c
 test_rc=$?
 [ $test_rc = 0 ] || status=1
 
-# 3. stage 2 with the archive for the time left (60 s kept for the evaluation)
+# 3. stage 2 with the archive for the time left (100 s kept for the evaluation)
 RUN="$OUT/dreamer_quest2"
-left=$(( BUDGET - $(elapsed) - 70 ))
+left=$(( BUDGET - $(elapsed) - 100 ))
 [ $left -lt 60 ] && left=60
 timeout -s TERM -k 30 $left $PY -m gbx run --config examples/dreamer_quest2_explore_gpu.toml \
   --run-dir "$RUN" --observer jsonl > "$OUT/run.out" 2> "$OUT/run.err"
 run_rc=$?
 cp "$RUN/train_log.jsonl" "$OUT/dreamer_quest2_train_log.jsonl" 2>/dev/null
-timeout 60 $PY -m gbx eval --checkpoint "$RUN" --no-baseline --episodes 64 --quiet \
+timeout 90 $PY -m gbx eval --checkpoint "$RUN" --no-baseline --episodes 64 --quiet \
   > "$OUT/dreamer_quest2_eval.json" 2> "$OUT/eval.err"
 eval_rc=$?
 [ $eval_rc = 0 ] || status=1
