@@ -6,8 +6,9 @@
 #   2. the CUDA tests of gbx-algo-dreamer (compiled loops against eager, no sync in the
 #      hot path of both engines);
 #   3. stage 2 of the bundled game with examples/dreamer_quest2_explore_gpu.toml (archive
-#      start states) for the time left, stopped by SIGTERM (the run writes its final
-#      checkpoint), then `gbx eval --no-baseline --episodes 64` from the real start state.
+#      start states; the compiled loops if they measured faster) for the time left,
+#      stopped by SIGTERM (the run writes its final checkpoint), then
+#      `gbx eval --no-baseline --episodes 64` from the real start state.
 # The train log, the bench records and the eval JSON go to $OUT; a short table is printed
 # last. Exit status non-zero if a step fails.
 set -u
@@ -32,12 +33,21 @@ timeout 150 $PY -m pytest -q -p no:cacheprovider plugins/algo_dreamer/tests -k c
 test_rc=$?
 [ $test_rc = 0 ] || status=1
 
-# 3. stage 2 with the archive for the time left (100 s kept for the evaluation)
+# 3. stage 2 with the archive for the time left (100 s kept for the evaluation); with the
+# compiled loops when the bench measured them 1.2x faster and the CUDA tests passed
+ratio=$($PY -c "import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+print(next((r['value'] for r in rows if r.get('metric')=='compiled_over_eager_updates_per_s'),0))" \
+  "$OUT/bench_dreamer_S.jsonl" 2>/dev/null || echo 0)
+compile=false
+if [ $test_rc = 0 ] && $PY -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 1.2 else 1)" "$ratio"; then
+  compile=true
+fi
 RUN="$OUT/dreamer_quest2"
 left=$(( BUDGET - $(elapsed) - 100 ))
 [ $left -lt 60 ] && left=60
 timeout -s TERM -k 30 $left $PY -m gbx run --config examples/dreamer_quest2_explore_gpu.toml \
-  --run-dir "$RUN" --observer jsonl > "$OUT/run.out" 2> "$OUT/run.err"
+  --run-dir "$RUN" --observer jsonl --set algo.compile=$compile > "$OUT/run.out" 2> "$OUT/run.err"
 run_rc=$?
 cp "$RUN/train_log.jsonl" "$OUT/dreamer_quest2_train_log.jsonl" 2>/dev/null
 timeout 90 $PY -m gbx eval --checkpoint "$RUN" --no-baseline --episodes 64 --quiet \
@@ -46,10 +56,10 @@ eval_rc=$?
 [ $eval_rc = 0 ] || status=1
 rm -rf "$RUN/checkpoints"  # large; the log and the eval JSON are what comes back
 
-$PY - "$OUT" "$bench_rc" "$test_rc" "$run_rc" "$eval_rc" "$(elapsed)" <<'EOF'
+$PY - "$OUT" "$bench_rc" "$test_rc" "$run_rc" "$eval_rc" "$(elapsed)" "$compile" <<'EOF'
 import json, sys
 from pathlib import Path
-out, bench_rc, test_rc, run_rc, eval_rc, secs = sys.argv[1:]
+out, bench_rc, test_rc, run_rc, eval_rc, secs, compiled = sys.argv[1:]
 out = Path(out)
 def rows(path):
     try:
@@ -71,7 +81,7 @@ train = [r for r in rows(out / "dreamer_quest2_train_log.jsonl") if "env_steps" 
 if train:
     last = train[-1]
     best = max((r.get("success_rate") or 0.0) for r in train)
-    row("stage 2 run (rc 124/143 = stopped by timeout)", f"rc {run_rc}")
+    row("stage 2 run (rc 124/143 = stopped by timeout)", f"rc {run_rc}, algo.compile={compiled}")
     row("  env steps / updates / wall s", f"{last['env_steps']} / {last.get('opt_steps')} / "
         f"{last.get('wall_time_s', 0):.0f}")
     row("  env steps/s, replay ratio", f"{last.get('sps', 0):.1f}, {last.get('replay_ratio', 0):.1f}")
