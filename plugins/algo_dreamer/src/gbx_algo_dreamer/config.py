@@ -77,7 +77,7 @@ class DevicePreset:
 # 20-step horizon) makes a step of delay cost 5% of what lies ahead (docs/benchmarks.md).
 # Threads: the tiny model's many small operations gain little from a second thread, and two
 # threads wait on each other whenever another process holds a core (the README's toy run
-# took 211 s with torch's two threads and 140 s with one on the shared 2-core machine).
+# took 211 s with torch's two threads and 137 s with one on the shared 2-core machine).
 DEVICE_PRESETS: dict[str, DevicePreset] = {
     "cuda": DevicePreset(size="S", batch_size=16, batch_length=64, train_ratio=32.0,
                          replay_capacity=1_000_000, learning_starts=1024, model_lr=1e-4,
