@@ -128,3 +128,19 @@ def test_short_lanes_of_the_cpu_variant() -> None:
 def test_describe_rejects_out_of_range() -> None:
     with pytest.raises(ValueError, match="0..511"):
         D.describe(512)
+
+
+def test_rom_predecode_holds_word_0_and_the_inner_loop_lane() -> None:
+    rom = bytes(range(256)) + bytes([0x18, 0xFE, 0xCB, 0x37])
+    pre = D.rom_predecode(rom)
+    assert pre.dtype == np.int32 and pre.shape == (len(rom),)
+    full_path = {0xCB}  # the CB prefix: its lane is the next byte's
+    for i, byte in enumerate(rom):
+        word = int(pre[i])
+        d = D.describe(byte)
+        assert word & ((1 << D.QUICK_SHIFT) - 1) == d.words()[0] & ((1 << D.QUICK_SHIFT) - 1)
+        inner = d.lane() in D.INNER_LANES and byte not in full_path
+        assert word >> D.QUICK_SHIFT == (d.lane() if inner else D.LANE_GENERIC), hex(byte)
+    assert {int(pre[b]) >> D.QUICK_SHIFT for b in (0x18, 0x3C, 0x7E, 0x77)} == {
+        D.LANE_JUMP, D.LANE_REG8, D.LANE_LOAD8, D.LANE_STORE8}
+    assert D.DESC_TABLE_BYTES == D.decode_table().nbytes

@@ -55,8 +55,9 @@ def run(
     from gbx_gameboy.machine import GameBoyBatch, batch_bytes
 
     # Device and memory are checked before Warp allocates: one line, exit 2.
-    check_memory(batch_bytes(cart, envs), resolve_device(device), algo="gbx gameboy run",
-                 fix="lower --envs")
+    target = resolve_device(device)
+    check_memory(batch_bytes(cart, envs, cpu_variant=target.type == "cpu"), target,
+                 algo="gbx gameboy run", fix="lower --envs")
     batch = GameBoyBatch(cart, envs, device)
     presses = _prepare(batch, state, press)
     if cycles is not None:

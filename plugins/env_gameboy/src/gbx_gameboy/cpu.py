@@ -27,6 +27,7 @@ from gbx_gameboy.decode import (
     CB_BASE,
     CC_SHIFT,
     D16_NONE,
+    DESC_TABLE_BYTES,
     DST8_SHIFT,
     DST16_SHIFT,
     EXTRA_SHIFT,
@@ -77,6 +78,7 @@ from gbx_gameboy.decode import (
     PC_REL,
     PC_RST,
     PC_SHIFT,
+    QUICK_SHIFT,
     R16_AF,
     R16_BC,
     R16_DE,
@@ -110,7 +112,7 @@ from gbx_gameboy.decode import (
     WVAL_SHIFT,
     WWAIT_SHIFT,
 )
-from gbx_gameboy.kstate import GB, ld_i32, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.kstate import GB, ld_i32, ld_u8, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     FAULT_BUDGET,
@@ -147,6 +149,7 @@ from gbx_gameboy.layout import (
     T_TSYNC,
     TM_CLOCK,
     TM_INSTRS,
+    WRAM_OFF,
 )
 from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
 from gbx_gameboy.oam_bug import OAM_BUG_WRITE, oam_bug, oam_bug_idu, oam_bug_read_idu
@@ -451,6 +454,115 @@ def value16_host(sel: int, r: vec8i, sp: int, imm: int, hl: int) -> int:
     return v
 
 
+@wp.func
+def jump_lane(w0: int, f0: int, pc: int, imm: int, hl: int) -> wp.vec2i:
+    """LANE_JUMP (NOP, JP, JR, JP HL) for one CPU thread: (new PC, cycles the jump adds)."""
+    npc = pc
+    dt = int(0)
+    if cond(field(w0, CC_SHIFT, 3), f0):
+        psel = field(w0, PC_SHIFT, 3)
+        if psel == PC_IMM:
+            npc = imm
+        elif psel == PC_REL:
+            npc = (pc + sext8(imm & 0xFF)) & 0xFFFF
+        elif psel == PC_HL:
+            npc = hl
+        dt = 4 * field(w0, EXTRA_SHIFT, 2)
+    return wp.vec2i(npc, dt)
+
+
+@wp.func
+def alu8_host(w1: int, a: int, v: int, f0: int, code: int) -> int:
+    """The 8-bit work of a short lane (LANE_REG8, LANE_LOAD8, LANE_RMW8) for one CPU
+    thread: the descriptor's operation on v (a register, the immediate or the byte read)
+    and A, as (result << 8) | F, F from ``f0`` (before the instruction) with the
+    descriptor's kept, forced and computed flags."""
+    op = field(w1, OP8_SHIFT, 5)
+    o = v << 8
+    if op != OP_LD:
+        o = alu_host(op, a, v, f0, (code >> 3) & 7)
+    return (o & ~0xFF) | (
+        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+        | (field(w1, FSET_SHIFT, 4) << 4)
+        | (o & 0xF0 & (field(w1, FCALC_SHIFT, 4) << 4))
+    )
+
+
+@wp.func
+def reg16_host(w1: int, w2: int, v16: int, hl: int, imm: int, f0: int) -> wp.vec2i:
+    """The work of LANE_REG16 for one CPU thread on its 16-bit source v16: (the 16-bit
+    result, F from ``f0`` with the descriptor's kept, forced and computed flags)."""
+    o = v16 << 8
+    op = field(w2, OP16_SHIFT, 3)
+    if op != OP16_PASS:
+        o = add16(op, v16, hl, imm & 0xFF)
+    calc = wp.where(field(w1, F16_SHIFT, 1) != 0, o & 0xF0, 0)
+    f = (
+        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
+        | (field(w1, FSET_SHIFT, 4) << 4)
+        | (calc & (field(w1, FCALC_SHIFT, 4) << 4))
+    )
+    return wp.vec2i(o >> 8, f)
+
+
+@wp.func
+def push_value_host(w2: int, r: vec8i, sp: int, imm: int, pc: int, f0: int) -> int:
+    """The 16-bit value PUSH, CALL or RST puts on the stack (F as ``f0``, before the
+    instruction), for one CPU thread."""
+    v16 = pc
+    src16 = field(w2, SRC16_SHIFT, 3)
+    if src16 != R16_PC:
+        v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
+        if src16 == R16_AF:
+            v16 = (r[R_A] << 8) | f0
+    return v16
+
+
+@wp.func
+def push_target_host(w0: int, pc: int, imm: int, code: int) -> int:
+    """PC after PUSH (unchanged), CALL (the immediate) or RST (its vector)."""
+    psel = field(w0, PC_SHIFT, 3)
+    npc = pc
+    if psel == PC_IMM:
+        npc = imm
+    elif psel == PC_RST:
+        npc = code & 0x38
+    return npc
+
+
+@wp.func
+def plain_ram(a: int) -> bool:
+    """WRAM (with its echo) or HRAM without IE: memory a CPU access only reads or
+    stores, at any cycle outside OAM DMA."""
+    return (a >= 0xC000 and a < 0xFE00) or (a >= 0xFF80 and a < 0xFFFF)
+
+
+@wp.func
+def plain_get(g: GB, env: int, a: int) -> int:
+    """Byte at ``a``, which ``plain_ram`` accepts."""
+    v = int(0)
+    if a < 0xFE00:
+        v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
+    else:
+        v = mget(g, env, HRAM_OFF + (a - 0xFF80))
+    return v
+
+
+@wp.func
+def plain_set(g: GB, env: int, a: int, v: int):
+    """Store byte v at ``a``, which ``plain_ram`` accepts."""
+    if a < 0xFE00:
+        mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
+    else:
+        mset(g, env, HRAM_OFF + (a - 0xFF80), v)
+
+
+@wp.func
+def hl_step(w2: int) -> int:
+    """HL's step after the access of (HL+) (+1) or (HL-) (-1)."""
+    return wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
+
+
 @wp.func_native("return (uint64_t)a.data;")
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
@@ -594,6 +706,11 @@ def run_kernel(
         # masking the bank's offset masks the whole index).
         code_lo = rom_ptr
         code_hi = rom_ptr
+        # The same for the predecoded ROM (decode.rom_predecode, 4 bytes per ROM byte),
+        # which the CPU variant's batch keeps after the descriptors in ``dec``.
+        pre_ptr = g.dec_ptr + wp.uint64(DESC_TABLE_BYTES)
+        pre_lo = pre_ptr
+        pre_hi = pre_ptr
     # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
     next_ev = int(STALE)
     irq = int(0)
@@ -632,6 +749,9 @@ def run_kernel(
             if wp.static(HOST):
                 code_lo = rom_ptr + wp.uint64((bank0 * 0x4000) & g.rom_mask)
                 code_hi = rom_ptr + wp.uint64((bankx * 0x4000) & g.rom_mask) - wp.uint64(0x4000)
+                pre_lo = pre_ptr + wp.uint64(4 * ((bank0 * 0x4000) & g.rom_mask))
+                pre_hi = (pre_ptr + wp.uint64(4 * ((bankx * 0x4000) & g.rom_mask))
+                          - wp.uint64(4 * 0x4000))
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[0] += c1 - c0
@@ -694,6 +814,157 @@ def run_kernel(
             if wp.static(PHASE_CLOCKS):
                 clk[1] += cycle_clock() - c1
             continue
+
+        if wp.static(HOST and not PHASE_CLOCKS):
+            # One CPU thread: a straight run of jumps, 8- and 16-bit register operations,
+            # one-byte loads and stores on WRAM, HRAM or ROM and stack operations on WRAM
+            # or HRAM (the inner-loop lanes of
+            # decode.rom_predecode) fetched from cartridge ROM goes round this inner
+            # loop, which does only what they need. They change nothing the checks above
+            # read (interrupts cannot be taken in it: IME or the pending requests are 0;
+            # those memory accesses move no event), so the checks need not be repeated
+            # until an event is due. The first other instruction (or an access elsewhere)
+            # leaves it, before any of its effects, for the full path.
+            if halt_bug == 0 and ei_delay == 0 and (ime == 0 or irq == 0):
+                ran = int(0)
+                while t < next_ev:
+                    tq = t + 4  # the opcode's M-cycle, as in the fetch below
+                    if pc > 0x7FFD or (pc & 0x3FFF) > 0x3FFC or (pc < 0x100 and g.has_boot != 0):
+                        break
+                    if tq + 8 >= dma_s and tq < dma_e:
+                        break
+                    # The instruction's descriptor word 0 and lane, and its bytes: two
+                    # loads that wait only for PC.
+                    qw0 = ld_i32(wp.where(pc < 0x4000, pre_lo, pre_hi), 4 * pc)
+                    qword = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
+                    qlane = qw0 >> QUICK_SHIFT
+                    if qlane == LANE_GENERIC:
+                        break
+                    n_q = qw0 & 3
+                    qimm = wp.where(n_q >= 1, (qword >> 8) & 0xFF, 0) | wp.where(
+                        n_q == 2, qword & 0xFF0000, 0) >> 8
+                    tn = tq + 4 * n_q  # the cycle after the immediates
+                    qa = int(0)  # the byte's address (loads and stores)
+                    q16 = int(0)  # the 16-bit source (LANE_REG16)
+                    w2q = int(0)
+                    if qlane == LANE_REG16:
+                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
+                        q16 = value16_host(field(w2q, SRC16_SHIFT, 3), r, sp, qimm,
+                                           (r[4] << 8) | r[5])
+                        if (q16 & 0xFF00) == 0xFE00:
+                            break  # the OAM bug's page: the full path
+                    elif qlane == LANE_STACK:
+                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
+                        if cond(field(qw0, CC_SHIFT, 3), r[R_F]):
+                            if field(qw0, NRD_SHIFT, 2) != 0:  # POP, RET
+                                tr = tn + 4 * field(qw0, RWAIT_SHIFT, 1)
+                                if not (plain_ram(sp) and plain_ram((sp + 1) & 0xFFFF)):
+                                    break
+                                if tr + 8 >= dma_s and tr + 4 < dma_e:
+                                    break  # a read's M-cycle falls in OAM DMA
+                            elif (sp & 0xFF00) == 0xFE00 or not (
+                                plain_ram((sp - 1) & 0xFFFF) and plain_ram((sp - 2) & 0xFFFF)
+                            ):
+                                break  # PUSH, CALL, RST elsewhere, or the OAM bug's page
+                    elif qlane >= LANE_LOAD8:
+                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
+                        qa = bus_address_host(
+                            field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT, WADDR_SHIFT), 3),
+                            r, sp, qimm)
+                        # WRAM and HRAM (not IE); loads also ROM, outside the boot ROM.
+                        ram = plain_ram(qa)
+                        if qlane == LANE_LOAD8:
+                            if not (ram or (qa < 0x8000 and (qa >= 0x100 or g.has_boot == 0))):
+                                break
+                            if tn + 4 < dma_e and tn + 4 >= dma_s:
+                                break  # the read's M-cycle falls in OAM DMA
+                        elif not ram:
+                            break
+                    t = tn
+                    pc = (pc + 1 + n_q) & 0xFFFF
+                    icount += 1
+                    ran = int(1)
+                    f0 = r[R_F]
+                    if qlane == LANE_JUMP:
+                        r[R_F] = f0 & 0xF0
+                        jump = jump_lane(qw0, f0, pc, qimm, (r[4] << 8) | r[5])
+                        pc = jump[0]
+                        t += jump[1]
+                    elif qlane == LANE_REG16:
+                        o16 = reg16_host(ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4),
+                                         w2q, q16, (r[4] << 8) | r[5], qimm, f0)
+                        r[R_F] = o16[1]
+                        d16 = field(w2q, DST16_SHIFT, 3)
+                        if d16 == R16_SP:
+                            sp = o16[0]
+                        else:
+                            r[2 * d16] = o16[0] >> 8
+                            r[2 * d16 + 1] = o16[0] & 0xFF
+                        t += 4 * field(qw0, EXTRA_SHIFT, 2)
+                    elif qlane == LANE_STACK:
+                        r[R_F] = f0 & 0xF0
+                        t += 4 * field(qw0, RWAIT_SHIFT, 1)
+                        if cond(field(qw0, CC_SHIFT, 3), f0):
+                            if field(qw0, NRD_SHIFT, 2) != 0:  # POP, RET
+                                lo = plain_get(g, env, sp)
+                                hi = plain_get(g, env, (sp + 1) & 0xFFFF)
+                                t += 8
+                                sp = (sp + 2) & 0xFFFF
+                                d16 = field(w2q, DST16_SHIFT, 3)
+                                if d16 == D16_NONE:
+                                    pc = (hi << 8) | lo
+                                elif d16 == R16_AF:
+                                    r[R_A] = hi
+                                    r[R_F] = lo & 0xF0
+                                else:
+                                    r[2 * d16] = hi
+                                    r[2 * d16 + 1] = lo
+                            else:  # PUSH, CALL, RST
+                                v16 = push_value_host(w2q, r, sp, qimm, pc, f0)
+                                pc = push_target_host(qw0, pc, qimm, qword & 0xFF)
+                                plain_set(g, env, (sp - 1) & 0xFFFF, v16 >> 8)
+                                plain_set(g, env, (sp - 2) & 0xFFFF, v16 & 0xFF)
+                                t += 12
+                                sp = (sp - 2) & 0xFFFF
+                            t += 4 * field(qw0, EXTRA_SHIFT, 2)
+                    elif qlane == LANE_STORE8:
+                        w1q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4)
+                        src = field(w1q, SRC8_SHIFT, 4)
+                        vq = qimm & 0xFF
+                        if src != S8_IMM:
+                            vq = r[src]
+                        r[R_F] = f0 & 0xF0
+                        t += 4
+                        plain_set(g, env, qa, vq)
+                        if field(w2q, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
+                            hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
+                            r[4] = (hl1 >> 8) & 0xFF
+                            r[5] = hl1 & 0xFF
+                    else:  # LANE_REG8, LANE_LOAD8
+                        qcode = qword & 0xFF
+                        w1q = ld_i32(g.dec_ptr, qcode * DESC_BYTES + 4)
+                        vq = qimm & 0xFF
+                        if qlane == LANE_LOAD8:
+                            t += 4
+                            if qa >= 0xC000:
+                                vq = plain_get(g, env, qa)
+                            else:
+                                vq = ld_u8(wp.where(qa < 0x4000, code_lo, code_hi), qa)
+                        else:
+                            src = field(w1q, SRC8_SHIFT, 4)
+                            if src != S8_IMM:
+                                vq = r[src]
+                        oq = alu8_host(w1q, r[R_A], vq, f0, qcode)
+                        r[R_F] = oq & 0xFF
+                        dq = field(w1q, DST8_SHIFT, 4)
+                        if dq < 8:
+                            r[dq] = oq >> 8
+                        if qlane == LANE_LOAD8 and field(w2q, DST16_SHIFT, 3) == R16_HL:
+                            hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
+                            r[4] = (hl1 >> 8) & 0xFF
+                            r[5] = hl1 & 0xFF
+                if ran != 0:
+                    continue
 
         if wp.static(PHASE_CLOCKS):
             c0 = cycle_clock()
@@ -776,15 +1047,9 @@ def run_kernel(
                 f0 = r[R_F]
                 if lane == LANE_JUMP:
                     r[R_F] = f0 & 0xF0
-                    if cond(field(w0, CC_SHIFT, 3), f0):
-                        psel0 = field(w0, PC_SHIFT, 3)
-                        if psel0 == PC_IMM:
-                            pc = imm
-                        elif psel0 == PC_REL:
-                            pc = (pc + sext8(imm & 0xFF)) & 0xFFFF
-                        elif psel0 == PC_HL:
-                            pc = (r[4] << 8) | r[5]
-                        t += 4 * field(w0, EXTRA_SHIFT, 2)
+                    jump = jump_lane(w0, f0, pc, imm, (r[4] << 8) | r[5])
+                    pc = jump[0]
+                    t += jump[1]
                 elif lane == LANE_STORE8:
                     wa = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
                     src0 = field(w1, SRC8_SHIFT, 4)
@@ -798,25 +1063,16 @@ def run_kernel(
                 elif lane == LANE_REG16:
                     hl0 = (r[4] << 8) | r[5]
                     v16 = value16_host(field(w2, SRC16_SHIFT, 3), r, sp, imm, hl0)
-                    op16 = field(w2, OP16_SHIFT, 3)
                     if (v16 & 0xFF00) == 0xFE00:  # OAM bug: inc/dec rr, ld sp,hl
                         oam_bug_idu(g.ref, env, w0, w2, t)
-                    o16 = v16 << 8
-                    if op16 != OP16_PASS:
-                        o16 = add16(op16, v16, hl0, imm & 0xFF)
-                    calc0 = wp.where(field(w1, F16_SHIFT, 1) != 0, o16 & 0xF0, 0)
-                    r[R_F] = (
-                        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
-                        | (field(w1, FSET_SHIFT, 4) << 4)
-                        | (calc0 & (field(w1, FCALC_SHIFT, 4) << 4))
-                    )
+                    o16 = reg16_host(w1, w2, v16, hl0, imm, f0)
+                    r[R_F] = o16[1]
                     d16 = field(w2, DST16_SHIFT, 3)
-                    res0 = o16 >> 8
                     if d16 == R16_SP:
-                        sp = res0
+                        sp = o16[0]
                     else:
-                        r[2 * d16] = res0 >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
-                        r[2 * d16 + 1] = res0 & 0xFF
+                        r[2 * d16] = o16[0] >> 8  # BC DE HL: registers 0-1, 2-3, 4-5
+                        r[2 * d16 + 1] = o16[0] & 0xFF
                     t += 4 * field(w0, EXTRA_SHIFT, 2)
                 elif lane == LANE_STACK:
                     r[R_F] = f0 & 0xF0
@@ -841,17 +1097,8 @@ def run_kernel(
                                 r[2 * d16] = hi  # BC DE HL: registers 0-1, 2-3, 4-5
                                 r[2 * d16 + 1] = lo
                         else:  # PUSH, CALL, RST: high byte at SP-1, low at SP-2
-                            v16 = pc
-                            src16 = field(w2, SRC16_SHIFT, 3)
-                            if src16 != R16_PC:
-                                v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
-                                if src16 == R16_AF:  # F as it was before this instruction
-                                    v16 = (r[R_A] << 8) | f0
-                            psel0 = field(w0, PC_SHIFT, 3)
-                            if psel0 == PC_IMM:
-                                pc = imm
-                            elif psel0 == PC_RST:
-                                pc = code & 0x38
+                            v16 = push_value_host(w2, r, sp, imm, pc, f0)
+                            pc = push_target_host(w0, pc, imm, code)
                             if (sp & 0xFF00) == 0xFE00:  # OAM bug: SP on the bus
                                 oam_bug_idu(g.ref, env, w0, w2, t)
                             t += 8
@@ -874,15 +1121,8 @@ def run_kernel(
                         v0 = rd_cpu(g, env, ra, t, bank0, bankx, dma_s, dma_e) & 0xFF
                     elif src0 != S8_IMM:
                         v0 = r[src0]
-                    op0 = field(w1, OP8_SHIFT, 5)
-                    o0 = v0 << 8
-                    if op0 != OP_LD:
-                        o0 = alu_host(op0, r[R_A], v0, f0, (code >> 3) & 7)
-                    r[R_F] = (
-                        (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
-                        | (field(w1, FSET_SHIFT, 4) << 4)
-                        | (o0 & 0xF0 & (field(w1, FCALC_SHIFT, 4) << 4))
-                    )
+                    o0 = alu8_host(w1, r[R_A], v0, f0, code)
+                    r[R_F] = o0 & 0xFF
                     d0 = field(w1, DST8_SHIFT, 4)
                     if d0 < 8:
                         r[d0] = o0 >> 8
@@ -893,8 +1133,7 @@ def run_kernel(
                 if (lane == LANE_LOAD8 or lane == LANE_STORE8) and field(
                     w2, DST16_SHIFT, 3
                 ) == R16_HL:  # (HL+) / (HL-): HL steps after the access
-                    step = wp.where(field(w2, OP16_SHIFT, 3) == OP16_INC, 1, -1)
-                    hl1 = ((r[4] << 8) | r[5]) + step
+                    hl1 = ((r[4] << 8) | r[5]) + hl_step(w2)
                     r[4] = (hl1 >> 8) & 0xFF
                     r[5] = hl1 & 0xFF
                 if ei_delay > 0:

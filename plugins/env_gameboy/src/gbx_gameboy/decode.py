@@ -399,6 +399,34 @@ def decode_table() -> np.ndarray:
     return np.array([describe(i).words() for i in range(2 * CB_BASE)], dtype=np.int32).ravel()
 
 
+# The CPU variant's predecoded ROM (``rom_predecode``): one int32 per ROM byte, word 0 of
+# the descriptor of the opcode that byte would be, with the lane of the run loop's inner
+# loop in bits 27-29 (QUICK_SHIFT, the "special" field, which is SP_NONE for every
+# instruction with a short lane): one of INNER_LANES, or LANE_GENERIC for an instruction
+# the inner loop leaves to the full path.
+QUICK_SHIFT = SPECIAL_SHIFT
+INNER_LANES = (LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_STACK)
+DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
+
+
+def rom_predecode(rom: bytes) -> np.ndarray:
+    """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
+    byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the CB prefix, whose
+    lane is the next byte's, and for the lanes not in INNER_LANES).
+    The CPU variant of the run kernel reads it after the descriptors, so that an
+    instruction's length and lane come from one load at the address of its PC, not from
+    a load that waits for the opcode."""
+    table = decode_table().reshape(2 * CB_BASE, WORDS)[:CB_BASE]
+    words = table[:, 0].astype(np.int64)
+    lane = table[:, 3].astype(np.int64)
+    inner = np.isin(lane, INNER_LANES)
+    inner[0xCB] = False
+    assert not (words[inner] >> QUICK_SHIFT).any(), "an inner-loop opcode has a special"
+    kept = words & ((1 << QUICK_SHIFT) - 1)
+    out = np.where(inner, kept | (lane << QUICK_SHIFT), kept)
+    return out.astype(np.int32)[np.frombuffer(bytes(rom), dtype=np.uint8)]
+
+
 def m_cycles(index: int, taken: bool = True) -> int:
     """M-cycles of an instruction according to its descriptor (the CB prefix's own byte
     counted in the CB entries): what the kernel spends, for tests against the opcode

@@ -23,7 +23,7 @@ from gbx_gameboy.cpu import (
     store_gb_host,
 )
 from gbx_gameboy.cpu_threads import ChunkedLaunch, chunk_bounds, resolve_threads
-from gbx_gameboy.decode import decode_table
+from gbx_gameboy.decode import decode_table, rom_predecode
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.tiles import env_rows, row_of_envs
@@ -86,11 +86,13 @@ def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -
 
 
 def batch_bytes(cart: Cartridge, num_envs: int,
-                serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -> int:
+                serial_capacity: int = DEFAULT_SERIAL_CAPACITY, cpu_variant: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
-    cannot fit before Warp allocates anything."""
-    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + len(cart.data)
+    cannot fit before Warp allocates anything. ``cpu_variant``: the batch runs the run
+    kernel's CPU variant, which also keeps the predecoded ROM (4 bytes per ROM byte)."""
+    rom = len(cart.data) * (5 if cpu_variant else 1)
+    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom
 
 
 class GameBoyBatch:
@@ -148,7 +150,10 @@ class GameBoyBatch:
         boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
-        g.dec = wp.array(decode_table(), dtype=wp.int32, device=dev)
+        dec = decode_table()
+        if host:  # the CPU variant reads the predecoded ROM after the descriptors
+            dec = np.concatenate([dec, rom_predecode(self.cart.data)])
+        g.dec = wp.array(dec, dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
         g.mem = wp.zeros((nt, L.MEM_BYTES, L.TILE), dtype=wp.uint8, device=dev)
