@@ -403,3 +403,100 @@ def test_sigkill_then_resume_with_the_archive_is_exact(
     print(f"kill seed {seed}")
     check_sigkill_resume(args, tmp_path, plugins=plugins, total_steps=6 * 8 * 8,
                          expected_records=6, seed=seed, timeout=600)
+
+
+# ---------------------------------------------------------------------------------------
+# DreamerV3 with the archive: the same training envs, explored the same way
+# ---------------------------------------------------------------------------------------
+
+
+def _dreamer(**over: Any) -> Any:
+    from gbx_algo_dreamer.config import DreamerConfig
+
+    base: dict[str, Any] = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8,
+                                train_ratio=16.0, replay_capacity=512, learning_starts=32,
+                                record_every=4, checkpoint_replay=True, total_env_steps=96)
+    base.update(over)
+    return DreamerConfig(**base)
+
+
+def test_dreamer_trains_on_the_explored_envs_and_records_the_archive() -> None:
+    from gbx_algo_dreamer.trainer import DreamerTrainer
+
+    cfg = _dreamer()
+    ctx = InMemoryRunContext(cfg, env_config=ToyConfig(max_steps=6, height=40, width=40),
+                             wrap_training=_wrap(bonus=0.5, cell_rows=8, cell_cols=8))
+    trainer = ctx.run(DreamerTrainer(cfg, ctx))
+    assert isinstance(trainer.env, ArchiveExplorer)
+    assert trainer.opt_steps > 0
+    for rec in ctx.records:
+        assert all(isinstance(rec[k], int | float) for k in EXPLORE_KEYS)
+        parts = rec["explore_reward_extrinsic_mean"] + rec["explore_reward_intrinsic_mean"]
+        assert parts == pytest.approx(rec["reward_mean"], rel=1e-5, abs=1e-7)
+    assert sum(r["explore_archive_start_frac"] for r in ctx.records) > 0
+    assert ctx.records[-1]["explore_archive_size"] > 1
+    # every restart, from a cell or the start, opens a new sequence of the world model
+    replay = trainer.replay
+    assert int(replay.is_first.sum()) >= 4 + sum(round(r["reset_rate"] * 16)
+                                                  for r in ctx.records)
+
+
+def test_dreamer_resumed_with_the_archive_continues_bit_for_bit() -> None:
+    from gbx_algo_dreamer.trainer import DreamerTrainer
+
+    cfg = _dreamer()
+    env_config = ToyConfig(max_steps=6, height=40, width=40)
+    wrap = _wrap(bonus=0.05, cell_rows=8, cell_cols=8, explore_steps=2)
+
+    def context() -> InMemoryRunContext:
+        return InMemoryRunContext(cfg, env_config=env_config, wrap_training=wrap,
+                                  checkpoint_every=48)
+
+    full = context()
+    full_trainer = full.run(DreamerTrainer(cfg, full))
+    step, state = full.checkpoints[0]
+    assert step == 48 and full_trainer.opt_steps > 0
+    torch.manual_seed(12345)  # the checkpoint must restore every random stream
+    again = context()
+    resumed = DreamerTrainer(cfg, again)
+    resumed.load_state_dict(roundtrip(state))
+    again.run(resumed, resume_step=step)
+    tail = [comparable(r) for r in full.records if r["env_steps"] > step]
+    assert [comparable(r) for r in again.records] == tail
+    assert "explore_archive_size" in again.records[-1]
+    end, end_again = full_trainer.state_dict(), resumed.state_dict()
+    mine, theirs = end["live"]["env"]["explore"], end_again["live"]["env"]["explore"]
+    for key, table in mine["archive"].items():
+        assert torch.equal(table, theirs["archive"][key]), key
+    for key, saved in mine["slots"].items():
+        assert torch.equal(saved, theirs["slots"][key]), key
+    assert torch.equal(mine["steps"], theirs["steps"]) and mine["t"] == theirs["t"]
+    for a, b in zip(full_trainer.wm.parameters(), resumed.wm.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_gbx_run_dreamer_with_the_archive(tmp_path: Path) -> None:
+    """`gbx run --algo dreamer_v3 --set explore.name=archive` wraps Dreamer's training envs
+    (no "had no effect" warning) and its log carries the explorer's fields."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gbx.cli import build_cli
+
+    run_dir = tmp_path / "run"
+    args = ["run", "--algo", "dreamer_v3", "--env", "toy", "--device", "cpu", "--steps", "64",
+            "--observer", "jsonl", "--run-dir", str(run_dir)]
+    for item in ("algo.size=tiny", "algo.num_envs=4", "algo.batch_size=4",
+                 "algo.batch_length=8", "algo.learning_starts=32", "algo.record_every=4",
+                 "algo.replay_capacity=512", "env.height=24", "env.width=32",
+                 "env.max_steps=6", "run.final_eval_episodes=2", "explore.name=archive",
+                 "explore.capacity=32", "explore.cell_rows=8", "explore.cell_cols=8"):
+        args += ["--set", item]
+    res = CliRunner().invoke(build_cli(load_plugins()), args)
+    assert res.exit_code == 0, res.output
+    assert "had no effect" not in res.output
+    records = [json.loads(line) for line in (run_dir / "train_log.jsonl").open()]
+    train = [r for r in records if "explore_archive_size" in r]
+    assert len(train) == 4 and train[-1]["explore_archive_size"] > 0
+    assert any("eval" in r for r in records)  # evaluated from the real start, unexplored

@@ -32,7 +32,9 @@ def test_auto_settings_take_the_values_of_the_device():
     assert (cpu.size, cpu.replay_capacity, cpu.batch_size) == ("tiny", 65_536, 8)
     cuda = cfg.for_device("cuda")  # the paper's settings
     assert (cuda.size, cuda.batch_size, cuda.batch_length, cuda.train_ratio) == ("S", 16, 64, 32)
-    assert (cuda.replay_capacity, cuda.model_lr, cuda.actor_lr) == (1_000_000, 1e-4, 3e-5)
+    assert (cuda.replay_capacity, cuda.model_lr, cuda.actor_lr, cuda.gamma) == (
+        1_000_000, 1e-4, 3e-5, 0.997)
+    assert cpu.gamma == 0.95  # a short run's horizon (docs/benchmarks.md)
 
 
 def test_an_explicit_value_always_wins():
@@ -60,6 +62,8 @@ def test_explain_lists_the_value_of_each_device():
     assert "1000000 on CUDA, 65536 on the CPU" in line
     line = next(x for x in res.output.splitlines() if x.startswith("algo.actor_lr "))
     assert "3e-05 on CUDA, 0.0005 on the CPU" in line
+    line = next(x for x in res.output.splitlines() if x.startswith("algo.gamma "))
+    assert "0.997 on CUDA, 0.95 on the CPU" in line
     assert any(x.startswith("algo.checkpoint_replay ") for x in res.output.splitlines())
 
 
@@ -138,3 +142,17 @@ def test_the_benchmark_times_a_config_with_auto_settings():
     by = {r["metric"]: r for r in records}
     assert by["train_steps_per_s"]["value"] > 0 and by["train_steps_per_s"]["compile"] is False
     assert by["env_sps_at_train_ratio"]["train_ratio"] == DEVICE_PRESETS["cpu"].train_ratio
+
+
+def test_a_cpu_run_sets_the_threads_it_is_given(tmp_path):
+    """algo.cpu_threads: one thread by default on the CPU (its preset), any explicit count
+    wins, 0 leaves torch's own setting."""
+    assert DreamerConfig().for_device("cpu").cpu_threads == 1
+    assert DreamerConfig().for_device("cuda").cpu_threads == 0
+    torch.set_num_threads(3)
+    DreamerTrainer(_cfg(cpu_threads=0), dot_context(tmp_path / "a"))
+    assert torch.get_num_threads() == 3
+    DreamerTrainer(_cfg(cpu_threads=2), dot_context(tmp_path / "b"))
+    assert torch.get_num_threads() == 2
+    DreamerTrainer(_cfg(), dot_context(tmp_path / "c"))
+    assert torch.get_num_threads() == 1

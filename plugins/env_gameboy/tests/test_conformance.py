@@ -40,6 +40,28 @@ def test_rom(case: conf.RomCase) -> None:
     assert result.passed, f"{case.name}: {result.detail} after {result.frames} frames"
 
 
+@pytest.mark.skipif(not ROOT.is_dir(), reason=f"test ROMs not found at {ROOT} (set GBX_TESTROMS)")
+def test_running_roms_together_gives_each_its_result_alone() -> None:
+    # CUDA runs every ROM at once (run_together); on the CPU the same rounds run in turn,
+    # so the scheduling is checked here: each ROM's verdict, frame count and detail must
+    # be those of running it alone, whichever ROMs finish (and drop out) before it.
+    cases = conf.select(["cpu_instrs/individual/02", "di_timing", "rom_singles/01-reg",
+                         "manual-only/sprite", "mbc1/rom_512"])
+    fib = conf.select(["intr_2_0"])[0]
+    cases += [conf.RomCase(fib.path, conf.FIB, 3),  # cut short: no result within 3 frames
+              conf.RomCase(fib.path, conf.FIB, 15)]  # a last round of 5 frames
+    alone = [conf.run_case(c, "cpu", ROOT) for c in cases]
+    order: list[conf.RomResult] = []
+    together = conf.run_together(cases, "cpu", ROOT, on_result=order.append)
+    assert together == alone
+    assert len({r.frames for r in alone}) >= 4  # ROMs drop out in different rounds
+    assert alone[-2].detail.startswith("no result after 3 frames")
+    assert alone[-1].passed and alone[-1].frames == 15  # reported within the last 5 frames
+    rounds = [-(-r.frames // conf.CHECK_EVERY_FRAMES) for r in order]
+    assert rounds == sorted(rounds)  # reported as they finish
+    assert sorted(map(id, order)) == sorted(map(id, together))
+
+
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "emulator.md"
 
 

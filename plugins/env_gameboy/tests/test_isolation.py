@@ -19,6 +19,8 @@ from gbx_gameboy import pyboy_state as ps
 from gbx_gameboy import savestate
 from gbx_gameboy.env import DEFAULT_ROM
 from gbx_gameboy.machine import GameBoyBatch
+from gbx_gameboy.microrom import micro_rom
+from gbx_gameboy.ppu_timing import LINE_CYCLES, PH_HBLANK, PH_LINE153
 from gbx_gameboy.resources import bundled_states_dir
 from gbx_gameboy.snapshot import capture
 from gbx_gameboy.state_bounds import sanitize
@@ -197,6 +199,31 @@ def test_sanitize_keeps_every_state_the_emulator_reaches() -> None:
             arrays = {k: v.cpu() for k, v in capture(batch.state_tensors(), e).items()}
             clean = sanitize(arrays, batch.cart)
             assert all(torch.equal(arrays[k], clean[k]) for k in arrays)
+
+
+def test_sanitize_keeps_line_153_after_ly_turned_0() -> None:
+    """Line 153 once LY reads 0 (mode 1 with LY=0) is a state the PPU is in, with the
+    LY=LYC gap flag in its second M-cycle: both load unchanged; the flag elsewhere is
+    dropped."""
+    poll = """
+    ld a, $40
+    ldh [$41], a        ; an LY=LYC STAT source: the PPU steps through every transition
+.poll:
+    ldh a, [$41]
+    jr .poll
+"""
+    batch = GameBoyBatch(micro_rom(poll), 1)
+    batch.run_frames(2)  # ends as line 144 starts
+    batch.run_cycles(9 * LINE_CYCLES + 100)  # into line 153, past its first M-cycles
+    arrays = {k: v.cpu() for k, v in capture(batch.state_tensors(), 0).items()}
+    st = arrays["st"]
+    assert int(st[L.S_PPU_PHASE]) == PH_LINE153 and int(arrays["mem"][L.IO_OFF + L.LY]) == 0
+    for flags in (0, L.PPU_LY153_GAP):
+        st[L.S_PPU_FLAGS] = flags
+        clean = sanitize(arrays, batch.cart)
+        assert all(torch.equal(arrays[k], clean[k]) for k in arrays), flags
+    st[L.S_PPU_PHASE], st[L.S_PPU_MODE] = PH_HBLANK, 0
+    assert int(sanitize(arrays, batch.cart)["st"][L.S_PPU_FLAGS]) == 0
 
 
 def test_sanitize_clamps_every_field_into_range() -> None:

@@ -60,6 +60,8 @@ class DevicePreset:
     model_lr: float
     actor_lr: float
     critic_lr: float
+    gamma: float
+    cpu_threads: int
 
 
 # cuda: the paper's settings. cpu: an update on a CPU costs about 1 ms per replayed 72x80
@@ -68,15 +70,21 @@ class DevicePreset:
 # minutes on two cores, and a 64k-step replay (90 MiB of 72x80 frames) keeps it well under
 # 1 GB resident. At the paper's learning rates the tiny model's actor barely leaves the
 # uniform policy in the few hundred updates such a run makes; an actor at 1e-3 learns but
-# may collapse onto a wrong action late in the run; at 5e-4 the sampled policy learns
-# (the greedy one not yet on every seed: docs/benchmarks.md).
+# may collapse onto a wrong action late in the run. The discount: with the paper's 0.997
+# (a 333-step horizon) every path that reaches the goal some time is worth nearly the same
+# on a task whose reward is progress towards the goal, so in a few hundred updates the actor
+# gets no usable preference for the short path and its greedy policy loops; 0.95 (a
+# 20-step horizon) makes a step of delay cost 5% of what lies ahead (docs/benchmarks.md).
+# Threads: the tiny model's many small operations gain little from a second thread, and two
+# threads wait on each other whenever another process holds a core (the README's toy run
+# took 211 s with torch's two threads and 137 s with one on the shared 2-core machine).
 DEVICE_PRESETS: dict[str, DevicePreset] = {
     "cuda": DevicePreset(size="S", batch_size=16, batch_length=64, train_ratio=32.0,
                          replay_capacity=1_000_000, learning_starts=1024, model_lr=1e-4,
-                         actor_lr=3e-5, critic_lr=3e-5),
+                         actor_lr=3e-5, critic_lr=3e-5, gamma=0.997, cpu_threads=0),
     "cpu": DevicePreset(size="tiny", batch_size=8, batch_length=16, train_ratio=24.0,
                         replay_capacity=65_536, learning_starts=512, model_lr=1e-3,
-                        actor_lr=5e-4, critic_lr=1e-3),
+                        actor_lr=5e-4, critic_lr=1e-3, gamma=0.95, cpu_threads=1),
 }
 AUTO_FIELDS = tuple(attrs.fields_dict(DevicePreset))
 
@@ -89,12 +97,13 @@ def device_kind(device: torch.device | str) -> str:
 def _auto_help(field: str, text: str) -> dict[str, str]:
     per_device = ", ".join(f"{getattr(p, field)} on {'CUDA' if k == 'cuda' else 'the CPU'}"
                            for k, p in DEVICE_PRESETS.items())
-    unset = {"size": "auto", "learning_starts": "unset"}.get(field, "0")
+    unset = {"size": "auto", "learning_starts": "unset", "cpu_threads": "unset"}.get(field, "0")
     return {"help": f"{text}; {unset} = the device's default: {per_device}"}
 
 
 # the value that leaves a setting to the device: 0 for numbers, except where 0 means itself
-_AUTO_MARKERS: dict[str, tuple[Any, ...]] = {"size": (AUTO,), "learning_starts": (None,)}
+_AUTO_MARKERS: dict[str, tuple[Any, ...]] = {"size": (AUTO,), "learning_starts": (None,),
+                                             "cpu_threads": (None,)}
 
 
 _POS = in_range(0, lo_open=True)  # > 0 and finite
@@ -138,6 +147,10 @@ class DreamerConfig:
     learning_starts: int | None = attrs.field(
         default=None, validator=in_range(0, optional=True), metadata=_auto_help(
             "learning_starts", "env steps collected before the first update"))
+    cpu_threads: int | None = attrs.field(
+        default=None, validator=in_range(0, optional=True), metadata=_auto_help(
+            "cpu_threads", "torch threads of a run that trains on the CPU (0: torch's own "
+            "default, one per core); a CUDA run leaves them alone"))
     fixed_action: int = attrs.field(default=0, validator=in_range(0), metadata=_help(
         "action repeated in standing_still mode"))
     heldout_fraction: float = attrs.field(default=0.125, validator=in_range(0, 1, hi_open=True),
@@ -182,8 +195,8 @@ class DreamerConfig:
         metadata=_help("actor/critic grad-norm clip"))
     horizon: int = attrs.field(default=15, validator=in_range(1),
         metadata=_help("imagination horizon"))
-    gamma: float = attrs.field(default=0.997, validator=in_range(0, 1, lo_open=True),
-        metadata=_help("discount (1 - 1/333)"))
+    gamma: float = attrs.field(default=0.0, validator=in_range(0, 1), metadata=_auto_help(
+        "gamma", "discount of the imagined returns (0.997 = 1 - 1/333, the paper's)"))
     lam: float = attrs.field(default=0.95, validator=in_range(0, 1),
         metadata=_help("lambda of lambda-returns"))
     entropy_scale: float = attrs.field(default=3e-4, validator=in_range(0),

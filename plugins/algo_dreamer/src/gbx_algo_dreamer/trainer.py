@@ -12,6 +12,7 @@ import attrs
 import torch
 
 from gbx import distributed as gdist
+from gbx.api import WindowMetrics
 from gbx.seeds import Stream, derive
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
@@ -57,6 +58,8 @@ class DreamerTrainer:
         self.device = torch.device(ctx.device)
         # the run loop resolves the auto settings already; a bare context may not have
         self.cfg = cfg = config.for_device(self.device)
+        if self.device.type == "cpu" and cfg.cpu_threads:
+            torch.set_num_threads(cfg.cpu_threads)  # the process's threads (algo.cpu_threads)
         self.env = ctx.make_env(cfg.num_envs, training=True)
         self.obs_shape = tuple(self.env.obs_shape)
         if len(self.obs_shape) != 3:
@@ -104,6 +107,8 @@ class DreamerTrainer:
         self.heldout_streams = all_streams[cfg.num_envs - n_held:] if n_held else None
         self.metrics = MetricsAccumulator(cfg.num_envs, self.num_actions, self.device,
                                           max_extras=64)
+        if isinstance(self.env, WindowMetrics):  # e.g. an explorer's archive statistics
+            self.metrics.add_source(self.env.window_metrics)
         # counters (host)
         self.env_steps = 0
         self.iterations = 0

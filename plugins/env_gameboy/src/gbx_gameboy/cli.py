@@ -92,7 +92,11 @@ def run(
 def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
                 names: tuple[str, ...]) -> None:
     """Run the shared test ROMs (optionally only those matching NAMES) on the CPU and CUDA;
-    print the table of docs/emulator.md (CUDA "not run" without a GPU)."""
+    print the table of docs/emulator.md (CUDA "not run" without a GPU).
+
+    The CPU runs the ROMs one after the other. CUDA runs every selected ROM at once, each
+    on its own stream and checked every 10 frames, so it takes about as long as the
+    slowest ROM; results and frame counts are the same either way."""
     from gbx.progress import progress
     from gbx_gameboy import conformance as conf
 

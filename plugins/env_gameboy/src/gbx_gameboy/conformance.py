@@ -1,7 +1,9 @@
 """Run the shared hardware test ROMs (blargg, mooneye, dmg-acid2, ...) and report per ROM.
 
 The ROMs live outside the repository (``$GBX_TESTROMS``, default ``../shared/testroms``
-relative to the repository root). One ROM per batch; the compiled kernel is reused.
+relative to the repository root). One ROM per 1-env batch; the compiled kernel is reused.
+The CPU runs the ROMs one after the other; CUDA runs them all at once, each batch on its
+own stream (one env runs only some tens of frames per second on a GPU).
 ``CASES`` lists every ROM of that folder; ``report`` runs them on the CPU and, where a GPU
 is present, on CUDA, one record per ROM (the table of docs/emulator.md).
 """
@@ -12,6 +14,10 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gbx_gameboy.machine import GameBoyBatch
 
 SER = "SER"  # serial text "Passed" / "Failed"
 MEM = "MEM"  # result byte at 0xA000 after the DE B0 61 signature
@@ -206,28 +212,82 @@ def _verdict(case: RomCase, batch: object) -> tuple[bool | None, str]:
     return None, f"serial {out.hex(' ')}"
 
 
+@dataclass
+class _Run:
+    """One ROM on its own 1-env batch: frames run so far, and its result once known."""
+
+    case: RomCase
+    batch: GameBoyBatch
+    want: object | None  # PIC: the reference picture
+    frames: int = 0
+
+    def launch(self) -> None:
+        """Queue the next CHECK_EVERY_FRAMES frames (fewer at the budget's end)."""
+        step = min(CHECK_EVERY_FRAMES, self.case.budget - self.frames)
+        self.batch.run_frames(step, render_last=self.want is not None)
+        self.frames += step
+
+    def result(self) -> RomResult | None:
+        """The result once the ROM reported or its budget is spent, else None (the
+        launched frames must be done: after a device synchronisation)."""
+        verdict, detail = _verdict(self.case, self.batch)
+        if self.want is not None:
+            verdict, detail = _picture_verdict(self.batch, self.want,
+                                               self.frames >= self.case.budget)
+        if verdict is not None:
+            return RomResult(self.case, verdict, self.frames, detail)
+        if self.frames >= self.case.budget:
+            return RomResult(self.case, False, self.frames,
+                             f"no result after {self.frames} frames: {detail}")
+        return None
+
+
 def run_case(case: RomCase, device: str = "cpu", root: Path | None = None) -> RomResult:
     """Run one ROM until it reports or its frame budget is spent."""
+    return run_together([case], device, root)[0]
+
+
+def run_together(
+    cases: Iterable[RomCase], device: str = "cpu", root: Path | None = None,
+    on_result: Callable[[RomResult], None] | None = None,
+) -> list[RomResult]:
+    """Run every case at once, one 1-env batch each; results in the order of ``cases``.
+
+    Each round launches the next CHECK_EVERY_FRAMES frames of every ROM still running,
+    synchronises the device once and takes every verdict, dropping the ROMs that are done,
+    so each ROM's result and frame count are those of running it alone. On CUDA every
+    batch launches on its own stream: the one-thread launches of all ROMs run side by side
+    and the whole run takes about as long as the slowest ROM. On the CPU the launches of a
+    round run one after the other. ``on_result`` sees each result as it comes (progress).
+    """
     from gbx_gameboy.machine import GameBoyBatch
+    from gbx_gameboy.warp_setup import wp
 
     folder = root or testroms_dir()
-    batch = GameBoyBatch(folder / case.path, 1, device)
-    want = _reference(folder / case.reference) if case.protocol == PIC else None
-    frames = 0
-    verdict: bool | None = None
-    detail = ""
-    while frames < case.budget:
-        step = min(CHECK_EVERY_FRAMES, case.budget - frames)
-        batch.run_frames(step, render_last=want is not None)
-        frames += step
-        verdict, detail = _verdict(case, batch)
-        if want is not None:
-            verdict, detail = _picture_verdict(batch, want, frames >= case.budget)
-        if verdict is not None:
-            break
-    if verdict is None:
-        return RomResult(case, False, frames, f"no result after {frames} frames: {detail}")
-    return RomResult(case, verdict, frames, detail)
+    runs = [_Run(c, GameBoyBatch(folder / c.path, 1, device),
+                 _reference(folder / c.reference) if c.protocol == PIC else None)
+            for c in cases]
+    on_gpu = not runs[0].batch.device.startswith("cpu") if runs else False
+    streams = [wp.Stream(r.batch.device) if on_gpu else None for r in runs]
+    results: list[RomResult | None] = [None] * len(runs)
+    live = list(range(len(runs)))
+    if runs:
+        wp.synchronize_device(runs[0].batch.device)  # the batches are set up
+    while live:
+        for i in live:
+            # No wait on the previous stream: the rounds are ordered by the sync below.
+            with wp.ScopedStream(streams[i], sync_enter=False):
+                runs[i].launch()
+        wp.synchronize_device(runs[0].batch.device)
+        running = []
+        for i in live:
+            result = results[i] = runs[i].result()
+            if result is None:
+                running.append(i)
+            elif on_result is not None:
+                on_result(result)
+        live = running
+    return [r for r in results if r is not None]
 
 
 def _reference(path: Path) -> object:
@@ -263,7 +323,8 @@ def run_all(
     cases: Iterable[RomCase], device: str = "cpu", root: Path | None = None,
     on_result: Callable[[RomResult], None] | None = None,
 ) -> list[RomResult]:
-    """Run every case in order; ``on_result`` sees each result as it comes (progress)."""
+    """Run every case in order, one after the other (the CPU's way: each ROM's launches
+    use the cores on their own); ``on_result`` sees each result as it comes (progress)."""
     results = []
     for case in cases:
         results.append(run_case(case, device, root))
@@ -286,7 +347,9 @@ def report(
     on_result: Callable[[RomResult], None] | None = None,
 ) -> list[RomReport]:
     """Every case on the CPU and/or CUDA: ``device`` is "all" (CPU, then CUDA where a GPU is
-    present), "cpu", or a CUDA device ("cuda", "cuda:N")."""
+    present), "cpu", or a CUDA device ("cuda", "cuda:N"). The CPU runs the ROMs one after
+    the other (``run_all``), CUDA all at once (``run_together``); both give the same
+    results and frame counts."""
     cases = list(cases)
     on_cpu = device in ("all", "cpu")
     gpu = "cuda" if device == "all" else device
@@ -294,7 +357,8 @@ def report(
     on_gpu = device != "cpu" and reason == ""
     none: list[RomResult | None] = [None] * len(cases)
     cpu: list[RomResult | None] = list(run_all(cases, "cpu", root, on_result)) if on_cpu else none
-    cuda: list[RomResult | None] = list(run_all(cases, gpu, root, on_result)) if on_gpu else none
+    cuda: list[RomResult | None] = (list(run_together(cases, gpu, root, on_result)) if on_gpu
+                                    else none)
     return [RomReport(c, a, b, reason) for c, a, b in zip(cases, cpu, cuda, strict=True)]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "b8c51bb89620a4e0e414ca6b9b45112ae9dcaabadcb5d52c158d1aec01f1c73c"
+CUDA_PTX_SHA256 = "ddffc7315e5b58d761bc4dce3feb39a1ffa9bf1aab1bcf58928313cf345de7e3"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH) -> str:

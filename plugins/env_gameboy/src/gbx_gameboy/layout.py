@@ -109,6 +109,7 @@ ST_TILE_BYTES = ST_COUNT * TILE * 4
 PPU_FIRST_LINE = 1  # first line after LCD on: no OAM scan (no mode 2, OAM stays accessible)
 PPU_BLANK_FRAME = 2  # first frame after LCD on: drawn, but the screen stays blank
 PPU_VBLANK_PENDING = 4  # line 144: the VBlank request was already pending as the line began
+PPU_LY153_GAP = 8  # line 153, the M-cycle after LY turned 0: LY=LYC matches nothing
 
 NEVER = 0x3FFFFFFF  # "no event" time; never rebased
 

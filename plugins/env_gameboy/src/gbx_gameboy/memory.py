@@ -57,6 +57,9 @@ from gbx_gameboy.layout import (
 )
 from gbx_gameboy.oam_bug import OAM_BUG_READ, OAM_BUG_WRITE, oam_bug
 from gbx_gameboy.ppu_timing import (
+    ACCESS_OAM_READ,
+    ACCESS_OAM_WRITE,
+    ACCESS_VRAM,
     lcdc_write,
     lcdon_line_end,
     ppu_sync,
@@ -443,10 +446,11 @@ def io_write(g: GB, env: int, i: int, v: int, t: int):
 
 # ----------------------------------------------------------------------------- CPU bus
 @wp.func
-def oam_blocked(g: GB, env: int, t: int) -> bool:
+def oam_blocked(g: GB, env: int, t: int, access: int) -> bool:
+    """OAM refused to a CPU read or write (``access``) at cycle t: DMA, scan or mode 3."""
     blocked = t >= sget(g, env, T_DMA_START) and t < sget(g, env, T_DMA_END)
     if not blocked:
-        blocked = vram_oam_blocked(g, env, t, True)
+        blocked = vram_oam_blocked(g, env, t, access)
     return blocked
 
 
@@ -557,7 +561,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
     elif a < 0x8000:
         v = int(g.rom[(sget(g, env, S_BANKX) * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a < 0xA000:
-        if not vram_oam_blocked(g, env, t, False):
+        if not vram_oam_blocked(g, env, t, ACCESS_VRAM):
             v = mget(g, env, VRAM_OFF + (a - 0x8000))
     elif a < 0xC000:
         v = cart_ram_read(g.ref, env, a)
@@ -565,7 +569,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
         v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
     elif a < 0xFF00:
         oam_bug(g.ref, env, t, OAM_BUG_READ)  # DMG: during the OAM scan (oam_bug.py)
-        if a < 0xFEA0 and not oam_blocked(g, env, t):
+        if a < 0xFEA0 and not oam_blocked(g, env, t, ACCESS_OAM_READ):
             v = mget(g, env, OAM_OFF + (a - 0xFE00))
     elif a < 0xFF80:
         v = io_read(g, env, a - 0xFF00, t)
@@ -597,7 +601,7 @@ def wr_slow(g: GB, env: int, a: int, v: int, t: int):
     if a < 0x8000:
         rom_write(g.ref, env, a, v, t)
     elif a < 0xA000:
-        if not vram_oam_blocked(g, env, t, False):
+        if not vram_oam_blocked(g, env, t, ACCESS_VRAM):
             mset(g, env, VRAM_OFF + (a - 0x8000), v)
     elif a < 0xC000:
         cart_ram_write(g.ref, env, a, v, t)
@@ -606,7 +610,7 @@ def wr_slow(g: GB, env: int, a: int, v: int, t: int):
     elif a < 0xFF00:
         oam_bug(g.ref, env, t, OAM_BUG_WRITE)  # DMG: during the OAM scan (oam_bug.py)
         # FEA0-FEFF (unusable) ignores writes.
-        if a < 0xFEA0 and not oam_blocked(g, env, t):
+        if a < 0xFEA0 and not oam_blocked(g, env, t, ACCESS_OAM_WRITE):
             mset(g, env, OAM_OFF + (a - 0xFE00), v)
     elif a < 0xFF80:
         io_write(g, env, a - 0xFF00, v, t)

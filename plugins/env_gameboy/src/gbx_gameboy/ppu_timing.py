@@ -22,6 +22,7 @@ from gbx_gameboy.layout import (
     OAM_OFF,
     PPU_BLANK_FRAME,
     PPU_FIRST_LINE,
+    PPU_LY153_GAP,
     PPU_VBLANK_PENDING,
     S_LFRAMES,
     S_MODE3_LEN,
@@ -91,9 +92,11 @@ PH_HBLANK = 3  # mode 0 until ppu_pre dots before the end of the line
 PH_VBLANK = 4  # a whole line in mode 1
 PH_PRE = 5  # last ppu_pre dots of a line: OAM-scan IRQ of the next line already up
 PH_LINE153 = 6  # line 153 after its first LY153_DOTS: mode 1, LY already reads 0
-# DMG: LY reads 153 only for the first M-cycle of line 153, then 0 (and LY=LYC compares
-# against 0) until line 0 starts.
+# DMG: LY reads 153 only for the first M-cycle of line 153, then 0 until line 0 starts.
+# The LY=LYC comparison follows it with a gap: LYC=153 matches in that first M-cycle,
+# nothing in the next one (PPU_LY153_GAP), and LYC=0 from the third on.
 LY153_DOTS = 4
+LY153_GAP_DOTS = 4
 
 
 @wp.func
@@ -174,10 +177,17 @@ def lcdon_line_end(g: GB, env: int) -> bool:
 
 @wp.func
 def ly_matches(g: GB, env: int) -> bool:
-    """The LY=LYC comparison (STAT bit 2 and its interrupt condition)."""
+    """The LY=LYC comparison (STAT bit 2 and its interrupt condition).
+
+    Two gaps match nothing: the end of the first line after LCD on (``lcdon_line_end``)
+    and, in line 153, the M-cycle after LY turned from 153 to 0: the comparison takes one
+    M-cycle to follow a new LY value, as at every LY change, and in line 153 that change
+    comes one M-cycle into the line (DMG measurements of the docboy test suite; LYC=0
+    therefore matches, and interrupts, 8 dots into line 153)."""
     same = mget(g, env, IO_OFF + LY) == mget(g, env, IO_OFF + LYC)
-    if same and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) != 0:
-        same = not lcdon_line_end(g, env)
+    flags = sget(g, env, S_PPU_FLAGS)
+    if same and (flags & (PPU_FIRST_LINE | PPU_LY153_GAP)) != 0:
+        same = (flags & PPU_LY153_GAP) == 0 and not lcdon_line_end(g, env)
     return same
 
 
@@ -328,7 +338,11 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
             elif phase == PH_VBLANK and ly == 153:
                 phase = PH_LINE153
                 mset(g, env, IO_OFF + LY, 0)
-                nxt = ev + (LINE_CYCLES - LY153_DOTS)
+                sset(g, env, S_PPU_FLAGS, sget(g, env, S_PPU_FLAGS) | PPU_LY153_GAP)
+                nxt = ev + LY153_GAP_DOTS
+            elif phase == PH_LINE153 and (sget(g, env, S_PPU_FLAGS) & PPU_LY153_GAP) != 0:
+                sset(g, env, S_PPU_FLAGS, sget(g, env, S_PPU_FLAGS) & ~PPU_LY153_GAP)
+                nxt = ev + (LINE_CYCLES - LY153_DOTS - LY153_GAP_DOTS)
             else:  # end of a line (PH_PRE, a VBlank line or line 153)
                 ly = ly + 1
                 if phase == PH_LINE153:
@@ -412,10 +426,19 @@ def stat_read(ref: wp.uint64, env: int, t: int) -> int:
     return v
 
 
+# What a CPU access checked by ``vram_oam_blocked`` touches.
+ACCESS_VRAM = 0
+ACCESS_OAM_WRITE = 1
+ACCESS_OAM_READ = 2
+
+
 @wp.func
-def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
+def vram_oam_blocked(g: GB, env: int, t: int, access: int) -> bool:
     """Whether a CPU access at cycle t is refused: VRAM during mode 3, OAM during the OAM
-    scan and mode 3. The access windows are offset from the STAT-visible modes."""
+    scan and mode 3. The access windows are offset from the STAT-visible modes. OAM
+    writes get through in the 4 dots between the scan's block and mode 3; reads stay
+    blocked there (DMG: mooneye ``lcdon_timing``'s reads of lines 1 and 2, against
+    ``lcdon_write_timing``'s writes)."""
     s = t - g.ppu_lag
     if s >= sget(g, env, T_PPU_NEXT):
         ppu_sync(g.ref, env, s)
@@ -428,7 +451,10 @@ def vram_oam_blocked(g: GB, env: int, t: int, oam: bool) -> bool:
         if sget(g, env, S_PPU_PHASE) == PH_OAM or sget(g, env, S_PPU_PHASE) == PH_LINE_START:
             m3e = g.ppu_m3 + mode3_length(g, env) + g.acc_m3_end_shift  # not latched yet
         blocked = d >= m3s and d < m3e
-        if oam and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
-            if d >= g.acc_m2_start and d < g.acc_m2_end:
+        if access != ACCESS_VRAM and (sget(g, env, S_PPU_FLAGS) & PPU_FIRST_LINE) == 0:
+            m2e = g.acc_m2_end
+            if access == ACCESS_OAM_READ:
+                m2e = m3s
+            if d >= g.acc_m2_start and d < m2e:
                 blocked = True
     return blocked

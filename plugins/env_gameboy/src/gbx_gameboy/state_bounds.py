@@ -8,7 +8,7 @@ env's slice and every scheduled event happens within a bounded time:
 * CPU registers are masked to 8/16 bits, the run flags to their few legal values;
 * LY is at most 153 and 0 with the LCD off; the PPU's mode and scanline phase are
   derived again from LCDC, LY and STAT's mode when the stored pair is not one the
-  PPU can be in (LY 144-153 is VBlank: mode 1);
+  PPU can be in (LY 144-153 is VBlank: mode 1, as is line 153 once LY reads 0);
 * MBC registers are masked to the bits the controller latches, and the mapped ROM
   banks and cart-RAM window are recomputed from them (the kernel's rules);
 * the timer's next event is recomputed from DIV, TIMA, TMA and TAC; every other event
@@ -30,6 +30,7 @@ from gbx_gameboy.ppu_timing import (
     MODE3_BASE,
     PH_DRAW,
     PH_HBLANK,
+    PH_LINE153,
     PH_LINE_START,
     PH_OAM,
     PH_PRE,
@@ -103,6 +104,8 @@ def ppu_phase(lcd_on: bool, ly: int, mode: int, phase: int) -> tuple[int, int]:
         return PH_HBLANK, 0
     if ly >= 144:
         return PH_VBLANK, 1
+    if ly == 0 and (phase, mode) == (PH_LINE153, 1):
+        return phase, mode  # line 153 after LY turned 0
     if (phase, mode) in _LINE_PAIRS:
         return phase, mode
     mode = mode if mode in _PHASE_OF_MODE else 0
@@ -172,12 +175,14 @@ def _sanitize_st(st: np.ndarray, mem: np.ndarray, cart: Cartridge) -> None:
     v[L.S_STAT_LINE] = int(v[L.S_STAT_LINE] != 0)
     v[L.S_WIN_LINE] = _clip(int(v[L.S_WIN_LINE]), 0, 144)
     # PPU flags, each only where it can hold: the first line after LCD on is line 0, its
-    # blank frame lines 0-143, an older pending VBlank request line 144.
+    # blank frame lines 0-143, an older pending VBlank request line 144, the LY=LYC gap
+    # line 153 after LY turned 0.
     flags = int(v[L.S_PPU_FLAGS])
     keep = 0
     if lcd_on:
         keep = (L.PPU_FIRST_LINE if ly == 0 else 0) | (L.PPU_BLANK_FRAME if ly < 144 else 0)
         keep |= L.PPU_VBLANK_PENDING if ly == 144 else 0
+        keep |= L.PPU_LY153_GAP if phase == PH_LINE153 else 0
     v[L.S_PPU_FLAGS] = flags & keep
     v[L.T_PPU_NEXT] = _clip(int(v[L.T_PPU_NEXT]), -L.CYCLES_PER_FRAME, L.CYCLES_PER_FRAME)
     v[L.T_LINE_AT] = _clip(int(v[L.T_LINE_AT]), -PAST_LIMIT, L.CYCLES_PER_FRAME)
