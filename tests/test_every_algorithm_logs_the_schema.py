@@ -32,7 +32,9 @@ SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("algo", sorted(SETTINGS))
+# DreamerV3's run takes ~8 s on two cores: it runs in the slow suite, the others in both.
+@pytest.mark.parametrize("algo", [pytest.param(a, marks=pytest.mark.slow) if a == "dreamer_v3"
+                                  else a for a in sorted(SETTINGS)])
 def test_log_of_a_real_run_validates(algo: str, tmp_path: Path) -> None:
     from gbx.plugins import load_plugins
 

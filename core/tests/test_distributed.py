@@ -133,6 +133,7 @@ def test_two_ranks_stay_identical_and_only_rank0_writes(tmp_path: Path) -> None:
     assert fps2[0]["fingerprint"] != fps[0]["fingerprint"]
 
 
+@pytest.mark.slow  # two ranks twice (averaged and a control): ~13 s
 def test_average_gradients_keeps_ranks_equal_and_control_drifts(tmp_path: Path) -> None:
     fps, _, _ = _dp_run(tmp_path / "avg", "avg", mode="average")
     assert fps[0]["fingerprint"] == fps[1]["fingerprint"]
