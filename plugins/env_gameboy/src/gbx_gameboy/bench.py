@@ -75,6 +75,20 @@ class EnvCounts(click.ParamType):
         return sizes
 
 
+def record_head(emulator: str, rom: object, game: bool, envs: int, n_steps: int,
+                warmup_steps: int) -> dict[str, object]:
+    """The fields every emulator record starts with, whichever emulator ran the work
+    (``gbx bench emulator`` and its ``--emulator pyboy`` run)."""
+    return {
+        "bench": "emulator",
+        "emulator": emulator,
+        "rom": rom if isinstance(rom, str) else "busy-micro-rom",
+        "workload": "game-random-buttons" if game else "busy-loop",
+        "envs": envs,
+        "frames_per_env": n_steps * STEP_FRAMES,
+        "warmup_steps": warmup_steps,
+    }
+
 def busy_rom() -> bytes:
     """The busy micro-ROM, assembled with the project's assembler."""
     from gbx_gameboy.asm import assemble
@@ -167,13 +181,7 @@ def measure(
     if clocks is not None:
         extra["phase_clocks"] = summarize([int(v) for v in clocks.sum(dim=1).tolist()])
     return {
-        "bench": "emulator",
-        "emulator": "gbx",
-        "rom": rom if isinstance(rom, str) else "busy-micro-rom",
-        "workload": "game-random-buttons" if game else "busy-loop",
-        "envs": envs,
-        "frames_per_env": n_steps * STEP_FRAMES,
-        "warmup_steps": warmup_steps,
+        **record_head("gbx", rom, game, envs, n_steps, warmup_steps),
         "device": batch.device,
         # CPU device: the worker threads the launches ran on (a GPU ignores the count)
         "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,

@@ -18,7 +18,13 @@ import time
 from typing import Any
 
 from gbx_gameboy.actions import DOWN, LEFT, RIGHT, UP, A, B
-from gbx_gameboy.bench import BOOT_FRAMES, BUTTON_TABLE, STEP_FRAMES, button_indices
+from gbx_gameboy.bench import (
+    BOOT_FRAMES,
+    BUTTON_TABLE,
+    STEP_FRAMES,
+    button_indices,
+    record_head,
+)
 
 # bench.measure's button table, by PyBoy's button names (index 0: no button).
 PYBOY_BUTTONS: dict[int, str | None] = {0: None, RIGHT: "right", LEFT: "left", UP: "up",
@@ -85,13 +91,7 @@ def measure_pyboy(rom: bytes | str, envs: int, frames: int, game: bool, seed: in
             os.unlink(tmp.name)
     env_frames = envs * n_steps * STEP_FRAMES
     return {
-        "bench": "emulator",
-        "emulator": "pyboy",
-        "rom": rom if isinstance(rom, str) else "busy-micro-rom",
-        "workload": "game-random-buttons" if game else "busy-loop",
-        "envs": envs,
-        "frames_per_env": n_steps * STEP_FRAMES,
-        "warmup_steps": warmup_steps,
+        **record_head("pyboy", rom, game, envs, n_steps, warmup_steps),
         "device": "cpu",
         "threads": 1,
         "sound_emulated": False,
