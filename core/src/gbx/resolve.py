@@ -9,11 +9,16 @@ declare, i.e. their ``gbx`` entry points that did not load (left out by
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gbx.errors import DeviceError, PluginNotInstalledError
+from gbx.api import SnapshotEnv
+from gbx.errors import DeviceError, GbxError, PluginNotInstalledError
 from gbx.registry import AlgorithmSpec, EnvSpec, ExplorerSpec, ObserverSpec, Registry
+
+if TYPE_CHECKING:
+    from gbx.config import ExploreConfig
 
 
 def not_installed(registry: Registry, kind: str, name: str) -> PluginNotInstalledError:
@@ -46,6 +51,20 @@ def require_explorer(registry: Registry, name: str) -> ExplorerSpec:
     if name not in registry.explorers:
         raise registry.clash("explorer", name) or not_installed(registry, "explorer", name)
     return registry.explorers[name]
+
+
+def wrap_explorer(registry: Registry, explore: ExploreConfig, env: Any, *, seed: int,
+                  env_name: str) -> Any:
+    """``env`` (a training batch) wrapped in the explorer ``explore`` selects; a one-line
+    error (the env closed) when the env lacks :class:`gbx.api.SnapshotEnv`."""
+    spec = require_explorer(registry, explore.name)
+    if not isinstance(env, SnapshotEnv):
+        env.close()
+        raise GbxError(
+            f"explorer {explore.name!r} needs an env with the gbx.api.SnapshotEnv "
+            f"capability (snapshot and restore selected envs on the device); env "
+            f"{env_name!r} lacks it: choose another env or set explore.name=none")
+    return spec.factory(explore.settings, env, seed=seed)
 
 
 def require_observer(registry: Registry, name: str) -> ObserverSpec:

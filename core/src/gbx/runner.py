@@ -33,7 +33,6 @@ from gbx.api import (
     FailureContext,
     GoalStateSaver,
     RealStartConfig,
-    SnapshotEnv,
 )
 from gbx.artifacts import latest_checkpoint, remove_partial_checkpoints
 from gbx.checkpoint_file import FORMAT_VERSION as CHECKPOINT_FORMAT
@@ -46,9 +45,9 @@ from gbx.registry import ObserverSpec, Registry
 from gbx.resolve import (
     require_algorithm,
     require_env,
-    require_explorer,
     require_observer,
     resolve_device,
+    wrap_explorer,
 )
 from gbx.saved import SavedCheckpoint, init_from_checkpoint, load_trainer, newest_checkpoint
 from gbx.schedule import Schedule, run_final_checkpoint
@@ -201,17 +200,11 @@ class Run:
 
     def _explore(self, env: Any) -> Any:
         """Wrap training envs in the configured explorer (``explore.name``)."""
-        explore = self.config.explore
-        spec = require_explorer(self.host.registry, explore.name)
-        if not isinstance(env, SnapshotEnv):
-            env.close()
-            raise GbxError(
-                f"explorer {explore.name!r} needs an env with the gbx.api.SnapshotEnv "
-                f"capability (snapshot and restore selected envs on the device); env "
-                f"{self.config.run.env!r} lacks it: choose another env or set explore.name=none")
+        wrapped = wrap_explorer(self.host.registry, self.config.explore, env,
+                                seed=seeds.derive(self.seed, seeds.Stream.EXPLORE),
+                                env_name=self.config.run.env)
         self.explored = True
-        return spec.factory(explore.settings, env,
-                            seed=seeds.derive(self.seed, seeds.Stream.EXPLORE))
+        return wrapped
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         if self.dist.enabled:  # every rank ends up with the same global record

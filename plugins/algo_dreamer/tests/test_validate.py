@@ -79,3 +79,25 @@ def test_validate_cli_prints_the_stopped_summary(monkeypatch) -> None:
     summary = json.loads(body[body.index("{"):])
     assert summary["stopped_by"] == "signal" and summary["passed"] is False
     assert last == "standing-still: FAIL (stopped by a signal)"
+
+
+def test_validate_stage1_runs_with_the_archive_explorer(monkeypatch) -> None:
+    """``validate stage1 --set explore.name=archive``: the explorer wraps the training envs
+    (its statistics reach the summary) and a key outside explore.* is refused."""
+    pytest.importorskip("gbx_explore")
+    real = validate.registry_env_factory
+
+    def factory(name: str, device: Any, **options: Any) -> Any:
+        return real(name, device, height=24, width=32, **options)
+
+    monkeypatch.setattr(validate, "registry_env_factory", factory)
+    cli = build_cli(get_host())
+    args = ["dreamer", "validate", "stage1", "--device", "cpu", "--env", "toy", "--size",
+            "tiny", "--json", "--steps", "600", "--num-envs", "4", "--train-ratio", "4"]
+    res = CliRunner().invoke(cli, [*args, "--set", "explore.name=archive", "--set",
+                                   "explore.cell_rows=8", "--set", "explore.cell_cols=8"])
+    summary = json.loads(res.output[res.output.index("{"):res.output.rindex("}") + 1])
+    assert summary["env_steps"] == 600, res.output
+    assert summary["explore_archive_size"] > 1 and summary["explore_bytes"] > 0
+    bad = CliRunner().invoke(cli, [*args, "--set", "algo.lr=1e-3"])
+    assert bad.exit_code != 0 and "explore.KEY=VALUE" in bad.output

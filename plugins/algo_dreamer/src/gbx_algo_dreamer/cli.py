@@ -86,11 +86,15 @@ def standing_still_cmd(device: str, as_json: bool, seed: int, env_name: str, siz
 @click.option("--train-ratio", default=32.0, show_default=True)
 @click.option("--engine", default="sync", show_default=True,
               type=click.Choice(["sync", "overlapped"]), help="algo.engine of the run")
+@click.option("--set", "explore_sets", multiple=True, metavar="explore.KEY=VALUE",
+              help="the explorer around the training envs, as in gbx run: "
+                   "--set explore.name=archive --set explore.bonus=0 (repeatable)")
 def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, steps: int,
-               num_envs: int, train_ratio: float, engine: str) -> None:
+               num_envs: int, train_ratio: float, engine: str,
+               explore_sets: tuple[str, ...]) -> None:
     """Full DreamerV3 on the bundled stage: reaches the goal within a short GPU run."""
     from gbx_algo_dreamer.config import DreamerConfig
-    from gbx_algo_dreamer.validate import registry_env_factory, stage1
+    from gbx_algo_dreamer.validate import LocalContext, registry_env_factory, stage1
 
     dev = _device(device)
     try:
@@ -100,7 +104,36 @@ def stage1_cmd(device: str, as_json: bool, seed: int, env_name: str, size: str, 
     cfg = DreamerConfig(size=size, num_envs=num_envs, total_env_steps=steps,
                         train_ratio=train_ratio, replay_capacity=max(num_envs * 2048, steps),
                         record_every=32, engine=engine)
-    _report(stage1(dev, factory, cfg, seed), as_json)
+    ctx = LocalContext(factory, dev, seed, wrap_training=_explorer(explore_sets, env_name, seed))
+    _report(stage1(dev, factory, cfg, seed, ctx), as_json)
+
+
+def _explorer(sets: tuple[str, ...], env_name: str, seed: int) -> Any:
+    """A wrapper putting the explorer of ``--set explore.*`` around a training env, or None."""
+    from gbx import seeds
+    from gbx.config import parse_override, structure_explore
+    from gbx.errors import GbxError
+    from gbx.plugins import get_host
+    from gbx.resolve import wrap_explorer
+
+    if not sets:
+        return None
+    data: dict[str, Any] = {}
+    try:
+        for text in sets:
+            ov = parse_override(text)
+            if ov.path[0] != "explore" or len(ov.path) != 2:
+                raise GbxError(f"--set {text!r}: validate stage1 takes explore.KEY=VALUE "
+                               "only (e.g. explore.name=archive)")
+            data[ov.path[1]] = ov.value
+        registry = get_host().registry
+        explore = structure_explore(data, registry)
+    except GbxError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not explore.enabled:
+        return None
+    return lambda env: wrap_explorer(registry, explore, env, env_name=env_name,
+                                     seed=seeds.derive(seed, seeds.Stream.EXPLORE))
 
 
 @validate_group.command("cpu-gate")

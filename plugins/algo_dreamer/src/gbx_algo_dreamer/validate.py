@@ -26,8 +26,10 @@ class LocalContext:
     ``should_stop()`` check, after the current env iteration."""
 
     def __init__(self, env_factory: EnvFactory, device: torch.device, seed: int = 0,
-                 run_dir: Path | None = None) -> None:
+                 run_dir: Path | None = None,
+                 wrap_training: Callable[[Any], Any] | None = None) -> None:
         self.env_factory, self.device, self.seed = env_factory, device, seed
+        self.wrap_training = wrap_training  # e.g. an explorer around the training envs
         self.run_id, self.run_dir, self.config = "validate", run_dir or Path("."), None
         self.records: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
@@ -35,7 +37,8 @@ class LocalContext:
         self.stop_reason: str | None = None
 
     def make_env(self, num_envs: int, *, seed_offset: int = 0, training: bool = False) -> Any:
-        return self.env_factory(num_envs, self.seed + seed_offset)
+        env = self.env_factory(num_envs, self.seed + seed_offset)
+        return self.wrap_training(env) if training and self.wrap_training else env
 
     def record(self, metrics: Mapping[str, Any]) -> None:
         self.records.append(dict(metrics))
@@ -156,6 +159,8 @@ def stage1(device: torch.device, factory: EnvFactory, cfg: DreamerConfig,
                "seconds": secs, "env_sps": trainer.env_steps / max(secs, 1e-9)}
     summary.update({k: last.get(k) for k in ("loss_model", "loss_actor", "loss_critic",
                                              "action_entropy", "return_scale")})
+    final = ctx.records[-1] if ctx.records else {}
+    summary.update({k: v for k, v in final.items() if k.startswith("explore_")})
     return _stopped(summary, ctx)
 
 
