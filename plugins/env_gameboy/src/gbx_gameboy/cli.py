@@ -171,18 +171,36 @@ def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, 
 
 @gameboy.command("kernel-digest")
 @click.option("--arch", type=int, default=None, help="CUDA architecture (default: 90)")
-def kernel_digest(arch: int | None) -> None:
+@click.option("--ptxas", "with_ptxas", is_flag=True,
+              help="also assemble the PTX with ptxas -v and print the run kernel's registers, "
+                   "stack frame and spill stores/loads (needs the CUDA toolkit's ptxas)")
+@click.option("--ptx-out", type=click.Path(dir_okay=False), default=None,
+              help="write the PTX to this file")
+def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> None:
     """SHA-256 of the CUDA run kernel's PTX, and whether it is the recorded one.
 
     Needs no GPU. Exit 0 when unchanged, 1 when the CUDA kernel differs from the digest
     recorded in gbx_gameboy.kernel_digest (update it there when that is intended)."""
-    from gbx_gameboy.kernel_digest import CUDA_PTX_SHA256, DIGEST_ARCH, ptx_digest
+    import hashlib
 
-    arch = DIGEST_ARCH if arch is None else arch
-    digest = ptx_digest(arch)
-    same = digest == CUDA_PTX_SHA256 if arch == DIGEST_ARCH else None
-    click.echo(json.dumps({"arch": arch, "ptx_sha256": digest, "recorded": CUDA_PTX_SHA256,
-                           "unchanged": same}))
+    from gbx_gameboy import kernel_digest as kd
+
+    arch = kd.DIGEST_ARCH if arch is None else arch
+    if with_ptxas and kd.find_ptxas() is None:
+        _fail("--ptxas: ptxas not found; put the CUDA toolkit's bin directory on PATH "
+              "(or set CUDA_HOME)")
+    ptx = kd.cuda_ptx(arch)
+    digest = hashlib.sha256(ptx.encode()).hexdigest()
+    same = digest == kd.CUDA_PTX_SHA256 if arch == kd.DIGEST_ARCH else None
+    record: dict[str, object] = {"arch": arch, "ptx_sha256": digest,
+                                 "recorded": kd.CUDA_PTX_SHA256, "unchanged": same}
+    if ptx_out:
+        from gbx.config import write_atomic
+
+        write_atomic(ptx_out, ptx.replace("\0", ""))  # without the C string's NUL
+    if with_ptxas:
+        record["run_kernel"] = kd.run_ptxas(ptx, arch).to_json()
+    click.echo(json.dumps(record))
     if same is False:
         sys.exit(1)
 
