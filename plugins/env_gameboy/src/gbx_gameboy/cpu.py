@@ -154,7 +154,13 @@ from gbx_gameboy.layout import (
     WRAM_OFF,
 )
 from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
-from gbx_gameboy.oam_bug import OAM_BUG_WRITE, oam_bug, oam_bug_idu, oam_bug_read_idu
+from gbx_gameboy.oam_bug import (
+    OAM_BUG_WRITE,
+    oam_bug,
+    oam_bug_idu,
+    oam_bug_read_idu,
+    oam_bug_unit,
+)
 from gbx_gameboy.phase_clock import (
     CLOCK_ROWS,
     PHASE_CLOCKS,
@@ -1189,9 +1195,20 @@ def run_kernel(
             waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
             t += 4 * field(w0, RWAIT_SHIFT, 1)
             n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
-            if (raddr & 0xFF00) == 0xFE00 and n_rd != 0:
-                # DMG OAM corruption bug: an increment/decrement in the first read's M-cycle.
-                oam_bug_read_idu(g.ref, env, w0, w2, t + 4)
+            # DMG OAM corruption bug: the 16-bit increment/decrement unit puts a value on the
+            # address bus in the next M-cycle: the first read's address (pop, ret, ld a,
+            # [hl+/-]) or, without reads, the 16-bit source (inc/dec rr, ld sp,hl) or SP
+            # (push, call, rst). One compare at one site; the rest out of line (oam_bug.py)
+            # when the value lies in FE00-FEFF. The source's register pairs are selected
+            # here, and the register work below adds the other sources.
+            src16 = field(w2, SRC16_SHIFT, 3)
+            spd = field(w0, SPD_SHIFT, 2)
+            v16 = wp.where(src16 == R16_SP, sp, hl)
+            v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
+            v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
+            bus16 = wp.where(n_rd != 0, raddr, wp.where(spd == SPD_PUSH, sp, v16))
+            if (bus16 & 0xFF00) == 0xFE00 and taken:
+                oam_bug_unit(g.ref, env, w0, w2, t + 4)
             rv = int(0)
             k = int(0)
             while k < n_rd:
@@ -1286,10 +1303,6 @@ def run_kernel(
             if op8 != OP_LD:
                 out8 = alu(op8, a, v8, f, (code >> 3) & 7)
             res8 = out8 >> 8
-            src16 = field(w2, SRC16_SHIFT, 3)
-            v16 = wp.where(src16 == R16_SP, sp, hl)
-            v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
-            v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
             v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
             v16 = wp.where(src16 == R16_IMM, imm, v16)
             v16 = wp.where(src16 == R16_MEM, rv, v16)
@@ -1299,12 +1312,6 @@ def run_kernel(
             if op16 != OP16_PASS:
                 out16 = add16(op16, v16, hl, e)
             res16 = out16 >> 8
-            # DMG OAM corruption bug: the 16-bit increment/decrement unit puts its operand on
-            # the address bus (inc/dec rr, ld sp,hl, SP before a push); one compare here, the
-            # rest out of line (oam_bug.py) when the value lies in FE00-FEFF.
-            spd = field(w0, SPD_SHIFT, 2)
-            if (wp.where(spd == SPD_PUSH, sp, v16) & 0xFF00) == 0xFE00 and taken:
-                oam_bug_idu(g.ref, env, w0, w2, t)
             # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
             calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
             r[R_F] = (

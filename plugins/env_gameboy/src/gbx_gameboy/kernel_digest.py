@@ -29,7 +29,7 @@ from pathlib import Path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "c4bce053136dad29c06a281d6a8bf607ba414da10dd4644ed133967de3a6e7f6"
+CUDA_PTX_SHA256 = "da4bb5a99d4996ef062390ad5ff3415bf45365bdf618d2686a3fc558e7733fe0"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
