@@ -12,7 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from gbx_gameboy.cli import gameboy
-from gbx_gameboy.kernel_digest import find_ptxas, parse_ptxas, run_ptxas, short_name
+from gbx_gameboy.kernel_digest import (
+    find_cuda_tool,
+    find_ptxas,
+    parse_ptxas,
+    run_ptxas,
+    short_name,
+)
 from gbx_gameboy.warp_setup import wp
 
 needs_ptxas = pytest.mark.skipif(find_ptxas() is None,
@@ -95,4 +101,7 @@ def test_kernel_digest_ptxas_reports_the_run_kernel(tmp_path: Path) -> None:
     run = record["run_kernel"]
     assert 1 <= run["registers"] <= 255
     assert run["stack_frame"] >= 0 and run["spill_loads"] >= 0
+    if find_cuda_tool("nvdisasm"):
+        path = run["loop_path"]
+        assert path["instructions"] > 100 and path["local_loads"] <= path["instructions"]
     assert "run_kernel_cuda_kernel_forward" in out.read_text()

@@ -173,7 +173,9 @@ def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, 
 @click.option("--arch", type=int, default=None, help="CUDA architecture (default: 90)")
 @click.option("--ptxas", "with_ptxas", is_flag=True,
               help="also assemble the PTX with ptxas -v and print the run kernel's registers, "
-                   "stack frame and spill stores/loads (needs the CUDA toolkit's ptxas)")
+                   "stack frame and spill stores/loads (needs the CUDA toolkit's ptxas; with "
+                   "its nvdisasm, also the run loop's always-run path: instructions and "
+                   "local loads/stores every emulated instruction executes)")
 @click.option("--ptx-out", type=click.Path(dir_okay=False), default=None,
               help="write the PTX to this file")
 def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> None:

@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gbx_gameboy.sass_path import LoopPath, loop_path
+
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
@@ -90,10 +92,12 @@ class PtxasReport:
     functions: dict[str, FunctionUsage]
     ptxas_version: str
     ptx_version: str  # the PTX's .version, "9.4 as 9.0" when ptxas needed an older one
+    loop_path: LoopPath | None = None  # the run loop's always-run path (needs nvdisasm)
 
     def to_json(self, entry: str = RUN_KERNEL_ENTRY) -> dict[str, object]:
         out: dict[str, object] = {"ptxas": self.ptxas_version, "ptx_version": self.ptx_version}
         out.update(self.functions[entry].to_json())
+        out["loop_path"] = self.loop_path.to_json() if self.loop_path else None
         # out-of-line helpers that spill (their stack is inside the entry's frame)
         out["callees"] = {n: f.to_json() for n, f in sorted(self.functions.items())
                           if n != entry and f.registers is None
@@ -136,18 +140,26 @@ def parse_ptxas(text: str) -> dict[str, FunctionUsage]:
     return found
 
 
-def find_ptxas() -> str | None:
-    """The ptxas on PATH, else the CUDA toolkit's under CUDA_HOME; None when there is none."""
-    found = shutil.which("ptxas")
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit program (``ptxas``, ``nvdisasm``) on PATH, else under CUDA_HOME (or
+    CUDA_PATH); None when there is none."""
+    found = shutil.which(name)
     if found:
         return found
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    cand = Path(home, "bin", "ptxas") if home else None
+    cand = Path(home, "bin", name) if home else None
     return str(cand) if cand is not None and cand.is_file() else None
 
 
-def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None) -> PtxasReport:
-    """Assemble ``ptx`` with ``ptxas -v -arch=sm_<arch>`` (nothing written) and parse it.
+def find_ptxas() -> str | None:
+    return find_cuda_tool("ptxas")
+
+
+def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None,
+              nvdisasm: str | None = None, entry: str = RUN_KERNEL_ENTRY) -> PtxasReport:
+    """Assemble ``ptx`` with ``ptxas -v -arch=sm_<arch>`` and parse its figures; where
+    ``nvdisasm`` is given or found, also ``entry``'s always-run loop path
+    (:mod:`gbx_gameboy.sass_path`) in the assembled code.
 
     NVRTC may write a newer PTX ISA version than the installed ptxas reads; when ptxas
     says so, the ``.version`` line is lowered to the one it names and the PTX assembled
@@ -157,17 +169,19 @@ def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None) -> Pt
     tool = ptxas or find_ptxas()
     if tool is None:
         raise FileNotFoundError("ptxas not found: put the CUDA toolkit's bin on PATH")
+    disasm = nvdisasm or find_cuda_tool("nvdisasm")
     ptx = ptx.replace("\0", "")  # Warp's PTX text ends with the C string's NUL
     declared = re.search(r"^\.version (\S+)", ptx, re.M)
     version = declared.group(1) if declared else "?"
     banner = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
     tool_version = (re.findall(r"release (\S+),", banner) or ["?"])[0]
+    path = None
     with tempfile.TemporaryDirectory(prefix="gbx-ptxas-") as tmp:
         src = Path(tmp, "kernel.ptx")
+        cubin = Path(tmp, "kernel.cubin")
         for _ in range(2):
             src.write_text(ptx)
-            done = subprocess.run([tool, "-v", f"-arch=sm_{arch}", str(src), "-o",
-                                   str(Path(tmp, "kernel.cubin"))],
+            done = subprocess.run([tool, "-v", f"-arch=sm_{arch}", str(src), "-o", str(cubin)],
                                   capture_output=True, text=True)
             older = _VERSION.search(done.stderr)
             if done.returncode == 0 or older is None:
@@ -175,6 +189,10 @@ def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None) -> Pt
             ptx = re.sub(r"^\.version \S+", f".version {older.group(2)}", ptx, count=1,
                          flags=re.M)
             version = f"{older.group(1)} as {older.group(2)}"
-    if done.returncode != 0:
-        raise RuntimeError(f"ptxas failed: {done.stderr.strip().splitlines()[-1:]}")
-    return PtxasReport(parse_ptxas(done.stderr), tool_version, version)
+        if done.returncode != 0:
+            raise RuntimeError(f"ptxas failed: {done.stderr.strip().splitlines()[-1:]}")
+        if disasm:
+            sass = subprocess.run([disasm, "-c", str(cubin)], capture_output=True, text=True,
+                                  check=True).stdout
+            path = loop_path(sass, entry)
+    return PtxasReport(parse_ptxas(done.stderr), tool_version, version, path)
