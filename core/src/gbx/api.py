@@ -137,6 +137,24 @@ class SnapshotEnv(StatefulEnv, Protocol):
 
 
 @runtime_checkable
+class StartOriginEnv(Protocol):
+    """An env that says where each env's current episode began (an optional capability).
+
+    Training envs of a curriculum start some episodes from the curriculum's states (a
+    Game Boy env's ``env.start_states``, e.g. the states an earlier stage saved at its goal)
+    and the others from the task's real start state. ``from_start_states()`` is
+    ``bool [N]``, the env's own buffer on the device: ``True`` where the env's current
+    episode began at one of the curriculum's states, ``False`` where it began at the real
+    start (always ``False`` without a curriculum). Every reset the env makes updates it;
+    a restore through :class:`EnvSnapshots` leaves it unchanged, so a wrapper that
+    restores envs keeps their origin itself. An explorer can keep the two kinds of
+    episode apart (the curriculum's states may carry progress the screen hardly shows).
+    """
+
+    def from_start_states(self) -> torch.Tensor: ...
+
+
+@runtime_checkable
 class GoalDistanceEnv(Protocol):
     """An env that scores pixel distance to a goal and shares it (an optional capability).
 

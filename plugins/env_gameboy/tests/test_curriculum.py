@@ -222,6 +222,32 @@ def test_real_start_fraction_weights_the_real_start(goal_folder: Path) -> None:
         make_stage_env("gbx-quest-1", 2, "cpu", 0, real_start_fraction=0.5)
 
 
+def test_the_env_says_which_episodes_began_at_a_start_state(goal_folder: Path) -> None:
+    """gbx.api.StartOriginEnv: the flag is True exactly where the episode began at one of
+    env.start_states (here: on the goal screen), also for envs reset after a step."""
+    from gbx.api import StartOriginEnv
+
+    env = make_stage_env("gbx-quest-1", 32, "cpu", 2, start_states=(str(goal_folder),),
+                         real_start_fraction=0.5, max_steps=1)
+    assert isinstance(env, StartOriginEnv)
+    template = torch.from_numpy(env.goal.template)
+    obs = env.reset()
+    began = env.from_start_states().clone()
+    assert torch.equal(began, goal_distance(obs[:, -1], template) < env.tau)
+    assert 0 < int(began.sum()) < 32
+    obs, *_ = env.step(torch.full((32,), B))  # max_steps=1: every env resets
+    again = env.from_start_states()
+    assert torch.equal(again, goal_distance(obs[:, -1], template) < env.tau)
+    assert not torch.equal(again, began)  # a fresh draw
+    restored = make_stage_env("gbx-quest-1", 32, "cpu", 2, start_states=(str(goal_folder),),
+                              real_start_fraction=0.5, max_steps=1)
+    restored.load_env_state_dict(env.env_state_dict())
+    assert torch.equal(restored.from_start_states(), again)
+    plain = make_stage_env("gbx-quest-1", 4, "cpu", 0)
+    plain.reset()
+    assert not bool(plain.from_start_states().any())  # no curriculum: the real start
+
+
 def test_evaluation_envs_drop_the_real_start_fraction(goal_folder: Path,
                                                       tmp_path: Path) -> None:
     run = _run(tmp_path, f"env.start_states={goal_folder}", "env.real_start_fraction=0.25")

@@ -327,6 +327,9 @@ class GameBoyEnv:
         self.restorer = MaskedRestore(self.batch.state_tensors(), self.bank)
         self.restorer.seed(seed)
         self.random_start = self.bank.size > 1
+        # Bank entries from here on are the curriculum's (env.start_states and their no-op
+        # frames); before it, env.state's.
+        self._first_start_state = 1 + config.random_noop_max if config.start_states else None
         if config.real_start_fraction is not None:
             # The real start's entries: env.state and its no-op frames, first in the bank.
             self.restorer.split(1 + config.random_noop_max, config.real_start_fraction)
@@ -344,6 +347,8 @@ class GameBoyEnv:
         self._trunc = torch.zeros(n, dtype=torch.bool, device=dev)
         self._reset_mask = torch.zeros(n, dtype=torch.bool, device=dev)
         self._all = torch.ones(n, dtype=torch.bool, device=dev)
+        self._from_start_states = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._drawn_start_state = torch.zeros(n, dtype=torch.bool, device=dev)
 
     # ------------------------------------------------------------------ hooks
     def reward_done(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -417,6 +422,11 @@ class GameBoyEnv:
                             else None),
         }
 
+    def from_start_states(self) -> torch.Tensor:
+        """``bool [N]``: whether each env's episode began at one of ``env.start_states``
+        rather than ``env.state`` (:class:`gbx.api.StartOriginEnv`); the env's buffer."""
+        return self._from_start_states
+
     # ------------------------------------------------------------------ StatefulEnv
     def env_state_dict(self) -> dict[str, Any]:
         """Everything the batch's future depends on (:class:`gbx.api.StatefulEnv`): every
@@ -429,6 +439,7 @@ class GameBoyEnv:
             "emulator": emu,
             "stack": self.stack.buffer.clone(),
             "steps": self._steps.clone(),
+            "from_start_states": self._from_start_states.clone(),
             "restore_rng": self.restorer.generator_state(),
             "rom_sha256": self.rom_sha256,
         }
@@ -448,6 +459,9 @@ class GameBoyEnv:
         pairs = [(f"emulator.{k}", t, emu.get(k)) for k, t in targets.items()]
         pairs += [("stack", self.stack.buffer, state.get("stack")),
                   ("steps", self._steps, state.get("steps"))]
+        origin = state.get("from_start_states")  # absent in states saved before it existed
+        if isinstance(origin, torch.Tensor):
+            pairs.append(("from_start_states", self._from_start_states, origin))
         for name, dst, src in pairs:
             if not isinstance(src, torch.Tensor) or src.shape != dst.shape \
                     or src.dtype != dst.dtype:
@@ -481,6 +495,11 @@ class GameBoyEnv:
         with self._on_torch_stream():
             if self.random_start:
                 self.restorer.restore_random(mask)
+                if self._first_start_state is not None:
+                    torch.ge(self.restorer.which, self._first_start_state,
+                             out=self._drawn_start_state)
+                    torch.where(mask, self._drawn_start_state, self._from_start_states,
+                                out=self._from_start_states)
             else:
                 self.restorer.restore(mask, 0)
         frame = extract_obs(self.batch.fb, self.config.obs_size, self._frame)

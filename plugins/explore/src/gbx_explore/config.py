@@ -28,6 +28,12 @@ class ArchiveConfig:
     bonus: float = option(
         0.01, "novelty bonus coefficient: intrinsic reward bonus / sqrt(visits of the cell); "
         "0 = off", in_range(0.0))
+    split_by_start: bool = option(
+        False, "cells also tell where the episode began: a screen reached from one of the "
+        "curriculum's start states (env.start_states, which may carry progress the screen "
+        "hardly shows, such as an item won in the previous stage) and the same screen "
+        "reached from the real start are two cells, each with its own saved state; needs an "
+        "env with the gbx.api.StartOriginEnv capability")
     cell_rows: int = option(9, "cell grid rows: the frame is cut into rows x cols blocks",
                             in_range(1, 256))
     cell_cols: int = option(10, "cell grid columns", in_range(1, 256))

@@ -17,7 +17,14 @@ Each step, after the wrapped env stepped (all on the device, no host reads):
    (``HOME_SLOTS`` of them, saved when the batch was first reset).
 
 Each env carries its step count from the real start state (an env restarted from a
-cell inherits the cell's ``best``), which ranks the saved states of a cell. The
+cell inherits the cell's ``best``), which ranks the saved states of a cell.
+
+With ``split_by_start`` each env also carries its origin: whether its episode descends
+from one of the curriculum's start states (the env says so for its own resets,
+:class:`gbx.api.StartOriginEnv`) or from the real start. The origin is one more input of
+the cell id (the id is XORed with a fixed 62-bit salt), so the two kinds of episode never
+share a cell, and an env restarted from a cell, or from a start state the explorer saved,
+takes the origin of the state it restarts from. The
 trainer's records get the explorer's statistics through
 :class:`gbx.api.WindowMetrics`; its state (archive tables, saved env states, step
 counts, random stream) is part of :meth:`env_state_dict`, so a resumed run continues
@@ -31,7 +38,8 @@ from typing import Any, cast
 
 import torch
 
-from gbx.api import EnvMeta, EnvSnapshots, GoalDistanceEnv, SnapshotEnv
+from gbx.api import EnvMeta, EnvSnapshots, GoalDistanceEnv, SnapshotEnv, StartOriginEnv
+from gbx.errors import ConfigError
 from gbx_explore.archive import Archive, Weighting
 from gbx_explore.cells import CellHasher
 from gbx_explore.config import ArchiveConfig
@@ -41,12 +49,21 @@ _EXTRINSIC, _INTRINSIC, _STARTS, _RESETS = range(4)
 # own reset draws from its start bank (the real start, a curriculum's states), and so many
 # of those draws cover a bank of that size with room to spare.
 HOME_SLOTS = 64
+# XORed into the cell id of a screen reached from a curriculum's start state
+# (split_by_start): a fixed odd value below 2**62, so ids stay non-negative and stable.
+ORIGIN_SALT = 0x2D3B_6A91_C5E7_0F4B
 
 
 class ArchiveExplorer:
     """A :class:`gbx.api.Env` wrapping a :class:`gbx.api.SnapshotEnv` batch."""
 
     def __init__(self, config: ArchiveConfig, env: SnapshotEnv, *, seed: int) -> None:
+        self.split = bool(config.split_by_start)
+        if self.split and not isinstance(env, StartOriginEnv):
+            raise ConfigError(
+                "explore.split_by_start needs an env with the gbx.api.StartOriginEnv "
+                "capability (it says where each episode began); this env lacks it: set "
+                "explore.split_by_start=false")
         self.config = config
         self.env: Any = cast(Any, env)  # a gbx.api.Env that is also a SnapshotEnv
         self.num_envs = n = int(self.env.num_envs)
@@ -81,6 +98,12 @@ class ArchiveExplorer:
         self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
         self._sums = torch.zeros(4, dtype=torch.float64, device=dev)
         self._window_steps = 0
+        # Origins (split_by_start): per env, per archive slot (+ the sink) and per home slot.
+        self.origin = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.slot_origin = torch.zeros(config.capacity + 1, dtype=torch.int64, device=dev)
+        self.home_origin = torch.zeros(self.homes, dtype=torch.int64, device=dev)
+        self._salt = torch.zeros(n, dtype=torch.int64, device=dev)
+        self._saved_to = torch.zeros(n, dtype=torch.int64, device=dev)
 
     # -- Env API -----------------------------------------------------------------------
 
@@ -90,6 +113,9 @@ class ArchiveExplorer:
         self.steps.zero_()
         self.since.zero_()
         self.from_cell.zero_()
+        if self.split:
+            self.origin.copy_(self.env.from_start_states())
+            self.home_origin.copy_(self.origin[: self.homes])
         self._observe(obs, self._all)
         return obs
 
@@ -118,11 +144,16 @@ class ArchiveExplorer:
         pick, slot = self.archive.choose(reset, self.config.start_fraction, self.generator,
                                          self.t, self.use_goal)
         obs = self.slots.restore(torch.where(pick, slot, -1))
+        home = None
         if self.config.explore_steps > 0:
             torch.randint(0, self.homes, (self.num_envs,), generator=self.generator,
                           out=self._home)
             self._home.masked_fill_(~self._end | pick, -1)
             obs = self.home_slots.restore(self._home)
+            home = self._home
+        if self.split:
+            carry_origins(self.origin, env_reset, self.env.from_start_states(), pick, slot,
+                          self.slot_origin, home, self.home_origin)
         start_steps = torch.where(pick, self.archive.best[slot], 0)
         torch.where(reset, start_steps, self.steps, out=self.steps)
         self.since.masked_fill_(reset, 0)
@@ -140,8 +171,15 @@ class ArchiveExplorer:
         """Archive the cells of ``obs`` (inserts and improvements of the envs in
         ``can_save``, whose state is the one ``obs`` shows); return the visit counts."""
         cells = self.hasher(obs[:, -1])
+        if self.split:
+            torch.mul(self.origin, ORIGIN_SALT, out=self._salt)
+            cells.bitwise_xor_(self._salt)
         goal = self.env.goal_distance() if isinstance(self.env, GoalDistanceEnv) else None
-        self.slots.save(self.archive.update(cells, can_save, self.steps, goal, self.t))
+        save = self.archive.update(cells, can_save, self.steps, goal, self.t)
+        self.slots.save(save)
+        if self.split:  # each saved state's origin goes with it (the sink takes the rest)
+            self._saved_to.copy_(save).masked_fill_(save < 0, self.archive.capacity)
+            self.slot_origin.scatter_(0, self._saved_to, self.origin)
         return self.archive.visit(cells)
 
     def close(self) -> None:
@@ -152,7 +190,8 @@ class ArchiveExplorer:
     def nbytes(self) -> int:
         """Device bytes of the archive tables, the saved env states and the buffers."""
         own = (self.steps, self._reward, self._bonus, self._sums, self._all, self.since,
-               self.from_cell, self._end, self._trunc, self._reset, self._home_save, self._home)
+               self.from_cell, self._end, self._trunc, self._reset, self._home_save, self._home,
+               self.origin, self.slot_origin, self.home_origin, self._salt, self._saved_to)
         hasher = (self.hasher._sums, self.hasher._levels, self.hasher._mult,
                   self.hasher._forms, self.hasher._ints, self.hasher.out)
         return (self.archive.nbytes() + self.slots.nbytes() + self.home_slots.nbytes()
@@ -194,6 +233,9 @@ class ArchiveExplorer:
                 "steps": self.steps.clone(),
                 "since": self.since.clone(),
                 "from_cell": self.from_cell.clone(),
+                "origin": self.origin.clone(),
+                "slot_origin": self.slot_origin.clone(),
+                "home_origin": self.home_origin.clone(),
                 "generator": self.generator.get_state(),
                 "t": self.t,
             },
@@ -225,8 +267,30 @@ class ArchiveExplorer:
         else:
             self.since.zero_()
             self.from_cell.zero_()
+        # States saved before origins existed hold none: every origin the real start.
+        for key in ("origin", "slot_origin", "home_origin"):
+            dst = getattr(self, key)
+            src = mine.get(key)
+            if isinstance(src, torch.Tensor):
+                dst.copy_(src.to(self.device))
+            else:
+                dst.zero_()
         self.generator.set_state(mine["generator"])
         self.t = int(mine["t"])
+
+
+def carry_origins(origin: torch.Tensor, env_reset: torch.Tensor, env_origin: torch.Tensor,
+                  pick: torch.Tensor, slot: torch.Tensor, slot_origin: torch.Tensor,
+                  home: torch.Tensor | None, home_origin: torch.Tensor) -> None:
+    """Update each env's origin (``int64 [N]``, 1 = descends from a curriculum start state)
+    in place after a step's restarts: an env the env reset takes the env's word
+    (``env_origin``, :class:`gbx.api.StartOriginEnv`); one restarted from archive slot
+    ``slot[e]`` (``pick``) takes that slot's origin; one sent to home slot ``home[e] >= 0``
+    takes that home's; the others keep theirs. The three restarts exclude each other."""
+    torch.where(env_reset, env_origin.to(torch.int64), origin, out=origin)
+    torch.where(pick, slot_origin[slot], origin, out=origin)
+    if home is not None:
+        torch.where(home >= 0, home_origin[home.clamp(min=0)], origin, out=origin)
 
 
 def make_archive_explorer(config: ArchiveConfig, env: SnapshotEnv, *, seed: int

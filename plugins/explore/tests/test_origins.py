@@ -1,0 +1,137 @@
+"""``explore.split_by_start``: episodes from a curriculum's start states and from the real
+start never share a cell, and every restart carries the origin of the state it restarts
+from (toy env on the CPU)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from gbx_explore.config import ArchiveConfig
+from gbx_explore.explorer import ORIGIN_SALT, ArchiveExplorer, carry_origins
+
+from gbx.api import StartOriginEnv
+from gbx.errors import ConfigError
+from gbx.toy import ToyConfig, ToyEnv
+
+_TOY = ToyConfig(grid=8, random_start=False, progress_scale=0.0, max_steps=6,
+                 height=40, width=40)
+
+
+class _CurriculumToy(ToyEnv):
+    """The toy env whose odd envs say every episode of theirs began at a curriculum state
+    (the board is the same: only the origin tells the two apart)."""
+
+    def __init__(self, num_envs: int, device: str = "cpu") -> None:
+        super().__init__(_TOY, num_envs, device, 0)
+        self._origin = torch.arange(num_envs, device=device) % 2 == 1
+
+    def from_start_states(self) -> torch.Tensor:
+        return self._origin
+
+
+def _explorer(n: int = 8, device: str = "cpu", **over: Any) -> ArchiveExplorer:
+    config = ArchiveConfig(**{"capacity": 256, "bonus": 0.0, "cell_rows": 8, "cell_cols": 8,
+                              "start_fraction": 0.5, "explore_steps": 3,
+                              "split_by_start": True, **over})
+    return ArchiveExplorer(config, _CurriculumToy(n, device), seed=1)
+
+
+def _drive(env: ArchiveExplorer, steps: int) -> None:
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        env.step(torch.randint(3, 7, (env.num_envs,), generator=gen).to(env.device))
+
+
+def _occupied(env: ArchiveExplorer) -> tuple[torch.Tensor, torch.Tensor]:
+    used = env.archive.keys[: env.archive.capacity] >= 0
+    return used, env.archive.keys[: env.archive.capacity][used]
+
+
+def test_the_same_screen_from_two_origins_is_two_cells() -> None:
+    env = _explorer()
+    assert isinstance(env.env, StartOriginEnv)
+    env.reset()  # every env on the same first frame, half of them "from a start state"
+    used, keys = _occupied(env)
+    assert keys.numel() == 2
+    hasher = type(env.hasher)((40, 40), 8, 8, 8, 1, "cpu")
+    plain = hasher(env.env.reset()[:1, -1])
+    assert sorted(keys.tolist()) == sorted([int(plain), int(plain) ^ ORIGIN_SALT])
+    assert sorted(env.slot_origin[: env.archive.capacity][used].tolist()) == [0, 1]
+    single = ArchiveExplorer(ArchiveConfig(capacity=256, cell_rows=8, cell_cols=8),
+                             _CurriculumToy(8), seed=1)
+    single.reset()
+    assert _occupied(single)[1].numel() == 1  # without the split: one cell
+
+
+def test_every_saved_state_keeps_the_origin_its_cell_was_keyed_with() -> None:
+    env = _explorer(start_fraction=0.7)
+    env.reset()
+    _drive(env, 40)
+    used, keys = _occupied(env)
+    origins = env.slot_origin[: env.archive.capacity][used]
+    # each slot's saved frame, with the slot's origin, hashes back to the slot's cell
+    frames = env.slots.tensors()["frames"][used][:, -1]
+    hasher = type(env.hasher)((40, 40), 8, 8, 8, int(used.sum()), "cpu")
+    assert torch.equal(hasher(frames) ^ (origins * ORIGIN_SALT), keys)
+    assert set(origins.tolist()) == {0, 1} and keys.numel() > 10
+
+
+def test_carry_origins_follows_each_kind_of_restart() -> None:
+    origin = torch.tensor([0, 0, 1, 1, 0, 1])
+    env_reset = torch.tensor([True, False, False, False, True, False])
+    env_origin = torch.tensor([True, True, False, False, False, True])
+    pick = torch.tensor([False, True, False, False, True, False])
+    slot = torch.tensor([3, 1, 0, 0, 2, 0])
+    slot_origin = torch.tensor([0, 1, 0, 0, 0])  # slot 1 from a start state
+    home = torch.tensor([-1, -1, 0, -1, -1, -1])
+    home_origin = torch.tensor([0, 1])
+    carry_origins(origin, env_reset, env_origin, pick, slot, slot_origin, home, home_origin)
+    # env 0: the env reset it from a start state; 1: restarted from slot 1; 2: home 0;
+    # 3 and 5: kept; 4: the env reset it, then the explorer sent it to slot 2 (real start)
+    assert origin.tolist() == [1, 1, 0, 1, 0, 1]
+
+
+def test_origins_go_into_the_saved_state_and_come_back() -> None:
+    env = _explorer()
+    env.reset()
+    _drive(env, 15)
+    state = env.env_state_dict()
+    other = _explorer()
+    other.reset()
+    other.load_env_state_dict(state)
+    for key in ("origin", "slot_origin", "home_origin"):
+        assert torch.equal(getattr(other, key), getattr(env, key)), key
+    _drive(env, 10)
+    _drive(other, 10)
+    assert torch.equal(other.archive.keys, env.archive.keys)
+    assert torch.equal(other.origin, env.origin)
+
+
+def test_splitting_needs_an_env_that_says_where_episodes_began() -> None:
+    config = ArchiveConfig(capacity=16, split_by_start=True)
+    with pytest.raises(ConfigError, match="StartOriginEnv") as err:
+        ArchiveExplorer(config, ToyEnv(_TOY, 4, "cpu", 0), seed=0)
+    assert "\n" not in str(err.value) and "split_by_start=false" in str(err.value)
+
+
+@pytest.mark.cuda
+def test_cuda_origins_need_no_host_sync_and_keep_their_cells() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the explorer's CUDA path needs a GPU")
+    env = _explorer(64, "cuda", start_fraction=0.7)
+    env.reset()
+    _drive(env, 12)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        _drive(env, 5)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    used, keys = _occupied(env)
+    origins = env.slot_origin[: env.archive.capacity][used]
+    frames = env.slots.tensors()["frames"][used][:, -1]
+    hasher = type(env.hasher)((40, 40), 8, 8, 8, int(used.sum()), "cuda")
+    assert torch.equal(hasher(frames) ^ (origins * ORIGIN_SALT), keys)
+    assert set(origins.tolist()) == {0, 1}
