@@ -88,8 +88,12 @@ def run(
               help="print one JSON list, one record per ROM with its cpu and cuda results")
 @click.option("--fast", is_flag=True, help="only the quick ROMs (no 'slow' ones)")
 @click.option("--quiet", is_flag=True, help="no progress bar on stderr")
+@click.option("--kernel", type=click.Choice(["auto", "cuda"]), default="auto",
+              show_default=True,
+              help="run-kernel variant on the CPU device: its own (auto) or the CUDA one "
+                   "(the GPU's code path, checked without a GPU)")
 @click.argument("names", nargs=-1)
-def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
+def conformance(device: str, as_json: bool, fast: bool, quiet: bool, kernel: str,
                 names: tuple[str, ...]) -> None:
     """Run the shared test ROMs (optionally only those matching NAMES) on the CPU and CUDA;
     print the table of docs/emulator.md (CUDA "not run" without a GPU).
@@ -117,11 +121,11 @@ def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
             bar.update(description=f"conformance ROMs ({result.case.name}: {result.verdict})")
             bar.advance()
 
-        reports = conf.report(cases, device, root, on_result=done)
+        reports = conf.report(cases, device, root, on_result=done, cpu_kernel=kernel)
     if as_json:
         click.echo(json.dumps([r.to_json() for r in reports]))
     else:
-        click.echo(conf.format_table(reports))
+        click.echo(conf.format_table(reports, "CPU" if kernel == "auto" else "CPU (CUDA variant)"))
 
 
 @gameboy.command()
