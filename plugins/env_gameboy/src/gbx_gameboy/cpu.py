@@ -1374,6 +1374,18 @@ def run_kernel(
                 ei_delay = int(0)
             else:
                 locked = int(FAULT_ILLEGAL_OPCODE)
+            # No writes (no special instruction has any): the end of the instruction here,
+            # so the common path does not join this block's values.
+            if wp.static(PHASE_CLOCKS):
+                clk[4] += cycle_clock() - c0
+            if locked == FAULT_ILLEGAL_OPCODE:
+                pc = (pc - 1) & 0xFFFF
+                break
+            if ei_delay > 0:
+                ei_delay -= 1
+                if ei_delay == 0:
+                    ime = int(1)
+            continue
 
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()

@@ -31,7 +31,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "da4bb5a99d4996ef062390ad5ff3415bf45365bdf618d2686a3fc558e7733fe0"
+CUDA_PTX_SHA256 = "b5a8eed9a91bf9df97d71ec8864a231b7a927c542c14a0415889ead261b7bab7"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
