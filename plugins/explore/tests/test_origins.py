@@ -135,3 +135,53 @@ def test_cuda_origins_need_no_host_sync_and_keep_their_cells() -> None:
     hasher = type(env.hasher)((40, 40), 8, 8, 8, int(used.sum()), "cuda")
     assert torch.equal(hasher(frames) ^ (origins * ORIGIN_SALT), keys)
     assert set(origins.tolist()) == {0, 1}
+
+
+# ---------------------------------------------------------------------------------------
+# scout_steps: random play from archived cells before the first training step
+# ---------------------------------------------------------------------------------------
+
+
+def _sparse_explorer(**over: Any) -> ArchiveExplorer:
+    config = ArchiveConfig(**{"capacity": 256, "bonus": 0.0, "cell_rows": 8, "cell_cols": 8,
+                              "explore_steps": 4, **over})
+    # the goal is 14 moves from the top-left cell; an episode lasts 6 steps
+    return ArchiveExplorer(config, ToyEnv(_TOY, 16, "cpu", 0), seed=2)
+
+
+def test_scouting_fills_the_archive_and_gives_the_trainer_back_its_envs() -> None:
+    env = _sparse_explorer(scout_steps=60)
+    obs = env.reset().clone()
+    before = {k: t.clone() for k, t in env.env.env_state_dict().items()
+              if isinstance(t, torch.Tensor)}
+    assert int(env.archive.size()) == 1 and not env.scouted
+    env._scout()
+    assert env.scouted and env.t == 60
+    after = env.env.env_state_dict()
+    for key, t in before.items():
+        assert torch.equal(after[key], t), key  # the trainer's envs as they were
+    assert torch.equal(env.env._frames, obs)
+    assert int(env.archive.size()) > 30  # most of the 64-cell board, from 6-step episodes
+    metrics = env.window_metrics()
+    assert int(metrics["explore_scout_env_steps"]) == 60 * 16
+    assert int(metrics["explore_scout_successes"]) > 0  # the far corner was reached
+    assert float(metrics["explore_reward_extrinsic_mean"]) == 0.0  # scouting not counted
+    assert torch.equal(env.steps, torch.zeros_like(env.steps))
+
+
+def test_the_first_step_scouts_once_and_a_resumed_explorer_never() -> None:
+    env = _sparse_explorer(scout_steps=10)
+    env.reset()
+    actions = torch.full((16,), 6)
+    env.step(actions)
+    assert env.scouted and env.t == 11  # ten scouting steps, then the trainer's
+    env.step(actions)
+    assert env.t == 12
+    state = env.env_state_dict()
+    fresh = _sparse_explorer(scout_steps=10)
+    fresh.reset()
+    fresh.load_env_state_dict(state)
+    assert fresh.scouted
+    fresh.step(actions)
+    assert fresh.t == 13
+    assert int(fresh.window_metrics()["explore_scout_env_steps"]) == 160

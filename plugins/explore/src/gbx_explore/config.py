@@ -25,6 +25,12 @@ class ArchiveConfig:
         0, "an episode that started from an archived cell ends (truncated) after this many "
         "steps and the env restarts, from a cell or the start; 0 = it runs to the env's "
         "max_steps. Episodes from the start always run to max_steps", in_range(0))
+    scout_steps: int = option(
+        0, "batch steps of random play before the first training step (Go-Explore's "
+        "exploration phase): every env plays uniformly random buttons, restarting from "
+        "archived cells, to fill the archive; then the envs are put back as they were and "
+        "training begins with the archive kept. Their env steps are reported as "
+        "explore_scout_env_steps, apart from the trainer's; 0 = none", in_range(0))
     bonus: float = option(
         0.01, "novelty bonus coefficient: intrinsic reward bonus / sqrt(visits of the cell); "
         "0 = off", in_range(0.0))

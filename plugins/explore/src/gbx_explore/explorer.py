@@ -16,6 +16,13 @@ Each step, after the wrapped env stepped (all on the device, no host reads):
    the episodes the explorer ended, one of the states the env started from
    (``HOME_SLOTS`` of them, saved when the batch was first reset).
 
+With ``scout_steps``, the first training step is preceded by that many steps of
+uniformly random play in which every finished episode or burst restarts from an archived
+cell (Go-Explore's exploration phase; random buttons go farther from a cell than a policy
+that already knows the way to somewhere else). The trainer sees none of it: the env's
+state is saved before (:meth:`gbx.api.StatefulEnv.env_state_dict`) and put back after,
+so training starts from the observation it was given, with the archive filled.
+
 Each env carries its step count from the real start state (an env restarted from a
 cell inherits the cell's ``best``), which ranks the saved states of a cell.
 
@@ -49,6 +56,8 @@ _EXTRINSIC, _INTRINSIC, _STARTS, _RESETS = range(4)
 # own reset draws from its start bank (the real start, a curriculum's states), and so many
 # of those draws cover a bank of that size with room to spare.
 HOME_SLOTS = 64
+# The per-env counters the scouting puts back as they were.
+_PER_ENV = ("steps", "since", "from_cell", "origin")
 # XORed into the cell id of a screen reached from a curriculum's start state
 # (split_by_start): a fixed odd value below 2**62, so ids stay non-negative and stable.
 ORIGIN_SALT = 0x2D3B_6A91_C5E7_0F4B
@@ -97,6 +106,9 @@ class ArchiveExplorer:
         self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
         self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
         self._sums = torch.zeros(4, dtype=torch.float64, device=dev)
+        self._start_fraction = config.start_fraction
+        self.scouted = config.scout_steps == 0  # done, or nothing to do
+        self._scout_sums = torch.zeros(2, dtype=torch.float64, device=dev)  # steps, goals
         self._window_steps = 0
         # Origins (split_by_start): per env, per archive slot (+ the sink) and per home slot.
         self.origin = torch.zeros(n, dtype=torch.int64, device=dev)
@@ -122,6 +134,8 @@ class ArchiveExplorer:
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        if not self.scouted:
+            self._scout()
         obs, reward, done, trunc, info = self.env.step(actions)
         env_reset = info["reset_mask"]
         final = info.get("final_obs")
@@ -141,7 +155,7 @@ class ArchiveExplorer:
             torch.logical_or(env_reset, self._end, out=self._reset)
             trunc, reset = self._trunc, self._reset
             info["reset_mask"] = reset
-        pick, slot = self.archive.choose(reset, self.config.start_fraction, self.generator,
+        pick, slot = self.archive.choose(reset, self._start_fraction, self.generator,
                                          self.t, self.use_goal)
         obs = self.slots.restore(torch.where(pick, slot, -1))
         home = None
@@ -166,6 +180,32 @@ class ArchiveExplorer:
         info["reward_intrinsic"] = self._bonus
         info["archive_start"] = pick
         return obs, self._reward, done, trunc, info
+
+    def _scout(self) -> None:
+        """Play ``scout_steps`` steps of random buttons, every restart from an archived
+        cell, then put the env and the per-env counters back as they were (the archive,
+        its saved states and the step clock keep what the scouting found)."""
+        self.scouted = True
+        env_state = self.env.env_state_dict()
+        mine = {k: getattr(self, k).clone() for k in _PER_ENV}
+        self._start_fraction = 1.0
+        actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        try:
+            for _ in range(self.config.scout_steps):
+                torch.randint(0, self.num_actions, (self.num_envs,), generator=self.generator,
+                              out=actions)
+                info = self.step(actions)[4]
+                success = info.get("success")
+                if isinstance(success, torch.Tensor):
+                    self._scout_sums[1] += success.sum()
+        finally:
+            self._start_fraction = self.config.start_fraction
+        self._scout_sums[0] += self.config.scout_steps * self.num_envs
+        self.env.load_env_state_dict(env_state)
+        for key, saved in mine.items():
+            getattr(self, key).copy_(saved)
+        self._sums.zero_()  # the first training record counts training steps only
+        self._window_steps = 0
 
     def _observe(self, obs: torch.Tensor, can_save: torch.Tensor) -> torch.Tensor:
         """Archive the cells of ``obs`` (inserts and improvements of the envs in
@@ -210,6 +250,8 @@ class ArchiveExplorer:
             "explore_archive_start_frac": sums[_STARTS] / sums[_RESETS].clamp_min(1.0),
             "explore_reward_extrinsic_mean": sums[_EXTRINSIC] / steps,
             "explore_reward_intrinsic_mean": sums[_INTRINSIC] / steps,
+            "explore_scout_env_steps": self._scout_sums[0].clone(),
+            "explore_scout_successes": self._scout_sums[1].clone(),
             "explore_bytes": self.nbytes(),
         }
 
@@ -238,6 +280,8 @@ class ArchiveExplorer:
                 "home_origin": self.home_origin.clone(),
                 "generator": self.generator.get_state(),
                 "t": self.t,
+                "scouted": self.scouted,
+                "scout_sums": self._scout_sums.clone(),
             },
         }
 
@@ -277,6 +321,10 @@ class ArchiveExplorer:
                 dst.zero_()
         self.generator.set_state(mine["generator"])
         self.t = int(mine["t"])
+        # A resumed run never scouts again (states saved before scouting existed: done).
+        self.scouted = bool(mine.get("scouted", True))
+        if isinstance(mine.get("scout_sums"), torch.Tensor):
+            self._scout_sums.copy_(mine["scout_sums"].to(self.device))
 
 
 def carry_origins(origin: torch.Tensor, env_reset: torch.Tensor, env_origin: torch.Tensor,
