@@ -1372,13 +1372,13 @@ def run_kernel(
             elif special == SP_RETI:
                 ime = int(1)
                 ei_delay = int(0)
-            else:
-                locked = int(FAULT_ILLEGAL_OPCODE)
             # No writes (no special instruction has any): the end of the instruction here,
             # so the common path does not join this block's values.
             if wp.static(PHASE_CLOCKS):
                 clk[4] += cycle_clock() - c0
-            if locked == FAULT_ILLEGAL_OPCODE:
+            if special > SP_RETI:
+                # Illegal opcode: the env freezes with PC at the opcode; others continue.
+                locked = int(FAULT_ILLEGAL_OPCODE)
                 pc = (pc - 1) & 0xFFFF
                 break
             if ei_delay > 0:
@@ -1401,10 +1401,6 @@ def run_kernel(
 
         if wp.static(PHASE_CLOCKS):
             clk[5] += cycle_clock() - c1
-        if locked == FAULT_ILLEGAL_OPCODE:
-            # Illegal opcode: the env freezes with PC at the opcode; others continue.
-            pc = (pc - 1) & 0xFFFF
-            break
         if ei_delay > 0:
             ei_delay -= 1
             if ei_delay == 0:

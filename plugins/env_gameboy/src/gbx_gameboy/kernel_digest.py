@@ -31,7 +31,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "b5a8eed9a91bf9df97d71ec8864a231b7a927c542c14a0415889ead261b7bab7"
+CUDA_PTX_SHA256 = "60d5c828ed272deba77f20d21827e5a84106f4182a8f7e80189e5b38b17025a8"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
