@@ -39,9 +39,9 @@ def _explorer(n: int = 8, device: str = "cpu", **over: Any) -> ArchiveExplorer:
 
 
 def _drive(env: ArchiveExplorer, steps: int) -> None:
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(steps):
-        env.step(torch.randint(3, 7, (env.num_envs,), generator=gen).to(env.device))
+    gen = torch.Generator(device=env.device).manual_seed(0)
+    for _ in range(steps):  # moves only, drawn on the env's device
+        env.step(torch.randint(3, 7, (env.num_envs,), generator=gen, device=env.device))
 
 
 def _occupied(env: ArchiveExplorer) -> tuple[torch.Tensor, torch.Tensor]:
