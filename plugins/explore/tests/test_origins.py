@@ -150,20 +150,20 @@ def _sparse_explorer(**over: Any) -> ArchiveExplorer:
 
 
 def test_scouting_fills_the_archive_and_gives_the_trainer_back_its_envs() -> None:
-    env = _sparse_explorer(scout_steps=60)
+    env = _sparse_explorer(scout_steps=120)
     obs = env.reset().clone()
     before = {k: t.clone() for k, t in env.env.env_state_dict().items()
               if isinstance(t, torch.Tensor)}
     assert int(env.archive.size()) == 1 and not env.scouted
     env._scout()
-    assert env.scouted and env.t == 60
+    assert env.scouted and env.t == 120
     after = env.env.env_state_dict()
     for key, t in before.items():
         assert torch.equal(after[key], t), key  # the trainer's envs as they were
     assert torch.equal(env.env._frames, obs)
     assert int(env.archive.size()) > 30  # most of the 64-cell board, from 6-step episodes
     metrics = env.window_metrics()
-    assert int(metrics["explore_scout_env_steps"]) == 60 * 16
+    assert int(metrics["explore_scout_env_steps"]) == 120 * 16
     assert int(metrics["explore_scout_successes"]) > 0  # the far corner was reached
     assert float(metrics["explore_reward_extrinsic_mean"]) == 0.0  # scouting not counted
     assert torch.equal(env.steps, torch.zeros_like(env.steps))

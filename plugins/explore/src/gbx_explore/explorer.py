@@ -18,7 +18,7 @@ Each step, after the wrapped env stepped (all on the device, no host reads):
 
 With ``scout_steps``, the first training step is preceded by that many steps of
 uniformly random play in which every finished episode or burst restarts from an archived
-cell (Go-Explore's exploration phase; random buttons go farther from a cell than a policy
+cell (with ``explore_steps``, the episodes under way from the start states are bursts too) (Go-Explore's exploration phase; random buttons go farther from a cell than a policy
 that already knows the way to somewhere else). The trainer sees none of it: the env's
 state is saved before (:meth:`gbx.api.StatefulEnv.env_state_dict`) and put back after,
 so training starts from the observation it was given, with the archive filled.
@@ -189,6 +189,9 @@ class ArchiveExplorer:
         env_state = self.env.env_state_dict()
         mine = {k: getattr(self, k).clone() for k in _PER_ENV}
         self._start_fraction = 1.0
+        # The episodes under way (from the start states) end after explore_steps too, so
+        # restarts from cells begin at once rather than after env.max_steps.
+        self.from_cell.fill_(True)
         actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         try:
             for _ in range(self.config.scout_steps):
