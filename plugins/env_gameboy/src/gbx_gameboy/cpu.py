@@ -1038,18 +1038,19 @@ def run_kernel(
             pc = (pc + 1) & 0xFFFF
         icount += 1
         n_imm = w0 & 3
-        imm = int(0)
-        if fast:
-            imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
-            t += 4 * n_imm
-            pc = (pc + n_imm) & 0xFFFF
-        else:
+        if not fast:
+            # The immediates one by one, each at its own M-cycle (after the opcode's); PC
+            # and the cycle move on below, as for code read from ROM.
             k = int(0)
             while k < n_imm:
-                t += 4
-                imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
-                pc = (pc + 1) & 0xFFFF
+                v = rd_cpu(g, env, (pc + k) & 0xFFFF, t + 4 * (k + 1), bank0, bankx, dma_s,
+                           dma_e)
+                b1 = wp.where(k == 0, v, b1)
+                b2 = wp.where(k == 1, v, b2)
                 k += 1
+        imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
+        t += 4 * n_imm
+        pc = (pc + n_imm) & 0xFFFF
         # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
         code = wp.where(op == 0xCB, imm & 0xFF, op)
         if op == 0xCB:
