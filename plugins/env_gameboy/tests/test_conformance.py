@@ -96,3 +96,27 @@ def test_cases_cover_every_rom_of_the_shared_folder() -> None:
     for case in conf.CASES:
         if case.protocol == conf.PIC:
             assert (ROOT / case.reference).is_file(), case.reference
+
+
+# The ROMs that check what the CUDA variant does in its own code (the OAM corruption hook,
+# reads during OAM DMA, the PPU's access windows and LY/STAT timing).
+CUDA_PATH_ROMS = ["oam_bug/rom_singles/2", "oam_bug/rom_singles/3", "oam_bug/rom_singles/8",
+                  "oam_dma", "lcdon", "stat_lyc", "hblank_ly", "intr_2_mode0"]
+
+
+@pytest.mark.skipif(not ROOT.is_dir(), reason=f"test ROMs not found at {ROOT} (set GBX_TESTROMS)")
+def test_cuda_variant_on_the_cpu_gives_each_rom_the_cpu_variants_result() -> None:
+    cases = conf.select(CUDA_PATH_ROMS)
+    assert len(cases) >= 10
+    reports = conf.report(cases, "cpu", ROOT, cpu_kernel="cuda")
+    assert [r.cpu for r in reports] == conf.run_all(cases, "cpu", ROOT)
+    assert all(r.to_json()["cpu_kernel"] == "cuda" for r in reports)
+    assert "| ROM | CPU (CUDA variant) | CUDA |" in conf.format_table(reports,
+                                                                       "CPU (CUDA variant)")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT.is_dir(), reason=f"test ROMs not found at {ROOT} (set GBX_TESTROMS)")
+def test_cuda_variant_on_the_cpu_passes_what_the_cpu_variant_passes() -> None:
+    cases = list(conf.CASES)
+    assert conf.run_all(cases, "cpu", ROOT, kernel="cuda") == conf.run_all(cases, "cpu", ROOT)

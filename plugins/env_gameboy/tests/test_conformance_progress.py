@@ -20,7 +20,8 @@ def fake_roms(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[conf.RomC
     cases = conf.select(["cpu_instrs/individual/01", "cpu_instrs/individual/02"])
     monkeypatch.setenv("GBX_TESTROMS", str(tmp_path))
     monkeypatch.setattr(conf, "run_case",
-                        lambda case, device, root: conf.RomResult(case, True, 60, "Passed"))
+                        lambda case, device, root, kernel="auto": conf.RomResult(
+                            case, True, 60, "Passed"))
     return cases
 
 

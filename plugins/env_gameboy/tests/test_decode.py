@@ -161,3 +161,13 @@ def test_rom_predecode_marks_runs_of_nops_and_jr0_where_they_start() -> None:
     assert int(pre[0x3FFA]) == run | 3  # up to 0x3FFC: the three code bytes in one bank
     assert int(pre[0x4000]) == run | 2 and int(pre[0x4001]) >> D.QUICK_SHIFT == D.LANE_JUMP
     assert int(pre[0x10]) >> D.QUICK_SHIFT == D.LANE_JUMP
+
+
+def test_special_instructions_write_nothing() -> None:
+    # The run loop ends a special instruction (HALT, STOP, DI, EI, RETI, an illegal opcode)
+    # right after its special work, without the write phase.
+    specials = [i for i in range(2 * D.CB_BASE) if D.describe(i).special != D.SP_NONE]
+    assert {0x10, 0x76, 0xD9, 0xF3, 0xFB} | ILLEGAL <= set(specials)
+    for i in specials:
+        d = D.describe(i)
+        assert d.n_wr == 0 and d.w_wait == 0, hex(i)

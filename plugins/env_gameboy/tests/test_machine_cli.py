@@ -62,7 +62,7 @@ def test_conformance_command_json() -> None:
     assert rows == [{
         "rom": "mooneye/acceptance/timer/tim00", "protocol": "FIB", "slow": False,
         "cpu": {"result": "pass", "frames": rows[0]["cpu"]["frames"],
-                "detail": "Fibonacci registers"},
+                "detail": "Fibonacci registers"}, "cpu_kernel": "cpu",
         "cuda": {"result": "not run", "frames": 0, "detail": "not asked for (--device cpu)"},
     }]
     bad = CliRunner().invoke(gameboy, ["conformance", "--device", "gpu", "tim00"])

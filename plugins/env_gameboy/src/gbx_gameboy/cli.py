@@ -88,8 +88,12 @@ def run(
               help="print one JSON list, one record per ROM with its cpu and cuda results")
 @click.option("--fast", is_flag=True, help="only the quick ROMs (no 'slow' ones)")
 @click.option("--quiet", is_flag=True, help="no progress bar on stderr")
+@click.option("--kernel", type=click.Choice(["auto", "cuda"]), default="auto",
+              show_default=True,
+              help="run-kernel variant on the CPU device: its own (auto) or the CUDA one "
+                   "(the GPU's code path, checked without a GPU)")
 @click.argument("names", nargs=-1)
-def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
+def conformance(device: str, as_json: bool, fast: bool, quiet: bool, kernel: str,
                 names: tuple[str, ...]) -> None:
     """Run the shared test ROMs (optionally only those matching NAMES) on the CPU and CUDA;
     print the table of docs/emulator.md (CUDA "not run" without a GPU).
@@ -117,11 +121,11 @@ def conformance(device: str, as_json: bool, fast: bool, quiet: bool,
             bar.update(description=f"conformance ROMs ({result.case.name}: {result.verdict})")
             bar.advance()
 
-        reports = conf.report(cases, device, root, on_result=done)
+        reports = conf.report(cases, device, root, on_result=done, cpu_kernel=kernel)
     if as_json:
         click.echo(json.dumps([r.to_json() for r in reports]))
     else:
-        click.echo(conf.format_table(reports))
+        click.echo(conf.format_table(reports, "CPU" if kernel == "auto" else "CPU (CUDA variant)"))
 
 
 @gameboy.command()
@@ -171,18 +175,38 @@ def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, 
 
 @gameboy.command("kernel-digest")
 @click.option("--arch", type=int, default=None, help="CUDA architecture (default: 90)")
-def kernel_digest(arch: int | None) -> None:
+@click.option("--ptxas", "with_ptxas", is_flag=True,
+              help="also assemble the PTX with ptxas -v and print the run kernel's registers, "
+                   "stack frame and spill stores/loads (needs the CUDA toolkit's ptxas; with "
+                   "its nvdisasm, also the run loop's always-run path: instructions and "
+                   "local loads/stores every emulated instruction executes)")
+@click.option("--ptx-out", type=click.Path(dir_okay=False), default=None,
+              help="write the PTX to this file")
+def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> None:
     """SHA-256 of the CUDA run kernel's PTX, and whether it is the recorded one.
 
     Needs no GPU. Exit 0 when unchanged, 1 when the CUDA kernel differs from the digest
     recorded in gbx_gameboy.kernel_digest (update it there when that is intended)."""
-    from gbx_gameboy.kernel_digest import CUDA_PTX_SHA256, DIGEST_ARCH, ptx_digest
+    import hashlib
 
-    arch = DIGEST_ARCH if arch is None else arch
-    digest = ptx_digest(arch)
-    same = digest == CUDA_PTX_SHA256 if arch == DIGEST_ARCH else None
-    click.echo(json.dumps({"arch": arch, "ptx_sha256": digest, "recorded": CUDA_PTX_SHA256,
-                           "unchanged": same}))
+    from gbx_gameboy import kernel_digest as kd
+
+    arch = kd.DIGEST_ARCH if arch is None else arch
+    if with_ptxas and kd.find_ptxas() is None:
+        _fail("--ptxas: ptxas not found; put the CUDA toolkit's bin directory on PATH "
+              "(or set CUDA_HOME)")
+    ptx = kd.cuda_ptx(arch)
+    digest = hashlib.sha256(ptx.encode()).hexdigest()
+    same = digest == kd.CUDA_PTX_SHA256 if arch == kd.DIGEST_ARCH else None
+    record: dict[str, object] = {"arch": arch, "ptx_sha256": digest,
+                                 "recorded": kd.CUDA_PTX_SHA256, "unchanged": same}
+    if ptx_out:
+        from gbx.config import write_atomic
+
+        write_atomic(ptx_out, ptx.replace("\0", ""))  # without the C string's NUL
+    if with_ptxas:
+        record["run_kernel"] = kd.run_ptxas(ptx, arch).to_json()
+    click.echo(json.dumps(record))
     if same is False:
         sys.exit(1)
 

@@ -63,6 +63,7 @@ class RomReport:
     cpu: RomResult | None
     cuda: RomResult | None
     cuda_reason: str = ""  # why CUDA was not run
+    cpu_kernel: str = "cpu"  # the run kernel's variant in the CPU column (cpu.HOST)
 
     def to_json(self) -> dict[str, object]:
         def cell(r: RomResult | None, reason: str) -> dict[str, object]:
@@ -71,7 +72,7 @@ class RomReport:
             return {"result": r.verdict, "frames": r.frames, "detail": r.detail}
 
         return {"rom": self.case.name, "protocol": self.case.protocol, "slow": self.case.slow,
-                "cpu": cell(self.cpu, "not asked for (--device)"),
+                "cpu": cell(self.cpu, "not asked for (--device)"), "cpu_kernel": self.cpu_kernel,
                 "cuda": cell(self.cuda, self.cuda_reason)}
 
 
@@ -242,14 +243,16 @@ class _Run:
         return None
 
 
-def run_case(case: RomCase, device: str = "cpu", root: Path | None = None) -> RomResult:
-    """Run one ROM until it reports or its frame budget is spent."""
-    return run_together([case], device, root)[0]
+def run_case(case: RomCase, device: str = "cpu", root: Path | None = None,
+             kernel: str = "auto") -> RomResult:
+    """Run one ROM until it reports or its frame budget is spent (``kernel``: the run
+    kernel's variant, see ``GameBoyBatch``)."""
+    return run_together([case], device, root, kernel=kernel)[0]
 
 
 def run_together(
     cases: Iterable[RomCase], device: str = "cpu", root: Path | None = None,
-    on_result: Callable[[RomResult], None] | None = None,
+    on_result: Callable[[RomResult], None] | None = None, kernel: str = "auto",
 ) -> list[RomResult]:
     """Run every case at once, one 1-env batch each; results in the order of ``cases``.
 
@@ -264,7 +267,7 @@ def run_together(
     from gbx_gameboy.warp_setup import wp
 
     folder = root or testroms_dir()
-    runs = [_Run(c, GameBoyBatch(folder / c.path, 1, device),
+    runs = [_Run(c, GameBoyBatch(folder / c.path, 1, device, kernel=kernel),
                  _reference(folder / c.reference) if c.protocol == PIC else None)
             for c in cases]
     on_gpu = not runs[0].batch.device.startswith("cpu") if runs else False
@@ -321,13 +324,13 @@ def select(names: Iterable[str] | None = None, include_slow: bool = True) -> lis
 
 def run_all(
     cases: Iterable[RomCase], device: str = "cpu", root: Path | None = None,
-    on_result: Callable[[RomResult], None] | None = None,
+    on_result: Callable[[RomResult], None] | None = None, kernel: str = "auto",
 ) -> list[RomResult]:
     """Run every case in order, one after the other (the CPU's way: each ROM's launches
     use the cores on their own); ``on_result`` sees each result as it comes (progress)."""
     results = []
     for case in cases:
-        results.append(run_case(case, device, root))
+        results.append(run_case(case, device, root, kernel))
         if on_result is not None:
             on_result(results[-1])
     return results
@@ -344,40 +347,45 @@ def cuda_missing(device: str) -> str:
 
 def report(
     cases: Iterable[RomCase], device: str = "all", root: Path | None = None,
-    on_result: Callable[[RomResult], None] | None = None,
+    on_result: Callable[[RomResult], None] | None = None, cpu_kernel: str = "auto",
 ) -> list[RomReport]:
     """Every case on the CPU and/or CUDA: ``device`` is "all" (CPU, then CUDA where a GPU is
     present), "cpu", or a CUDA device ("cuda", "cuda:N"). The CPU runs the ROMs one after
     the other (``run_all``), CUDA all at once (``run_together``); both give the same
-    results and frame counts."""
+    results and frame counts. ``cpu_kernel="cuda"`` runs the CUDA variant of the run
+    kernel on the CPU device (the GPU's code path, checked without a GPU)."""
     cases = list(cases)
     on_cpu = device in ("all", "cpu")
     gpu = "cuda" if device == "all" else device
     reason = "not asked for (--device cpu)" if device == "cpu" else cuda_missing(gpu)
     on_gpu = device != "cpu" and reason == ""
     none: list[RomResult | None] = [None] * len(cases)
-    cpu: list[RomResult | None] = list(run_all(cases, "cpu", root, on_result)) if on_cpu else none
+    cpu: list[RomResult | None] = (list(run_all(cases, "cpu", root, on_result, cpu_kernel))
+                                   if on_cpu else none)
     cuda: list[RomResult | None] = (list(run_together(cases, gpu, root, on_result)) if on_gpu
                                     else none)
-    return [RomReport(c, a, b, reason) for c, a, b in zip(cases, cpu, cuda, strict=True)]
+    variant = "cpu" if cpu_kernel == "auto" else cpu_kernel
+    return [RomReport(c, a, b, reason, variant)
+            for c, a, b in zip(cases, cpu, cuda, strict=True)]
 
 
 def table_cell(result: RomResult | None) -> str:
     return NOT_RUN if result is None else result.verdict
 
 
-def format_table(reports: list[RomReport]) -> str:
-    """The markdown table of docs/emulator.md ("Conformance"), one row per ROM."""
-    lines = ["| ROM | CPU | CUDA |", "|---|---|---|"]
+def format_table(reports: list[RomReport], cpu: str = "CPU") -> str:
+    """The markdown table of docs/emulator.md ("Conformance"), one row per ROM; ``cpu``
+    names the CPU column (and its lines)."""
+    lines = [f"| ROM | {cpu} | CUDA |", "|---|---|---|"]
     for r in reports:
         lines.append(f"| {r.case.name} | {table_cell(r.cpu)} | {table_cell(r.cuda)} |")
     lines.append("")
     for r in reports:
-        for device, x in (("CPU", r.cpu), ("CUDA", r.cuda)):
+        for device, x in ((cpu, r.cpu), ("CUDA", r.cuda)):
             if x is not None and not x.passed:
                 lines.append(f"FAIL {r.case.name} ({device}): {x.detail}")
     # The totals last, for scripts that read the final line.
-    for name, column in (("CPU", [r.cpu for r in reports]), ("CUDA", [r.cuda for r in reports])):
+    for name, column in ((cpu, [r.cpu for r in reports]), ("CUDA", [r.cuda for r in reports])):
         ran = [x for x in column if x is not None]
         total = f"{sum(x.passed for x in ran)}/{len(ran)} passed" if ran else NOT_RUN
         lines.append(f"{name}: {total}")

@@ -154,7 +154,13 @@ from gbx_gameboy.layout import (
     WRAM_OFF,
 )
 from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
-from gbx_gameboy.oam_bug import OAM_BUG_WRITE, oam_bug, oam_bug_idu, oam_bug_read_idu
+from gbx_gameboy.oam_bug import (
+    OAM_BUG_WRITE,
+    oam_bug,
+    oam_bug_idu,
+    oam_bug_read_idu,
+    oam_bug_unit,
+)
 from gbx_gameboy.phase_clock import (
     CLOCK_ROWS,
     PHASE_CLOCKS,
@@ -1032,18 +1038,19 @@ def run_kernel(
             pc = (pc + 1) & 0xFFFF
         icount += 1
         n_imm = w0 & 3
-        imm = int(0)
-        if fast:
-            imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
-            t += 4 * n_imm
-            pc = (pc + n_imm) & 0xFFFF
-        else:
+        if not fast:
+            # The immediates one by one, each at its own M-cycle (after the opcode's); PC
+            # and the cycle move on below, as for code read from ROM.
             k = int(0)
             while k < n_imm:
-                t += 4
-                imm = imm | (rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e) << (8 * k))
-                pc = (pc + 1) & 0xFFFF
+                v = rd_cpu(g, env, (pc + k) & 0xFFFF, t + 4 * (k + 1), bank0, bankx, dma_s,
+                           dma_e)
+                b1 = wp.where(k == 0, v, b1)
+                b2 = wp.where(k == 1, v, b2)
                 k += 1
+        imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
+        t += 4 * n_imm
+        pc = (pc + n_imm) & 0xFFFF
         # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
         code = wp.where(op == 0xCB, imm & 0xFF, op)
         if op == 0xCB:
@@ -1189,9 +1196,20 @@ def run_kernel(
             waddr = bus_address(field(w0, WADDR_SHIFT, 3), r, sp, imm)
             t += 4 * field(w0, RWAIT_SHIFT, 1)
             n_rd = wp.where(taken, field(w0, NRD_SHIFT, 2), 0)
-            if (raddr & 0xFF00) == 0xFE00 and n_rd != 0:
-                # DMG OAM corruption bug: an increment/decrement in the first read's M-cycle.
-                oam_bug_read_idu(g.ref, env, w0, w2, t + 4)
+            # DMG OAM corruption bug: the 16-bit increment/decrement unit puts a value on the
+            # address bus in the next M-cycle: the first read's address (pop, ret, ld a,
+            # [hl+/-]) or, without reads, the 16-bit source (inc/dec rr, ld sp,hl) or SP
+            # (push, call, rst). One compare at one site; the rest out of line (oam_bug.py)
+            # when the value lies in FE00-FEFF. The source's register pairs are selected
+            # here, and the register work below adds the other sources.
+            src16 = field(w2, SRC16_SHIFT, 3)
+            spd = field(w0, SPD_SHIFT, 2)
+            v16 = wp.where(src16 == R16_SP, sp, hl)
+            v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
+            v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
+            bus16 = wp.where(n_rd != 0, raddr, wp.where(spd == SPD_PUSH, sp, v16))
+            if (bus16 & 0xFF00) == 0xFE00 and taken:
+                oam_bug_unit(g.ref, env, w0, w2, t + 4)
             rv = int(0)
             k = int(0)
             while k < n_rd:
@@ -1286,10 +1304,6 @@ def run_kernel(
             if op8 != OP_LD:
                 out8 = alu(op8, a, v8, f, (code >> 3) & 7)
             res8 = out8 >> 8
-            src16 = field(w2, SRC16_SHIFT, 3)
-            v16 = wp.where(src16 == R16_SP, sp, hl)
-            v16 = wp.where(src16 == R16_BC, pair(r, 0), v16)
-            v16 = wp.where(src16 == R16_DE, pair(r, 2), v16)
             v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
             v16 = wp.where(src16 == R16_IMM, imm, v16)
             v16 = wp.where(src16 == R16_MEM, rv, v16)
@@ -1299,12 +1313,6 @@ def run_kernel(
             if op16 != OP16_PASS:
                 out16 = add16(op16, v16, hl, e)
             res16 = out16 >> 8
-            # DMG OAM corruption bug: the 16-bit increment/decrement unit puts its operand on
-            # the address bus (inc/dec rr, ld sp,hl, SP before a push); one compare here, the
-            # rest out of line (oam_bug.py) when the value lies in FE00-FEFF.
-            spd = field(w0, SPD_SHIFT, 2)
-            if (wp.where(spd == SPD_PUSH, sp, v16) & 0xFF00) == 0xFE00 and taken:
-                oam_bug_idu(g.ref, env, w0, w2, t)
             # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
             calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
             r[R_F] = (
@@ -1365,8 +1373,20 @@ def run_kernel(
             elif special == SP_RETI:
                 ime = int(1)
                 ei_delay = int(0)
-            else:
+            # No writes (no special instruction has any): the end of the instruction here,
+            # so the common path does not join this block's values.
+            if wp.static(PHASE_CLOCKS):
+                clk[4] += cycle_clock() - c0
+            if special > SP_RETI:
+                # Illegal opcode: the env freezes with PC at the opcode; others continue.
                 locked = int(FAULT_ILLEGAL_OPCODE)
+                pc = (pc - 1) & 0xFFFF
+                break
+            if ei_delay > 0:
+                ei_delay -= 1
+                if ei_delay == 0:
+                    ime = int(1)
+            continue
 
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
@@ -1382,10 +1402,6 @@ def run_kernel(
 
         if wp.static(PHASE_CLOCKS):
             clk[5] += cycle_clock() - c1
-        if locked == FAULT_ILLEGAL_OPCODE:
-            # Illegal opcode: the env freezes with PC at the opcode; others continue.
-            pc = (pc - 1) & 0xFFFF
-            break
         if ei_delay > 0:
             ei_delay -= 1
             if ei_delay == 0:

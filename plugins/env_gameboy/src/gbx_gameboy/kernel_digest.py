@@ -8,18 +8,30 @@ the code, not on the hash of the Python source), is what the GPU runs after ptxa
 SHA-256 is recorded in ``CUDA_PTX_SHA256``. Compiling needs no GPU (only NVRTC, which Warp
 ships). A deliberate change to the GPU kernel updates the recorded digest in the same
 commit (``gbx gameboy kernel-digest`` prints it).
+
+Where the CUDA toolkit's ``ptxas`` is installed, :func:`run_ptxas` assembles that PTX
+and reads back what ``ptxas -v`` reports per function: registers, stack frame and spill
+stores/loads, the figures the GPU driver's JIT arrives at for the same PTX
+(``gbx gameboy kernel-digest --ptxas``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import shutil
+import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+from gbx_gameboy.sass_path import LoopPath, loop_path
 
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "ddffc7315e5b58d761bc4dce3feb39a1ffa9bf1aab1bcf58928313cf345de7e3"
+CUDA_PTX_SHA256 = "10cd2cc4329a8fded673eaf617bf9e0272c61ebe05f2345d8f534f6a982abb63"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
@@ -50,3 +62,137 @@ def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
 def ptx_digest(arch: int = DIGEST_ARCH) -> str:
     """SHA-256 (hex) of :func:`cuda_ptx`."""
     return hashlib.sha256(cuda_ptx(arch).encode()).hexdigest()
+
+
+# ---- ptxas's resource figures -------------------------------------------------------------
+
+# The CUDA run kernel's entry function in PTX compiled with strip_hash=True.
+RUN_KERNEL_ENTRY = "run_kernel_cuda_kernel_forward"
+
+
+@dataclass(frozen=True)
+class FunctionUsage:
+    """What ``ptxas -v`` reports for one function (bytes per thread)."""
+
+    name: str
+    stack_frame: int
+    spill_stores: int
+    spill_loads: int
+    registers: int | None  # entry functions only: a callee shares its caller's budget
+
+    def to_json(self) -> dict[str, object]:
+        return {"registers": self.registers, "stack_frame": self.stack_frame,
+                "spill_stores": self.spill_stores, "spill_loads": self.spill_loads}
+
+
+@dataclass(frozen=True)
+class PtxasReport:
+    """``ptxas -v`` of one PTX module: the figures per function, and how it was assembled."""
+
+    functions: dict[str, FunctionUsage]
+    ptxas_version: str
+    ptx_version: str  # the PTX's .version, "9.4 as 9.0" when ptxas needed an older one
+    loop_path: LoopPath | None = None  # the run loop's always-run path (needs nvdisasm)
+
+    def to_json(self, entry: str = RUN_KERNEL_ENTRY) -> dict[str, object]:
+        out: dict[str, object] = {"ptxas": self.ptxas_version, "ptx_version": self.ptx_version}
+        out.update(self.functions[entry].to_json())
+        out["loop_path"] = self.loop_path.to_json() if self.loop_path else None
+        # out-of-line helpers that spill (their stack is inside the entry's frame)
+        out["callees"] = {n: f.to_json() for n, f in sorted(self.functions.items())
+                          if n != entry and f.registers is None
+                          and (f.stack_frame or f.spill_stores or f.spill_loads)}
+        return out
+
+
+_PROPS = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGS = re.compile(r"Used (\d+) registers")
+_VERSION = re.compile(r"Unsupported \.version (\S+); current version is '([^']+)'")
+# A device function's C++ name: ..._cu_<8 hex digits><length><name>_0E<argument codes>
+_MANGLED = re.compile(r"_cu_[0-9a-f]{8}(\d+)")
+
+
+def short_name(symbol: str) -> str:
+    """``rd_call`` for Warp's mangled name of the device function ``rd_call``."""
+    m = _MANGLED.search(symbol)
+    if not m:
+        return symbol
+    start = m.end()
+    name = symbol[start:start + int(m.group(1))]
+    return name[:-2] if name.endswith("_0") else name
+
+
+def parse_ptxas(text: str) -> dict[str, FunctionUsage]:
+    """The per-function figures in ``ptxas -v``'s output (its stderr)."""
+    found: dict[str, FunctionUsage] = {}
+    name = None
+    for line in text.splitlines():
+        if (m := _PROPS.search(line)) is not None:
+            name = short_name(m.group(1))
+        elif name is not None and (m := _FRAME.search(line)) is not None:
+            stack, stores, loads = (int(v) for v in m.groups())
+            found[name] = FunctionUsage(name, stack, stores, loads, None)
+        elif name is not None and name in found and (m := _REGS.search(line)) is not None:
+            f = found[name]
+            found[name] = FunctionUsage(name, f.stack_frame, f.spill_stores, f.spill_loads,
+                                        int(m.group(1)))
+    return found
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit program (``ptxas``, ``nvdisasm``) on PATH, else under CUDA_HOME (or
+    CUDA_PATH); None when there is none."""
+    found = shutil.which(name)
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    cand = Path(home, "bin", name) if home else None
+    return str(cand) if cand is not None and cand.is_file() else None
+
+
+def find_ptxas() -> str | None:
+    return find_cuda_tool("ptxas")
+
+
+def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None,
+              nvdisasm: str | None = None, entry: str = RUN_KERNEL_ENTRY) -> PtxasReport:
+    """Assemble ``ptx`` with ``ptxas -v -arch=sm_<arch>`` and parse its figures; where
+    ``nvdisasm`` is given or found, also ``entry``'s always-run loop path
+    (:mod:`gbx_gameboy.sass_path`) in the assembled code.
+
+    NVRTC may write a newer PTX ISA version than the installed ptxas reads; when ptxas
+    says so, the ``.version`` line is lowered to the one it names and the PTX assembled
+    again (it fails if the code uses an instruction the older ISA lacks), and
+    ``ptx_version`` says both.
+    """
+    tool = ptxas or find_ptxas()
+    if tool is None:
+        raise FileNotFoundError("ptxas not found: put the CUDA toolkit's bin on PATH")
+    disasm = nvdisasm or find_cuda_tool("nvdisasm")
+    ptx = ptx.replace("\0", "")  # Warp's PTX text ends with the C string's NUL
+    declared = re.search(r"^\.version (\S+)", ptx, re.M)
+    version = declared.group(1) if declared else "?"
+    banner = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    tool_version = (re.findall(r"release (\S+),", banner) or ["?"])[0]
+    path = None
+    with tempfile.TemporaryDirectory(prefix="gbx-ptxas-") as tmp:
+        src = Path(tmp, "kernel.ptx")
+        cubin = Path(tmp, "kernel.cubin")
+        for _ in range(2):
+            src.write_text(ptx)
+            done = subprocess.run([tool, "-v", f"-arch=sm_{arch}", str(src), "-o", str(cubin)],
+                                  capture_output=True, text=True)
+            older = _VERSION.search(done.stderr)
+            if done.returncode == 0 or older is None:
+                break
+            ptx = re.sub(r"^\.version \S+", f".version {older.group(2)}", ptx, count=1,
+                         flags=re.M)
+            version = f"{older.group(1)} as {older.group(2)}"
+        if done.returncode != 0:
+            raise RuntimeError(f"ptxas failed: {done.stderr.strip().splitlines()[-1:]}")
+        if disasm:
+            sass = subprocess.run([disasm, "-c", str(cubin)], capture_output=True, text=True,
+                                  check=True).stdout
+            path = loop_path(sass, entry)
+    return PtxasReport(parse_ptxas(done.stderr), tool_version, version, path)

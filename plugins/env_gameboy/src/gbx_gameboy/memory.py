@@ -457,18 +457,25 @@ def oam_blocked(g: GB, env: int, t: int, access: int) -> bool:
 @wp.func(inline=False)
 def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
     """The one out-of-line copy of the complete CPU read (everything but the opcode fetch's
-    ROM/WRAM/HRAM fast path comes here)."""
+    ROM/WRAM/HRAM fast path comes here).
+
+    The memory map (``rd_mapped``) is inlined at one site only: a read during OAM DMA
+    that is not a bus conflict reads what any other read does."""
     g = load_gb(ref)
     v = int(0xFF)
-    if t >= sget(g, env, T_DMA_END) or t < sget(g, env, T_DMA_START):
-        if a >= 0xFF80:
-            v = mget(g, env, HRAM_OFF + (a - 0xFF80))
-        elif a >= 0xC000 and a < 0xFE00:
-            v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
-        else:
-            v = rd_mapped(g, env, a, t)
+    if dma_conflict(g, env, a, t):
+        # The DMA owns this bus: the CPU sees the byte being transferred. Bytes are
+        # counted from the latest transfer's start (a restart keeps T_DMA_START, the
+        # start of the OAM block, but copies its new source from byte 0 on).
+        first = sget(g, env, T_DMA_END) - DMA_BYTES * 4
+        i = wp.max(wp.min((t - first) // 4, DMA_BYTES - 1), 0)
+        v = mget(g, env, OAM_OFF + i)
+    elif a >= 0xFF80:
+        v = mget(g, env, HRAM_OFF + (a - 0xFF80))
+    elif a >= 0xC000 and a < 0xFE00:
+        v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
     else:
-        v = rd_slow(g, env, a, t)
+        v = rd_mapped(g, env, a, t)
     return v
 
 
@@ -523,22 +530,13 @@ def wr_cpu(g: GB, env: int, a: int, v: int, t: int) -> int:
 
 
 @wp.func
-def rd_slow(g: GB, env: int, a: int, t: int) -> int:
-    """Read during OAM DMA (bus conflicts), else the plain memory map."""
-    v = int(0xFF)
+def dma_conflict(g: GB, env: int, a: int, t: int) -> bool:
+    """A CPU read at cycle t of address a on the bus the running OAM DMA is using (below
+    FE00: the external bus or the VRAM bus)."""
+    conflict = False
     if t < sget(g, env, T_DMA_END) and t >= sget(g, env, T_DMA_START) and a < 0xFE00:
-        if dma_bus(a) == dma_bus(mget(g, env, IO_OFF + DMA) << 8):
-            # The DMA owns this bus: the CPU sees the byte being transferred. Bytes are
-            # counted from the latest transfer's start (a restart keeps T_DMA_START, the
-            # start of the OAM block, but copies its new source from byte 0 on).
-            first = sget(g, env, T_DMA_END) - DMA_BYTES * 4
-            i = wp.max(wp.min((t - first) // 4, DMA_BYTES - 1), 0)
-            v = mget(g, env, OAM_OFF + i)
-        else:
-            v = rd_mapped(g, env, a, t)
-    else:
-        v = rd_mapped(g, env, a, t)
-    return v
+        conflict = dma_bus(a) == dma_bus(mget(g, env, IO_OFF + DMA) << 8)
+    return conflict
 
 
 @wp.func

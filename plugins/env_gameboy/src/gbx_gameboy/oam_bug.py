@@ -169,3 +169,14 @@ def oam_bug_read_idu(ref: wp.uint64, env: int, w0: int, w2: int, t: int):
     op16 = (w2 >> OP16_SHIFT) & 7
     if spd == SPD_POP or op16 == OP16_INC or op16 == OP16_DEC:
         oam_bug(ref, env, t, OAM_BUG_READ_IDU)
+
+
+@wp.func(inline=False)
+def oam_bug_unit(ref: wp.uint64, env: int, w0: int, w2: int, t: int):
+    """The CUDA run loop's one hook for both cases above: the value the instruction's
+    increment/decrement unit may put on the bus in the M-cycle ending at cycle t (its first
+    read's address when it reads, else its 16-bit source or SP) lies in FE00-FEFF."""
+    if ((w0 >> NRD_SHIFT) & 3) != 0:
+        oam_bug_read_idu(ref, env, w0, w2, t)
+    else:
+        oam_bug_idu(ref, env, w0, w2, t - 4)
