@@ -18,8 +18,9 @@ Each step, after the wrapped env stepped (all on the device, no host reads):
 
 With ``scout_steps``, the first training step is preceded by that many steps of
 uniformly random play in which every finished episode or burst restarts from an archived
-cell (with ``explore_steps``, the episodes under way from the start states are bursts too) (Go-Explore's exploration phase; random buttons go farther from a cell than a policy
-that already knows the way to somewhere else). The trainer sees none of it: the env's
+cell, the episodes under way from the start states being cut to bursts too (Go-Explore's
+exploration phase; random buttons go farther from a cell than a policy that already knows
+the way to somewhere else). The trainer sees none of it: the env's
 state is saved before (:meth:`gbx.api.StatefulEnv.env_state_dict`) and put back after,
 so training starts from the observation it was given, with the archive filled.
 
