@@ -327,12 +327,12 @@ class GameBoyEnv:
         self.restorer = MaskedRestore(self.batch.state_tensors(), self.bank)
         self.restorer.seed(seed)
         self.random_start = self.bank.size > 1
-        # Bank entries from here on are the curriculum's (env.start_states and their no-op
-        # frames); before it, env.state's.
-        self._first_start_state = 1 + config.random_noop_max if config.start_states else None
+        # The real start's entries come first in the bank (env.state and its no-op frames);
+        # the curriculum's (env.start_states and theirs) follow.
+        real_entries = 1 + config.random_noop_max
+        self._first_start_state = real_entries if config.start_states else None
         if config.real_start_fraction is not None:
-            # The real start's entries: env.state and its no-op frames, first in the bank.
-            self.restorer.split(1 + config.random_noop_max, config.real_start_fraction)
+            self.restorer.split(real_entries, config.real_start_fraction)
 
     def _allocate_step_buffers(self, n: int, hw: tuple[int, int]) -> None:
         """Every buffer a step writes, allocated once (a step allocates nothing)."""

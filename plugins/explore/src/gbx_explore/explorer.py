@@ -20,9 +20,9 @@ With ``scout_steps``, the first training step is preceded by that many steps of
 uniformly random play in which every finished episode or burst restarts from an archived
 cell, the episodes under way from the start states being cut to bursts too (Go-Explore's
 exploration phase; random buttons go farther from a cell than a policy that already knows
-the way to somewhere else). The trainer sees none of it: the env's
-state is saved before (:meth:`gbx.api.StatefulEnv.env_state_dict`) and put back after,
-so training starts from the observation it was given, with the archive filled.
+the way to somewhere else). The trainer sees none of it: the env's state is saved before
+(:meth:`gbx.api.StatefulEnv.env_state_dict`) and put back after, so training starts from
+the observation it was given, with the archive filled.
 
 Each env carries its step count from the real start state (an env restarted from a
 cell inherits the cell's ``best``), which ranks the saved states of a cell.
@@ -32,8 +32,9 @@ from one of the curriculum's start states (the env says so for its own resets,
 :class:`gbx.api.StartOriginEnv`) or from the real start. The origin is one more input of
 the cell id (the id is XORed with a fixed 62-bit salt), so the two kinds of episode never
 share a cell, and an env restarted from a cell, or from a start state the explorer saved,
-takes the origin of the state it restarts from. The
-trainer's records get the explorer's statistics through
+takes the origin of the state it restarts from.
+
+The trainer's records get the explorer's statistics through
 :class:`gbx.api.WindowMetrics`; its state (archive tables, saved env states, step
 counts, random stream) is part of :meth:`env_state_dict`, so a resumed run continues
 exactly.
@@ -335,10 +336,11 @@ def carry_origins(origin: torch.Tensor, env_reset: torch.Tensor, env_origin: tor
                   pick: torch.Tensor, slot: torch.Tensor, slot_origin: torch.Tensor,
                   home: torch.Tensor | None, home_origin: torch.Tensor) -> None:
     """Update each env's origin (``int64 [N]``, 1 = descends from a curriculum start state)
-    in place after a step's restarts: an env the env reset takes the env's word
-    (``env_origin``, :class:`gbx.api.StartOriginEnv`); one restarted from archive slot
-    ``slot[e]`` (``pick``) takes that slot's origin; one sent to home slot ``home[e] >= 0``
-    takes that home's; the others keep theirs. The three restarts exclude each other."""
+    in place after a step's restarts, the explorer's restart deciding over the env's reset
+    it follows: an env restarted from archive slot ``slot[e]`` (``pick``) takes that slot's
+    origin; one sent to home slot ``home[e] >= 0`` takes that home's; another one the env
+    reset takes the env's word (``env_origin``, :class:`gbx.api.StartOriginEnv`); the
+    others keep theirs."""
     torch.where(env_reset, env_origin.to(torch.int64), origin, out=origin)
     torch.where(pick, slot_origin[slot], origin, out=origin)
     if home is not None:
