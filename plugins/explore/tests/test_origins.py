@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 from gbx_explore.config import ArchiveConfig
-from gbx_explore.explorer import ORIGIN_SALT, ArchiveExplorer, carry_origins
+from gbx_explore.explorer import ORIGIN_SALT, SCOUT_CHECK_EVERY, ArchiveExplorer, carry_origins
 
 from gbx.api import StartOriginEnv
 from gbx.errors import ConfigError
@@ -185,3 +185,18 @@ def test_the_first_step_scouts_once_and_a_resumed_explorer_never() -> None:
     fresh.step(actions)
     assert fresh.t == 13
     assert int(fresh.window_metrics()["explore_scout_env_steps"]) == 160
+
+
+def test_scouting_ends_once_it_reached_the_goal_often_enough() -> None:
+    full = _sparse_explorer(scout_steps=400)
+    full.reset()
+    full._scout()
+    reached = int(full.window_metrics()["explore_scout_successes"])
+    assert reached >= 2 and full.t == 400
+    early = _sparse_explorer(scout_steps=400, scout_goals=1)
+    early.reset()
+    early._scout()
+    metrics = early.window_metrics()
+    assert 1 <= int(metrics["explore_scout_successes"]) < reached
+    assert early.t < 400 and early.t % SCOUT_CHECK_EVERY == 0  # stopped at a look
+    assert int(metrics["explore_scout_env_steps"]) == early.t * 16

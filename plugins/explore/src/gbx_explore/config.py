@@ -31,6 +31,10 @@ class ArchiveConfig:
         "archived cells, to fill the archive; then the envs are put back as they were and "
         "training begins with the archive kept. Their env steps are reported as "
         "explore_scout_env_steps, apart from the trainer's; 0 = none", in_range(0))
+    scout_goals: int = option(
+        0, "scouting ends early once its episodes reached the goal this many times (looked "
+        "at every 16 steps): enough of the way is archived, and the rest of the scout_steps "
+        "would be spent replaying it; 0 = play all scout_steps", in_range(0))
     bonus: float = option(
         0.01, "novelty bonus coefficient: intrinsic reward bonus / sqrt(visits of the cell); "
         "0 = off", in_range(0.0))

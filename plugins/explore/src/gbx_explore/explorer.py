@@ -58,6 +58,8 @@ _EXTRINSIC, _INTRINSIC, _STARTS, _RESETS = range(4)
 # own reset draws from its start bank (the real start, a curriculum's states), and so many
 # of those draws cover a bank of that size with room to spare.
 HOME_SLOTS = 64
+# Scouting looks at its goal count (one read on the host) once per this many steps.
+SCOUT_CHECK_EVERY = 16
 # The per-env counters the scouting puts back as they were.
 _PER_ENV = ("steps", "since", "from_cell", "origin")
 # XORed into the cell id of a screen reached from a curriculum's start state
@@ -184,9 +186,10 @@ class ArchiveExplorer:
         return obs, self._reward, done, trunc, info
 
     def _scout(self) -> None:
-        """Play ``scout_steps`` steps of random buttons, every restart from an archived
-        cell, then put the env and the per-env counters back as they were (the archive,
-        its saved states and the step clock keep what the scouting found)."""
+        """Play ``scout_steps`` steps of random buttons (fewer once ``scout_goals`` goals
+        were reached), every restart from an archived cell, then put the env and the
+        per-env counters back as they were (the archive, its saved states and the step
+        clock keep what the scouting found)."""
         self.scouted = True
         env_state = self.env.env_state_dict()
         mine = {k: getattr(self, k).clone() for k in _PER_ENV}
@@ -195,17 +198,24 @@ class ArchiveExplorer:
         # restarts from cells begin at once rather than after env.max_steps.
         self.from_cell.fill_(True)
         actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        enough = self.config.scout_goals
+        played = 0
         try:
-            for _ in range(self.config.scout_steps):
+            while played < self.config.scout_steps:
                 torch.randint(0, self.num_actions, (self.num_envs,), generator=self.generator,
                               out=actions)
                 info = self.step(actions)[4]
+                played += 1
                 success = info.get("success")
                 if isinstance(success, torch.Tensor):
                     self._scout_sums[1] += success.sum()
+                # before training starts, so this read stalls no training step
+                if (enough and played % SCOUT_CHECK_EVERY == 0
+                        and float(self._scout_sums[1]) >= enough):
+                    break
         finally:
             self._start_fraction = self.config.start_fraction
-        self._scout_sums[0] += self.config.scout_steps * self.num_envs
+        self._scout_sums[0] += played * self.num_envs
         self.env.load_env_state_dict(env_state)
         for key, saved in mine.items():
             getattr(self, key).copy_(saved)
