@@ -200,3 +200,52 @@ def test_scouting_ends_once_it_reached_the_goal_often_enough() -> None:
     assert 1 <= int(metrics["explore_scout_successes"]) < reached
     assert early.t < 400 and early.t % SCOUT_CHECK_EVERY == 0  # stopped at a look
     assert int(metrics["explore_scout_env_steps"]) == early.t * 16
+
+
+# ---------------------------------------------------------------------------------------
+# training episodes that began at the task's real start, counted apart
+# ---------------------------------------------------------------------------------------
+
+
+class _NearGoalToy(_CurriculumToy):
+    """A 2 x 2 board: RIGHT then DOWN reaches the goal from the start corner."""
+
+    def __init__(self, num_envs: int) -> None:
+        ToyEnv.__init__(self, ToyConfig(grid=2, random_start=False, progress_scale=0.0,
+                                        max_steps=6, height=40, width=40), num_envs, "cpu", 0)
+        self._origin = torch.arange(num_envs) % 2 == 1
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_real_start_episodes_and_their_successes_are_counted(split: bool) -> None:
+    right, down = torch.full((8,), 6), torch.full((8,), 4)
+    config = ArchiveConfig(capacity=64, bonus=0.0, cell_rows=8, cell_cols=8,
+                           start_fraction=0.0, split_by_start=split)
+    env = ArchiveExplorer(config, _NearGoalToy(8), seed=0)
+    env.reset()
+    env.step(right)
+    info = env.step(down)[4]
+    assert bool(info["success"].all())  # every env at the goal; the even ones began at home
+    metrics = env.window_metrics()
+    assert int(metrics["explore_real_start_episodes"]) == 4
+    assert int(metrics["explore_real_start_successes"]) == 4
+    # Then every restart from an archived cell: the episodes under way began at home and
+    # count; the ones after them, from cells, do not.
+    env._start_fraction = 1.0
+    env.step(right)
+    env.step(down)
+    assert int(env.window_metrics()["explore_real_start_episodes"]) == 4
+    env.step(right)
+    info = env.step(down)[4]
+    assert bool(info["success"].all())
+    metrics = env.window_metrics()
+    assert int(metrics["explore_real_start_episodes"]) == 0
+    assert int(metrics["explore_real_start_successes"]) == 0
+
+
+def test_without_origins_every_episode_not_from_a_cell_is_the_real_starts() -> None:
+    env = _sparse_explorer(start_fraction=0.0, explore_steps=0)  # plain toy: no origins
+    env.reset()
+    for _ in range(6):  # 6-step episodes: all 16 end on the sixth
+        env.step(torch.full((16,), 6))
+    assert int(env.window_metrics()["explore_real_start_episodes"]) == 16

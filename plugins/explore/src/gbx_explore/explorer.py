@@ -27,12 +27,14 @@ the observation it was given, with the archive filled.
 Each env carries its step count from the real start state (an env restarted from a
 cell inherits the cell's ``best``), which ranks the saved states of a cell.
 
-With ``split_by_start`` each env also carries its origin: whether its episode descends
-from one of the curriculum's start states (the env says so for its own resets,
-:class:`gbx.api.StartOriginEnv`) or from the real start. The origin is one more input of
-the cell id (the id is XORed with a fixed 62-bit salt), so the two kinds of episode never
-share a cell, and an env restarted from a cell, or from a start state the explorer saved,
-takes the origin of the state it restarts from.
+With an env that tells where its episodes began (:class:`gbx.api.StartOriginEnv`) each
+env also carries its origin: whether its episode descends from one of the curriculum's
+start states or from the real start; an env restarted from a cell, or from a start state
+the explorer saved, takes the origin of the state it restarts from. The records count the
+ended episodes that began at the real start, and their successes, apart: the training-time
+view of what an evaluation measures. With ``split_by_start`` the origin is one more input
+of the cell id (the id is XORed with a fixed 62-bit salt), so the two kinds of episode
+never share a cell.
 
 The trainer's records get the explorer's statistics through
 :class:`gbx.api.WindowMetrics`; its state (archive tables, saved env states, step
@@ -53,7 +55,7 @@ from gbx_explore.archive import Archive, Weighting
 from gbx_explore.cells import CellHasher
 from gbx_explore.config import ArchiveConfig
 
-_EXTRINSIC, _INTRINSIC, _STARTS, _RESETS = range(4)
+_EXTRINSIC, _INTRINSIC, _STARTS, _RESETS, _REAL_EPISODES, _REAL_SUCCESSES = range(6)
 # Start states kept for the episodes the explorer ends itself (explore_steps): the env's
 # own reset draws from its start bank (the real start, a curriculum's states), and so many
 # of those draws cover a bank of that size with room to spare.
@@ -72,6 +74,9 @@ class ArchiveExplorer:
 
     def __init__(self, config: ArchiveConfig, env: SnapshotEnv, *, seed: int) -> None:
         self.split = bool(config.split_by_start)
+        # Origins are followed whenever the env tells them (the real-start episode counts
+        # need them); they enter the cell id only with split_by_start.
+        self.track = isinstance(env, StartOriginEnv)
         if self.split and not isinstance(env, StartOriginEnv):
             raise ConfigError(
                 "explore.split_by_start needs an env with the gbx.api.StartOriginEnv "
@@ -109,7 +114,8 @@ class ArchiveExplorer:
         self._all = torch.ones(n, dtype=torch.bool, device=dev)
         self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
         self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
-        self._sums = torch.zeros(4, dtype=torch.float64, device=dev)
+        self._sums = torch.zeros(6, dtype=torch.float64, device=dev)
+        self._real = torch.zeros(n, dtype=torch.bool, device=dev)  # ended at the real start
         self._start_fraction = config.start_fraction
         self.scouted = config.scout_steps == 0  # done, or nothing to do
         self._scout_sums = torch.zeros(2, dtype=torch.float64, device=dev)  # steps, goals
@@ -129,7 +135,7 @@ class ArchiveExplorer:
         self.steps.zero_()
         self.since.zero_()
         self.from_cell.zero_()
-        if self.split:
+        if self.track:
             self.origin.copy_(self.env.from_start_states())
             self.home_origin.copy_(self.origin[: self.homes])
         self._observe(obs, self._all)
@@ -159,6 +165,13 @@ class ArchiveExplorer:
             torch.logical_or(env_reset, self._end, out=self._reset)
             trunc, reset = self._trunc, self._reset
             info["reset_mask"] = reset
+        # Episodes that ended this step and began at the task's real start: not from a
+        # cell, not from a curriculum state (counted before the restarts below).
+        torch.eq(self.origin, 0, out=self._real)
+        self._real.logical_and_(reset).logical_and_(self.from_cell.logical_not())
+        success = info.get("success")
+        real_successes = (self._real.logical_and(success).sum()
+                          if isinstance(success, torch.Tensor) else self._real.new_zeros(()))
         pick, slot = self.archive.choose(reset, self._start_fraction, self.generator,
                                          self.t, self.use_goal)
         obs = self.slots.restore(torch.where(pick, slot, -1))
@@ -169,7 +182,7 @@ class ArchiveExplorer:
             self._home.masked_fill_(~self._end | pick, -1)
             obs = self.home_slots.restore(self._home)
             home = self._home
-        if self.split:
+        if self.track:
             carry_origins(self.origin, env_reset, self.env.from_start_states(), pick, slot,
                           self.slot_origin, home, self.home_origin)
         start_steps = torch.where(pick, self.archive.best[slot], 0)
@@ -177,7 +190,8 @@ class ArchiveExplorer:
         self.since.masked_fill_(reset, 0)
         torch.where(reset, pick, self.from_cell, out=self.from_cell)
         torch.add(reward, self._bonus, out=self._reward)
-        self._sums += torch.stack([reward.sum(), self._bonus.sum(), pick.sum(), reset.sum()])
+        self._sums += torch.stack([reward.sum(), self._bonus.sum(), pick.sum(), reset.sum(),
+                                   self._real.sum(), real_successes])
         self._window_steps += self.num_envs
         self.t += 1
         info["reward_extrinsic"] = reward
@@ -232,7 +246,7 @@ class ArchiveExplorer:
         goal = self.env.goal_distance() if isinstance(self.env, GoalDistanceEnv) else None
         save = self.archive.update(cells, can_save, self.steps, goal, self.t)
         self.slots.save(save)
-        if self.split:  # each saved state's origin goes with it (the sink takes the rest)
+        if self.track:  # each saved state's origin goes with it (the sink takes the rest)
             self._saved_to.copy_(save).masked_fill_(save < 0, self.archive.capacity)
             self.slot_origin.scatter_(0, self._saved_to, self.origin)
         return self.archive.visit(cells)
@@ -246,7 +260,8 @@ class ArchiveExplorer:
         """Device bytes of the archive tables, the saved env states and the buffers."""
         own = (self.steps, self._reward, self._bonus, self._sums, self._all, self.since,
                self.from_cell, self._end, self._trunc, self._reset, self._home_save, self._home,
-               self.origin, self.slot_origin, self.home_origin, self._salt, self._saved_to)
+               self.origin, self.slot_origin, self.home_origin, self._salt, self._saved_to,
+               self._real)
         hasher = (self.hasher._sums, self.hasher._levels, self.hasher._mult,
                   self.hasher._forms, self.hasher._ints, self.hasher.out)
         return (self.archive.nbytes() + self.slots.nbytes() + self.home_slots.nbytes()
@@ -265,6 +280,8 @@ class ArchiveExplorer:
             "explore_archive_start_frac": sums[_STARTS] / sums[_RESETS].clamp_min(1.0),
             "explore_reward_extrinsic_mean": sums[_EXTRINSIC] / steps,
             "explore_reward_intrinsic_mean": sums[_INTRINSIC] / steps,
+            "explore_real_start_episodes": sums[_REAL_EPISODES],
+            "explore_real_start_successes": sums[_REAL_SUCCESSES],
             "explore_scout_env_steps": self._scout_sums[0].clone(),
             "explore_scout_successes": self._scout_sums[1].clone(),
             "explore_bytes": self.nbytes(),
