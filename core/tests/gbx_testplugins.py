@@ -51,6 +51,8 @@ class CounterConfig:
     name: str = option("c", "a text field")
     save: bool = option(True, "checkpoint after every record")
     eval_each: bool = option(False, "record an evaluation after every record")
+    solve_at: int = option(-1, "evaluations score success_rate 1 from this step on, 0 "
+                           "before (-1: they score none)")
 
 
 class CounterTrainer:
@@ -86,8 +88,11 @@ class CounterTrainer:
     def evaluate(
         self, episodes: int, *, greedy: bool = True, baseline: bool = True
     ) -> dict[str, Any]:
-        return {"episodes": episodes, "greedy": greedy, "baseline": baseline,
-                "steps_trained": self.steps}
+        out: dict[str, Any] = {"episodes": episodes, "greedy": greedy, "baseline": baseline,
+                               "steps_trained": self.steps}
+        if self.config.solve_at >= 0:
+            out["success_rate"] = float(self.steps >= self.config.solve_at)
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         return {"steps": self.steps, "reward_sum": self.reward_sum}

@@ -126,6 +126,35 @@ def test_completed_run_exits_0_and_says_completed(invoke, tmp_path) -> None:
     assert "signal" not in summary
 
 
+def test_stop_at_success_ends_the_run_at_the_evaluation_that_reached_it(invoke,
+                                                                           tmp_path) -> None:
+    """The run stops at the first evaluation during training that reaches the target;
+    its latest checkpoint is that step's (the evaluated policy) and no final evaluation
+    follows; summary.json says why it stopped."""
+    run_dir = tmp_path / "r"
+    result = invoke(*run_args(run_dir, "--steps", "100000", "--set", "algo.save=false",
+                              "--set", "algo.solve_at=96", "--set", "run.eval_every=32",
+                              "--set", "run.checkpoint_every=0",
+                              "--set", "run.stop_at_success=0.95"))
+    assert result.exit_code == 0, result.output
+    assert "solved" in result.stderr and "at step 96" in result.stderr
+    evals = [v for k, v in EVENTS if k == "eval"]
+    assert [(e["step"], e["success_rate"]) for e in evals] == [(32, 0.0), (64, 0.0), (96, 1.0)]
+    assert [v for k, v in EVENTS if k == "checkpoint"][-1][1] == 96
+    assert load_checkpoint(latest_checkpoint(run_dir))["step"] == 96
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["stop_reason"] == "solved"
+    assert summary["step"] == 96 and summary["exit_code"] == 0
+
+
+def test_without_stop_at_success_a_solved_run_goes_on(invoke, tmp_path) -> None:
+    result = invoke(*run_args(tmp_path / "r", "--steps", "160", "--set", "algo.solve_at=32",
+                              "--set", "run.eval_every=32"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["step"] == 160 and summary["stop_reason"] == "steps"
+
+
 def test_default_run_dir_name(invoke, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = invoke("run", "--algo", "counter", "--env", "toy", "--steps", "32",

@@ -111,15 +111,16 @@ def build_cli(host: Any) -> click.Group:
             resume: str | None, gpus: int | None, **flags: Any) -> None:
         """Train an algorithm on an environment.
 
-        Exit status: 0 when the step budget is done; 143 (SIGTERM) or 130 (SIGINT) when a
-        signal stopped the run, with its checkpoint written (summary.json says "stopped");
-        1 when training failed; 2 for bad input.
+        Exit status: 0 when the step budget is done, or when an evaluation during
+        training reached run.stop_at_success (summary.json: "stop_reason": "solved");
+        143 (SIGTERM) or 130 (SIGINT) when a signal stopped the run, with its checkpoint
+        written (summary.json says "stopped"); 1 when training failed; 2 for bad input.
         """
         import subprocess
 
         from gbx.config import read_config_file, upgrade_saved
         from gbx.distributed import launched_by_torchrun
-        from gbx.runner import execute, run_outputs
+        from gbx.runner import SOLVED, execute, run_outputs
 
         if gpus is not None and gpus > 1 and not launched_by_torchrun():
             args = _ARGV if _ARGV is not None else sys.argv[1:]
@@ -143,7 +144,10 @@ def build_cli(host: Any) -> click.Group:
         summary = execute(config, _host(ctx), resume_dir=Path(resume) if resume else None,
                           argv=["gbx", *sys.argv[1:]], on_prepared=announce)
         if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
-            click.echo(f"gbx: run {summary['status']} at step {summary['step']} "
+            how = summary["status"]
+            if summary.get("stop_reason") == SOLVED:
+                how = "solved (an evaluation reached run.stop_at_success)"
+            click.echo(f"gbx: run {how} at step {summary['step']} "
                        f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
             outputs = run_outputs(Path(summary["run_dir"]), _host(ctx).registry,
                                   config.run.observers)

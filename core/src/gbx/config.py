@@ -172,6 +172,12 @@ class RunConfig:
         False, "evaluations during training also play the random-policy baseline (the "
         "evaluation at the end always does)"
     )
+    stop_at_success: float = option(
+        0.0, "end the run once an evaluation during training (run.eval_every) reaches this "
+        "success rate; the run is checkpointed at that step, so its latest checkpoint holds "
+        "the evaluated policy (what a curriculum's next stage starts from, run.init_from); "
+        "0 = off", in_range(0.0, 1.0),
+    )
     checkpoint_every: int = option(
         1_000_000, "checkpoint every this many env steps, at the first record past each "
         "multiple; 0 = only the checkpoint at the end", attrs.validators.ge(0),

@@ -59,6 +59,8 @@ _KEEP_RECORDS = 50  # records kept in memory for failure bundles
 
 SUMMARY_FILE = "summary.json"
 GOAL_STATES_DIR = "goal_states"  # savestates the training envs reached at the goal
+# The stop reason of a run an evaluation ended (run.stop_at_success).
+SOLVED = "solved"
 # Exit status of `gbx run` by how the run ended; a stop by signal N exits 128 + N (the
 # shell's convention: 143 for SIGTERM, 130 for SIGINT), so a supervisor tells a stopped
 # run from a completed one.
@@ -217,11 +219,20 @@ class Run:
         if self.schedule.after_record(self.last_step, self.trainer,
                                       record_eval=self.record_eval, checkpoint=self.checkpoint):
             self.stamper.restart_window()  # evaluation and checkpoint time is not training
+        if self._stop_reason == SOLVED and self.last_checkpoint_step != self.last_step:
+            # Now, while the trainer's state is the evaluated one: a trainer may finish
+            # some work before it looks at should_stop().
+            self.checkpoint(self.trainer.state_dict(), step=self.last_step)
 
     def record_eval(self, metrics: Mapping[str, Any]) -> None:
         rec = self._stamp(metrics, "eval")
         self.last_eval_step = int(rec["step"])
         self._emit("on_eval", rec)
+        target = self.config.run.stop_at_success
+        success = rec.get("success_rate")
+        if (target > 0 and not rec.get("final") and isinstance(success, int | float)
+                and success >= target):
+            self.request_stop(SOLVED)
 
     def checkpoint(self, state: Mapping[str, Any], *, step: int) -> Path:
         if self.dist.enabled:
@@ -342,8 +353,9 @@ class Run:
         self._emit("on_run_start", meta)
 
     def summary(self, status: str) -> dict[str, Any]:
-        """How the run ended: ``status`` is ``completed`` (the step budget ran out),
-        ``stopped`` (a signal asked it to stop; its checkpoint is written),
+        """How the run ended: ``status`` is ``completed`` (the step budget ran out, or an
+        evaluation reached ``run.stop_at_success``), ``stopped`` (a signal asked it to
+        stop; its checkpoint is written),
         ``interrupted`` (a second Ctrl-C) or ``failed``; ``exit_code`` is what
         ``gbx run`` exits with (:func:`exit_code_for`)."""
         out: dict[str, Any] = {
@@ -353,6 +365,8 @@ class Run:
             "step": self.last_step,
             "wall_time_s": round(self.elapsed(), 3),
         }
+        if self._stop_reason is not None:
+            out["stop_reason"] = self._stop_reason
         if self.stop_signal is not None:
             out["signal"] = signal.Signals(self.stop_signal).name
         out["exit_code"] = exit_code_for(status, self.stop_signal)
