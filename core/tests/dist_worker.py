@@ -78,7 +78,13 @@ class DpTrainer:
     def evaluate(
         self, episodes: int, *, greedy: bool = True, baseline: bool = True
     ) -> dict[str, Any]:
-        return {"episodes": episodes}
+        out: dict[str, Any] = {"episodes": episodes}
+        # GBX_TEST_SOLVE="RANK:STEP": that rank's evaluations succeed from STEP on.
+        solve = os.environ.get("GBX_TEST_SOLVE")
+        if solve:
+            rank, step = (int(x) for x in solve.split(":"))
+            out["success_rate"] = float(gdist.rank() == rank and self.env_steps >= step)
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         return {"model": self.model.state_dict(), "env_steps": self.env_steps}

@@ -95,11 +95,11 @@ def _fingerprints(folder: Path) -> list[dict]:
 
 
 def _dp_run(tmp_path: Path, name: str, *extra: str, mode: str = "ddp", steps: int = 40,
-            device: str = "cpu"):
+            device: str = "cpu", solve: str = ""):
     fp = tmp_path / f"fp_{name}"
     records = tmp_path / f"records_{name}.jsonl"
     env = {"GBX_DIST_FINGERPRINT_DIR": str(fp), "GBX_TEST_RECORDS": str(records),
-           "GBX_TEST_MODE": mode}
+           "GBX_TEST_MODE": mode, "GBX_TEST_SOLVE": solve}
     run_dir = tmp_path / "run"
     args = [str(WORKER), "run", "--algo", "dpsgd", "--env", "toy", "--device", device,
             "--observer", "recordfile", *extra]
@@ -140,6 +140,22 @@ def test_average_gradients_keeps_ranks_equal_and_control_drifts(tmp_path: Path) 
     # Negative control: without gradient averaging the ranks' models drift apart.
     apart, _, _ = _dp_run(tmp_path / "none", "none", mode="none")
     assert apart[0]["fingerprint"] != apart[1]["fingerprint"]
+
+
+@pytest.mark.slow  # two ranks: ~7 s
+def test_an_evaluation_solved_on_one_rank_stops_every_rank_at_that_step(tmp_path: Path) -> None:
+    """run.stop_at_success: rank 1's evaluation at the job's step 24 (its own 12 env
+    steps) reaches it, rank 0's does not; both stop after that update, rank 0 writes the
+    step-24 checkpoint, and the summary says "solved"."""
+    fps, records, run_dir = _dp_run(tmp_path, "s", "--set", "run.eval_every=8",
+                                    "--set", "run.stop_at_success=0.5", steps=400,
+                                    solve="1:12")
+    assert [r["step"] for r in records] == [8, 16, 24]
+    assert fps[0]["step"] == fps[1]["step"] == 24
+    assert fps[0]["fingerprint"] == fps[1]["fingerprint"]
+    assert load_checkpoint(run_dir)["step"] == 24
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "solved" and summary["exit_code"] == 0
 
 
 SMALL_CNN = "algo.model_options={channels=[8,16,16], hidden=32}"

@@ -273,7 +273,14 @@ class Run:
         if self._stop_reason is None and self.last_step >= self.config.run.steps:
             self._stop_reason = "steps"
         if self.dist.enabled and gdist.any_rank(self._stop_reason is not None):
-            # A signal that reached one rank stops them all at the same update.
+            # A signal that reached one rank stops them all at the same update; so does
+            # an evaluation that reached run.stop_at_success on one rank (each rank
+            # evaluates its own episodes), and then all of them say why.
+            # (The second collective depends on the config alone, so every rank makes it.)
+            if (self.config.run.stop_at_success > 0
+                    and gdist.any_rank(self._stop_reason == SOLVED)
+                    and self._stop_reason != "signal"):
+                self._stop_reason = SOLVED
             self._stop_reason = self._stop_reason or "signal"
         return self._stop_reason is not None
 
