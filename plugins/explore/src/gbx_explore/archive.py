@@ -87,6 +87,10 @@ class Archive:
         self._ones = torch.ones(n, dtype=i64, device=dev)
         self._zeros = torch.zeros(n, dtype=i64, device=dev)
         self._save = torch.full((n,), -1, dtype=i64, device=dev)
+        # step buffers, so an update or a choice makes no tables of its own
+        self._protected = torch.zeros(c + 1, dtype=torch.bool, device=dev)
+        self._u = torch.zeros(n, dtype=torch.float64, device=dev)
+        self._coin = torch.zeros(n, dtype=torch.float32, device=dev)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class Archive:
         improve = first & found_o
         # Slots for new cells: empty ones first, then the most visited, never an improved one.
         prio = torch.where(self.keys[:c] < 0, _EMPTY_FIRST, -self.visits[:c])
-        protected = torch.zeros(c + 1, dtype=torch.bool, device=self.device)
+        protected = self._protected.fill_(False)
         protected.scatter_(0, torch.where(improve, slot_o, c), True)
         prio = torch.where(protected[:c], _PROTECTED, prio)
         victims = torch.sort(prio, stable=True).indices
@@ -202,9 +206,10 @@ class Archive:
         n = resetting.shape[0]
         cdf = torch.cumsum(self.weights(now, use_goal), 0)
         total = cdf[-1]
-        u = torch.rand(n, generator=generator, device=self.device, dtype=torch.float64)
+        u = torch.rand(n, generator=generator, device=self.device, dtype=torch.float64,
+                       out=self._u)
         slot = torch.searchsorted(cdf, u * total, right=True).clamp_max_(self.capacity - 1)
-        coin = torch.rand(n, generator=generator, device=self.device)
+        coin = torch.rand(n, generator=generator, device=self.device, out=self._coin)
         pick = resetting & (coin < fraction) & (total > 0)
         self.chosen.scatter_add_(0, torch.where(pick, slot, self.capacity), self._ones)
         self._clear_sink()
@@ -214,7 +219,8 @@ class Archive:
 
     def nbytes(self) -> int:
         own = [getattr(self, k) for k in self.STATE]
-        own += [self._now, self._ones, self._zeros, self._save]
+        own += [self._now, self._ones, self._zeros, self._save, self._protected, self._u,
+                self._coin]
         return sum(t.numel() * t.element_size() for t in own)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
