@@ -77,3 +77,21 @@ def test_curves_against_the_wall_clock_with_named_runs(tmp_path: Path) -> None:
     bad = CliRunner().invoke(log_group, ["plot", str(a), str(b), "--name", "only-one",
                                          "--out", str(tmp_path / "bad.png")])
     assert bad.exit_code != 0 and "one --name per run" in bad.output
+
+
+def test_success_panel_shows_the_real_start_share_where_episodes_ended(tmp_path: Path) -> None:
+    """The archive explorer's counts of episodes begun at the real start become a rate,
+    drawn at the records where such episodes ended (none: no point)."""
+    run = InMemoryRunContext(run_id="r", run_dir=tmp_path / "r")
+    observer = JsonlObserver(run)
+    observer.on_run_start({**META, "run_id": "r"})
+    counts = [(0, 0), (1, 4), (0, 0), (3, 4)]  # (successes, episodes) per record
+    for step, (wins, ended) in enumerate(counts, start=1):
+        observer.on_record({**ppo_record(step), "explore_real_start_successes": float(wins),
+                            "explore_real_start_episodes": float(ended)})
+    observer.on_run_end({})
+    log = load_log(run.run_dir / "train_log.jsonl")
+    ax = next(a for a in draw_figure([(None, log)]).axes if a.get_title() == "success rate")
+    line = next(x for x in ax.get_lines() if x.get_label() == "train, from the real start")
+    assert list(line.get_ydata()) == [0.25, 0.75]
+    assert list(line.get_xdata()) == [log.records[1]["env_steps"], log.records[3]["env_steps"]]

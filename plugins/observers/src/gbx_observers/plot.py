@@ -15,13 +15,18 @@ from gbx_observers.logfile import LOG_NAME, LoadedLog, load_log
 
 @attrs.frozen
 class Panel:
-    """One subplot: training-record series, evaluation series, optional band and y range."""
+    """One subplot: training-record series, evaluation series, optional band and y range.
+
+    ``ratios`` are training-record series of one count over another, ``(numerator,
+    denominator, label)``, drawn at the records whose denominator is above 0.
+    """
 
     title: str
     train: tuple[tuple[str, str], ...]
     evals: tuple[tuple[str, str], ...] = ()
     band: tuple[str, str] | None = None
     ylim: tuple[float, float] | None = None
+    ratios: tuple[tuple[str, str, str], ...] = ()
 
 
 # Panels whose keys are all absent stay in place with a note, so figures of
@@ -41,6 +46,9 @@ PANELS: tuple[Panel, ...] = (
         (("success_rate", "train"),),
         (("success_rate", "eval"), ("random_success_rate", "random policy")),
         ylim=(-0.02, 1.02),
+        # the archive explorer's count of training episodes begun at the real start
+        ratios=(("explore_real_start_successes", "explore_real_start_episodes",
+                 "train, from the real start"),),
     ),
     Panel("value estimate", (("value_mean", "mean"),), band=("value_std", "value_std")),
     Panel("env steps per second", (("sps", "sps"),)),
@@ -68,6 +76,18 @@ def _series(rows: Sequence[Mapping[str, Any]], key: str,
 
 
 Runs = Sequence[tuple[str | None, LoadedLog]]
+
+
+def _ratio_series(rows: Sequence[Mapping[str, Any]], numerator: str, denominator: str,
+                  x_key: str = "env_steps") -> tuple[list[float], list[float]]:
+    xs: list[float] = []
+    ys: list[float] = []
+    for row in rows:
+        x, top, bottom = row.get(x_key), row.get(numerator), row.get(denominator)
+        if _number(x) and _number(top) and _number(bottom) and bottom > 0:
+            xs.append(x)
+            ys.append(float(top) / float(bottom))
+    return xs, ys
 
 
 def _label(run: str | None, label: str, panel_keys: int) -> str:
@@ -106,7 +126,7 @@ def _draw_panel(ax: Any, runs: Runs, panel: Panel, x_key: str) -> None:
     ax.grid(True, alpha=0.3)
     drawn = False
     several = len(runs) > 1
-    keys = len(panel.train) + len(panel.evals)
+    keys = len(panel.train) + len(panel.evals) + len(panel.ratios)
     for index, (run, log) in enumerate(runs):
         color = f"C{index}" if several else None
         drawn = _draw_band(ax, log, panel, color, x_key) or drawn
@@ -114,6 +134,12 @@ def _draw_panel(ax: Any, runs: Runs, panel: Panel, x_key: str) -> None:
             xs, ys = _series(log.records, key, x_key)
             if xs:
                 ax.plot(xs, ys, label=_label(run, label, keys), linewidth=1.2, color=color)
+                drawn = True
+        for numerator, denominator, label in panel.ratios:
+            xs, ys = _ratio_series(log.records, numerator, denominator, x_key)
+            if xs:
+                ax.plot(xs, ys, "-", label=_label(run, label, keys), linewidth=1.0,
+                        alpha=0.8, color=color)
                 drawn = True
         for key, label in panel.evals:
             xs, ys = _series(log.evals, key, x_key)
