@@ -77,7 +77,7 @@ class ArchiveExplorer:
         # Origins are followed whenever the env tells them (the real-start episode counts
         # need them); they enter the cell id only with split_by_start.
         self.track = isinstance(env, StartOriginEnv)
-        if self.split and not isinstance(env, StartOriginEnv):
+        if self.split and not self.track:
             raise ConfigError(
                 "explore.split_by_start needs an env with the gbx.api.StartOriginEnv "
                 "capability (it says where each episode began); this env lacks it: set "
@@ -120,7 +120,8 @@ class ArchiveExplorer:
         self.scouted = config.scout_steps == 0  # done, or nothing to do
         self._scout_sums = torch.zeros(2, dtype=torch.float64, device=dev)  # steps, goals
         self._window_steps = 0
-        # Origins (split_by_start): per env, per archive slot (+ the sink) and per home slot.
+        # Origins (with a StartOriginEnv): per env, per archive slot (+ the sink) and per
+        # home slot.
         self.origin = torch.zeros(n, dtype=torch.int64, device=dev)
         self.slot_origin = torch.zeros(config.capacity + 1, dtype=torch.int64, device=dev)
         self.home_origin = torch.zeros(self.homes, dtype=torch.int64, device=dev)

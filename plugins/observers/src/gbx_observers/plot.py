@@ -63,31 +63,27 @@ def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _series(rows: Sequence[Mapping[str, Any]], key: str,
-            x_key: str = "env_steps") -> tuple[list[float], list[float]]:
+def _series(rows: Sequence[Mapping[str, Any]], key: str, x_key: str = "env_steps",
+            per: str | None = None) -> tuple[list[float], list[float]]:
+    """``key`` against ``x_key`` over the rows that hold both; with ``per``, ``key`` over
+    ``per`` at the rows where ``per`` is above 0."""
     xs: list[float] = []
     ys: list[float] = []
     for row in rows:
         x, y = row.get(x_key), row.get(key)
-        if _number(x) and _number(y):
-            xs.append(x)
-            ys.append(float(y))
+        if not (_number(x) and _number(y)):
+            continue
+        if per is not None:
+            bottom = row.get(per)
+            if not (_number(bottom) and bottom > 0):
+                continue
+            y = y / bottom
+        xs.append(x)
+        ys.append(float(y))
     return xs, ys
 
 
 Runs = Sequence[tuple[str | None, LoadedLog]]
-
-
-def _ratio_series(rows: Sequence[Mapping[str, Any]], numerator: str, denominator: str,
-                  x_key: str = "env_steps") -> tuple[list[float], list[float]]:
-    xs: list[float] = []
-    ys: list[float] = []
-    for row in rows:
-        x, top, bottom = row.get(x_key), row.get(numerator), row.get(denominator)
-        if _number(x) and _number(top) and _number(bottom) and bottom > 0:
-            xs.append(x)
-            ys.append(float(top) / float(bottom))
-    return xs, ys
 
 
 def _label(run: str | None, label: str, panel_keys: int) -> str:
@@ -136,7 +132,7 @@ def _draw_panel(ax: Any, runs: Runs, panel: Panel, x_key: str) -> None:
                 ax.plot(xs, ys, label=_label(run, label, keys), linewidth=1.2, color=color)
                 drawn = True
         for numerator, denominator, label in panel.ratios:
-            xs, ys = _ratio_series(log.records, numerator, denominator, x_key)
+            xs, ys = _series(log.records, numerator, x_key, per=denominator)
             if xs:
                 ax.plot(xs, ys, "-", label=_label(run, label, keys), linewidth=1.0,
                         alpha=0.8, color=color)
