@@ -187,8 +187,6 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
 
     Needs no GPU. Exit 0 when unchanged, 1 when the CUDA kernel differs from the digest
     recorded in gbx_gameboy.kernel_digest (update it there when that is intended)."""
-    import hashlib
-
     from gbx_gameboy import kernel_digest as kd
 
     arch = kd.DIGEST_ARCH if arch is None else arch
@@ -196,7 +194,7 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
         _fail("--ptxas: ptxas not found; put the CUDA toolkit's bin directory on PATH "
               "(or set CUDA_HOME)")
     ptx = kd.cuda_ptx(arch)
-    digest = hashlib.sha256(ptx.encode()).hexdigest()
+    digest = kd.sha256_of_ptx(ptx)  # of the PTX compiled once, also for --ptxas
     same = digest == kd.CUDA_PTX_SHA256 if arch == kd.DIGEST_ARCH else None
     record: dict[str, object] = {"arch": arch, "ptx_sha256": digest,
                                  "recorded": kd.CUDA_PTX_SHA256, "unchanged": same}

@@ -59,9 +59,14 @@ def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
         return Path(ptx[0]).read_text()
 
 
+def sha256_of_ptx(ptx: str) -> str:
+    """SHA-256 (hex) of PTX text, as ``CUDA_PTX_SHA256`` records it."""
+    return hashlib.sha256(ptx.encode()).hexdigest()
+
+
 def ptx_digest(arch: int = DIGEST_ARCH) -> str:
     """SHA-256 (hex) of :func:`cuda_ptx`."""
-    return hashlib.sha256(cuda_ptx(arch).encode()).hexdigest()
+    return sha256_of_ptx(cuda_ptx(arch))
 
 
 # ---- ptxas's resource figures -------------------------------------------------------------
