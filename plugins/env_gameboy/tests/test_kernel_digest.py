@@ -105,3 +105,20 @@ def test_kernel_digest_ptxas_reports_the_run_kernel(tmp_path: Path) -> None:
         path = run["loop_path"]
         assert path["instructions"] > 100 and path["local_loads"] <= path["instructions"]
     assert "run_kernel_cuda_kernel_forward" in out.read_text()
+
+
+def test_cuda_tools_are_found_in_nvidia_pip_wheels(tmp_path: Path, monkeypatch) -> None:
+    """Off PATH and without CUDA_HOME, ptxas and nvdisasm from NVIDIA's pip wheels
+    (site-packages/nvidia/<part>/bin/) are found on the import path; a file that is not
+    executable is not a tool."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    site = tmp_path / "site-packages"
+    tool = site / "nvidia" / "cu13" / "bin" / "nvdisasm"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    assert find_cuda_tool("nvdisasm", [str(tmp_path / "other"), str(site)]) is None
+    tool.chmod(0o755)
+    assert find_cuda_tool("nvdisasm", [str(tmp_path / "other"), str(site)]) == str(tool)
+    assert find_cuda_tool("ptxas", [str(site)]) is None

@@ -177,9 +177,11 @@ def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, 
 @click.option("--arch", type=int, default=None, help="CUDA architecture (default: 90)")
 @click.option("--ptxas", "with_ptxas", is_flag=True,
               help="also assemble the PTX with ptxas -v and print the run kernel's registers, "
-                   "stack frame and spill stores/loads (needs the CUDA toolkit's ptxas; with "
-                   "its nvdisasm, also the run loop's always-run path: instructions and "
-                   "local loads/stores every emulated instruction executes)")
+                   "stack frame and spill stores/loads (needs ptxas: the CUDA toolkit's or "
+                   "the pip wheel nvidia-cuda-nvcc-cu12's; with nvdisasm, also from the "
+                   "toolkit or the wheel nvidia-cuda-nvdisasm, the run loop's always-run "
+                   "path: instructions and local loads/stores every emulated instruction "
+                   "executes)")
 @click.option("--ptx-out", type=click.Path(dir_okay=False), default=None,
               help="write the PTX to this file")
 def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> None:
@@ -191,8 +193,9 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
 
     arch = kd.DIGEST_ARCH if arch is None else arch
     if with_ptxas and kd.find_ptxas() is None:
-        _fail("--ptxas: ptxas not found; put the CUDA toolkit's bin directory on PATH "
-              "(or set CUDA_HOME)")
+        _fail("--ptxas: ptxas not found; put the CUDA toolkit's bin directory on PATH, set "
+              "CUDA_HOME, or pip install nvidia-cuda-nvcc-cu12 (and nvidia-cuda-nvdisasm for "
+              "the loop path)")
     ptx = kd.cuda_ptx(arch)
     digest = kd.sha256_of_ptx(ptx)  # of the PTX compiled once, also for --ptxas
     same = digest == kd.CUDA_PTX_SHA256 if arch == kd.DIGEST_ARCH else None

@@ -22,7 +22,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,15 +147,24 @@ def parse_ptxas(text: str) -> dict[str, FunctionUsage]:
     return found
 
 
-def find_cuda_tool(name: str) -> str | None:
+def find_cuda_tool(name: str, search_path: Sequence[str] | None = None) -> str | None:
     """A CUDA toolkit program (``ptxas``, ``nvdisasm``) on PATH, else under CUDA_HOME (or
-    CUDA_PATH); None when there is none."""
+    CUDA_PATH), else in one of NVIDIA's pip wheels of the toolkit (``nvidia-cuda-nvcc-cu12``
+    ships ``ptxas``, ``nvidia-cuda-nvdisasm`` ships ``nvdisasm``: they unpack to
+    ``site-packages/nvidia/<part>/bin/``, on no PATH); None when there is none.
+    ``search_path``: the import path the wheels are looked for on (``sys.path``)."""
     found = shutil.which(name)
     if found:
         return found
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     cand = Path(home, "bin", name) if home else None
-    return str(cand) if cand is not None and cand.is_file() else None
+    if cand is not None and cand.is_file():
+        return str(cand)
+    for entry in sys.path if search_path is None else search_path:
+        for tool in sorted(Path(entry or ".").glob(f"nvidia/*/bin/{name}")):
+            if tool.is_file() and os.access(tool, os.X_OK):
+                return str(tool)
+    return None
 
 
 def find_ptxas() -> str | None:
