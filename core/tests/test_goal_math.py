@@ -9,7 +9,9 @@ from gbx.goal_math import (
     count_under,
     goal_distance,
     goal_reward,
+    pass_milestone,
     reached,
+    start_milestone,
     step_goal,
 )
 
@@ -89,3 +91,31 @@ def test_step_goal_composes_the_parts() -> None:
     assert dist.tolist() == [0.0, 1.0]
     assert done.tolist() == [True, False]
     assert reward.tolist() == pytest.approx([1.25, 0.0])
+
+
+def test_a_milestone_pays_once_per_episode_in_place() -> None:
+    passed = torch.tensor([False, False, True, False])
+    reward = torch.tensor([0.0, 1.0, 0.0, 0.0])
+    under, newly = torch.zeros(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool)
+    dist = torch.tensor([0.01, 0.01, 0.01, 0.5])  # under tau but the third passed it already
+    out = pass_milestone(dist, 0.05, passed, reward, bonus=0.5, under=under, newly=newly)
+    assert out is newly and newly.tolist() == [True, True, False, False]
+    assert reward.tolist() == [0.5, 1.5, 0.0, 0.0]
+    assert passed.tolist() == [True, True, True, False]
+    # under tau again on the next step: nothing more
+    reward.zero_()
+    pass_milestone(dist, 0.05, passed, reward, bonus=0.5, under=under, newly=newly)
+    assert reward.tolist() == [0.0, 0.0, 0.0, 0.0]
+    # tau is strict, like the goal's
+    pass_milestone(torch.full((4,), 0.05), 0.05, passed, reward, bonus=0.5, under=under,
+                   newly=newly)
+    assert passed[3].item() is False
+
+
+def test_new_episodes_start_a_milestone_passed_only_when_they_start_on_it() -> None:
+    passed = torch.tensor([True, True, False, False])
+    mask = torch.tensor([True, True, True, False])  # the last env keeps its episode
+    dist = torch.tensor([0.0, 0.3, 0.0, 0.3])
+    under = torch.zeros(4, dtype=torch.bool)
+    out = start_milestone(dist, 0.05, passed, mask, under=under)
+    assert out is passed and passed.tolist() == [True, False, True, False]

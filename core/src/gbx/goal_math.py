@@ -13,7 +13,11 @@ taking ``out=``/scratch buffers write into them, so an env step allocates nothin
   got closer to the goal picture);
 * failure: a task may also name failure screens (templates compared with the same
   distance); a step whose frame is under a failure template's tau ends the episode
-  as a failure, with ``-penalty`` reward (:func:`end_as_failure`).
+  as a failure, with ``-penalty`` reward (:func:`end_as_failure`);
+* milestones: screens on the way to the goal (templates, same distance) that pay a
+  bonus once per episode, on the first step whose frame is under their tau; an episode
+  that starts under one has passed it already (:func:`pass_milestone`,
+  :func:`start_milestone`).
 """
 
 from __future__ import annotations
@@ -133,3 +137,36 @@ def end_as_failure(
     reward.add_(failed, alpha=-penalty)
     torch.logical_or(goal_done, failed, out=done)
     return failed
+
+
+def pass_milestone(
+    dist: torch.Tensor,
+    tau: float,
+    passed: torch.Tensor,
+    reward: torch.Tensor,
+    *,
+    bonus: float,
+    under: torch.Tensor,
+    newly: torch.Tensor,
+) -> torch.Tensor:
+    """One milestone screen on one step, in place (no allocation): ``reward`` gains
+    ``bonus`` where the frame (its distance ``dist`` to the milestone) is under ``tau`` and
+    the episode had not passed it yet (``passed``, bool ``[N]``), then ``passed`` is set
+    there. ``under`` and ``newly`` are bool ``[N]`` buffers; returns ``newly`` (passed on
+    this step)."""
+    torch.lt(dist, tau, out=under)
+    torch.gt(under, passed, out=newly)  # under and not passed before
+    reward.add_(newly, alpha=bonus)
+    passed.logical_or_(under)
+    return newly
+
+
+def start_milestone(
+    dist: torch.Tensor, tau: float, passed: torch.Tensor, mask: torch.Tensor,
+    *, under: torch.Tensor,
+) -> torch.Tensor:
+    """New episodes (``mask``) start with a milestone passed exactly when their first
+    frame is under its ``tau`` (a stage that starts at an earlier stage's goal pays no
+    bonus for being there); the other envs keep ``passed``. In place; returns ``passed``."""
+    torch.lt(dist, tau, out=under)
+    return torch.where(mask, under, passed, out=passed)

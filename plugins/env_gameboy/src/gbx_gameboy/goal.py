@@ -8,6 +8,8 @@ compared with the template on the device (:mod:`gbx.goal_math`):
 * ``done`` once ``dist < tau`` for ``consec_k`` consecutive steps;
 * ``reward = goal_bonus * done + shaping * (previous dist - dist)``
   (``shaping`` 0 = sparse, the default);
+* milestones (``milestone_dirs``): screens on the way to the goal, each paying
+  ``milestone_bonus`` on the first step of an episode whose frame is under its tau;
 * ``trunc`` at ``max_steps`` (never on the step that reaches the goal);
   ``info["final_obs"]`` holds the last observation of every finished episode,
   taken before the masked reset, for bootstrapping.
@@ -29,7 +31,15 @@ import attrs
 import torch
 
 from gbx.config import in_range, option
-from gbx.goal_math import count_under, end_as_failure, goal_distance, goal_reward, reached
+from gbx.goal_math import (
+    count_under,
+    end_as_failure,
+    goal_distance,
+    goal_reward,
+    pass_milestone,
+    reached,
+    start_milestone,
+)
 from gbx_gameboy.capture import FAILURE_KIND, Goal, npy_bytes
 from gbx_gameboy.env import Emulators, GameBoyConfig, GameBoyEnv
 from gbx_gameboy.goal_states import GoalStateRing
@@ -86,6 +96,16 @@ class GoalConfig(GameBoyConfig):
     failure_penalty: float = option(
         1.0, "reward taken away on the step that ends in a failure screen", in_range(0)
     )
+    milestone_dirs: tuple[str, ...] = option(
+        (), "screens on the way to the goal: goal folders made by `gbx gameboy capture-goal` "
+        "(or .npy), or a bundled stage's env name (gbx-quest-N: its goal); each pays "
+        "env.milestone_bonus once per episode, on the first step whose frame is under its "
+        "tau (an episode that starts there has passed it)",
+        _v.deep_iterable(_v.instance_of(str)),
+    )
+    milestone_bonus: float = option(
+        1.0, "reward on the step an episode first passes a milestone screen", in_range(0)
+    )
     save_goal_states: int = option(
         0, "keep the newest N states training envs reach at the goal; every checkpoint "
         "writes the distinct ones to <run_dir>/goal_states/ (start states of a next stage)",
@@ -125,26 +145,67 @@ def resolve_goal(config: Any) -> tuple[Goal, float, int]:
     return goal, tau, consec_k
 
 
-def resolve_failures(config: Any) -> list[Goal]:
-    """The failure templates of ``env.failure_dirs``, each checked like a goal (loads,
-    captured on ``env.rom`` unless allowed otherwise, the obs size); their tau is their
-    ``meta.json``'s."""
+def _load_screens(config: Any, paths: tuple[str, ...], what: str) -> list[Goal]:
+    """Templates besides the goal (failure screens, milestones), each checked like a goal:
+    it loads, was captured on ``env.rom`` (unless allowed otherwise) and has the obs size."""
     from gbx_gameboy.capture import GoalError, check_goal_rom, load_goal, sha256_file
     from gbx_gameboy.env import resolve_rom
     from gbx_gameboy.obs import obs_hw
 
     out = []
-    for path in config.failure_dirs:
-        failure = load_goal(path)
+    for path in paths:
+        screen = load_goal(path)
         rom = resolve_rom(config.rom)
-        check_goal_rom(failure, sha256_file(rom), rom,
+        check_goal_rom(screen, sha256_file(rom), rom,
                        allow_mismatch=config.allow_goal_rom_mismatch)
-        if tuple(failure.template.shape) != obs_hw(config.obs_size):
-            raise GoalError(f"failure template {failure.path} is "
-                            f"{list(failure.template.shape)}, env.obs_size={config.obs_size} "
+        if tuple(screen.template.shape) != obs_hw(config.obs_size):
+            raise GoalError(f"{what} template {screen.path} is "
+                            f"{list(screen.template.shape)}, env.obs_size={config.obs_size} "
                             f"gives {list(obs_hw(config.obs_size))}")
-        out.append(failure)
+        out.append(screen)
     return out
+
+
+def resolve_failures(config: Any) -> list[Goal]:
+    """The failure templates of ``env.failure_dirs``, each checked like a goal (loads,
+    captured on ``env.rom`` unless allowed otherwise, the obs size); their tau is their
+    ``meta.json``'s."""
+    return _load_screens(config, config.failure_dirs, "failure")
+
+
+def milestone_paths(config: Any) -> tuple[str, ...]:
+    """``env.milestone_dirs`` with every bundled stage's env name (``gbx-quest-N``) replaced
+    by that stage's goal folder."""
+    if not any(p.startswith("gbx-quest-") for p in config.milestone_dirs):
+        return tuple(config.milestone_dirs)
+    from gbx_gameboy.capture import GoalError
+    from gbx_gameboy.tasks import STAGES_BY_ENV
+
+    out = []
+    for path in config.milestone_dirs:
+        if path.startswith("gbx-quest-") and not Path(path).exists():
+            if path not in STAGES_BY_ENV:
+                raise GoalError(f"env.milestone_dirs names {path!r}, no bundled stage: use one "
+                                f"of {', '.join(STAGES_BY_ENV)} or a goal folder")
+            path = str(STAGES_BY_ENV[path].goal_dir())
+        out.append(path)
+    return tuple(out)
+
+
+def resolve_milestones(config: Any, goal: Goal) -> list[Goal]:
+    """The milestone templates of ``env.milestone_dirs`` (checked like a goal; their tau is
+    their ``meta.json``'s); a failure screen or the goal itself is refused."""
+    from gbx_gameboy.capture import GoalError
+
+    screens = _load_screens(config, milestone_paths(config), "milestone")
+    for screen in screens:
+        if screen.meta.get("kind") == FAILURE_KIND:
+            raise GoalError(f"milestone {screen.path} is a failure screen (captured with "
+                            "--failure): name it in env.failure_dirs")
+        if (screen.template == goal.template).all():
+            raise GoalError(f"milestone {screen.path} is the goal screen itself: the goal pays "
+                            "env.goal_bonus; name screens on the way in env.milestone_dirs")
+    return screens
 
 
 class GoalEnv(GameBoyEnv):
@@ -159,6 +220,7 @@ class GoalEnv(GameBoyEnv):
         goal, self.tau, self.consec_k = resolve_goal(config)
         self.goal = goal
         self.failures = resolve_failures(config)
+        self.milestones = resolve_milestones(config, goal)
         super().__init__(config, num_envs, device, seed, emulators=emulators)
         want = self.obs_shape[1:]
         n, dev = num_envs, self.device
@@ -178,6 +240,12 @@ class GoalEnv(GameBoyEnv):
         self._funder = torch.zeros(n, dtype=torch.bool, device=dev)
         self._failed = torch.zeros(n, dtype=torch.bool, device=dev)
         self._ended = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._milestone_templates = [torch.from_numpy(m.template).to(dev, torch.int16)
+                                     for m in self.milestones]
+        self._milestone_taus = [m.tau for m in self.milestones]
+        # [milestone, env]: whether the env's episode has passed the milestone (rows contiguous)
+        self._passed = torch.zeros((len(self.milestones), n), dtype=torch.bool, device=dev)
+        self._newly = torch.zeros(n, dtype=torch.bool, device=dev)
         self.goal_states: GoalStateRing | None = None
         if config.save_goal_states:
             from gbx_gameboy.savestate import RomId
@@ -196,6 +264,11 @@ class GoalEnv(GameBoyEnv):
         goal_reward(self._prev, self._dist, self._goal_done, bonus=cfg.goal_bonus,
                     shaping=cfg.shaping, out=self._reward)
         self._prev.copy_(self._dist)
+        for m, (template, tau) in enumerate(
+                zip(self._milestone_templates, self._milestone_taus, strict=True)):
+            goal_distance(frame, template, out=self._fdist, scratch=self._scratch)
+            pass_milestone(self._fdist, tau, self._passed[m], self._reward,
+                           bonus=cfg.milestone_bonus, under=self._funder, newly=self._newly)
         if self.goal_states is not None:  # before the reset restores these envs
             self.goal_states.capture(self._goal_done)
         if not self._failure_templates:
@@ -225,6 +298,10 @@ class GoalEnv(GameBoyEnv):
         goal_distance(frame, self._goal, out=self._start_dist, scratch=self._scratch)
         torch.where(mask, self._start_dist, self._prev, out=self._prev)
         self._consec.masked_fill_(mask, 0)
+        for m, (template, tau) in enumerate(
+                zip(self._milestone_templates, self._milestone_taus, strict=True)):
+            goal_distance(frame, template, out=self._fdist, scratch=self._scratch)
+            start_milestone(self._fdist, tau, self._passed[m], mask, under=self._funder)
 
     # ------------------------------------------------------------------ Env API
     def step(
@@ -256,9 +333,12 @@ class GoalEnv(GameBoyEnv):
 
     def env_state_dict(self) -> dict[str, Any]:
         """The Game Boy batch's state plus the goal counters: the previous distance (for the
-        shaping reward) and the consecutive steps under tau of every env."""
+        shaping reward), the consecutive steps under tau and, with milestones, which ones
+        each env's episode has passed."""
         state = super().env_state_dict()
         state["goal"] = {k.lstrip("_"): getattr(self, k).clone() for k in self._GOAL_FIELDS}
+        if self.milestones:
+            state["goal"]["milestones_passed"] = self._passed.clone()
         if self.goal_states is not None:
             state["goal_states"] = self.goal_states.state_dict()
         return state
@@ -273,9 +353,17 @@ class GoalEnv(GameBoyEnv):
             if not isinstance(src, torch.Tensor) or src.shape != dst.shape:
                 raise ValueError(f"saved goal counter {key.lstrip('_')!r} does not fit "
                                  f"{list(dst.shape)}: resume with the same num_envs")
+        passed = goal.get("milestones_passed")
+        if self.milestones and (not isinstance(passed, torch.Tensor)
+                                or passed.shape != self._passed.shape):
+            raise ValueError(f"the saved env state does not hold the {len(self.milestones)} "
+                             "milestones' progress of every env: resume with the "
+                             "env.milestone_dirs and num_envs the run was started with")
         super().load_env_state_dict(state)
         for key in self._GOAL_FIELDS:
             getattr(self, key).copy_(goal[key.lstrip("_")].to(self.device))
+        if isinstance(passed, torch.Tensor) and self.milestones:
+            self._passed.copy_(passed.to(self.device))
         if self.goal_states is not None:
             saved = state.get("goal_states")
             if not isinstance(saved, Mapping):
@@ -303,6 +391,11 @@ class GoalEnv(GameBoyEnv):
                                for f in self.failures],
             "failure_taus": self._failure_taus,
             "failure_penalty": cfg.failure_penalty,
+            "milestone_dirs": list(milestone_paths(cfg)),
+            "milestone_sha256": [hashlib.sha256(npy_bytes(m.template)).hexdigest()
+                                 for m in self.milestones],
+            "milestone_taus": self._milestone_taus,
+            "milestone_bonus": cfg.milestone_bonus,
         })
         return out
 
