@@ -21,3 +21,32 @@ def test_there_are_example_configs() -> None:
 def test_an_example_config_resolves(path: Path) -> None:
     config = build_config(load_plugins().registry, base=read_config_file(path))
     assert config.run.algo and config.run.env
+
+
+@pytest.mark.parametrize("name", ["quest3_explore_gpu.toml", "quest4_explore_gpu.toml"])
+def test_the_chained_examples_milestones_pay_on_the_scripted_way(name: str) -> None:
+    """The stage examples name earlier stages' goals as milestones: on the scripted
+    solution from the house each pays once, on the step that reaches it (the length of
+    that stage's solution), and the goal pays on the last step."""
+    pytest.importorskip("gbx_gameboy")
+    import torch
+
+    from gbx_gameboy.game.solutions import action_indices
+    from gbx_gameboy.tasks import STAGES_BY_ENV, make_stage_env
+
+    path = Path(__file__).resolve().parents[1] / "examples" / name
+    config = build_config(load_plugins().registry, base=read_config_file(path))
+    milestones = config.env.milestone_dirs
+    assert milestones
+    env = make_stage_env(config.run.env, 1, "cpu", 0, milestone_dirs=milestones)
+    solution = STAGES_BY_ENV[config.run.env].solution
+    env.reset()
+    paid = []
+    for t, a in enumerate(action_indices(solution)):
+        _, reward, done, _, _ = env.step(torch.tensor([a]))
+        if float(reward[0]):
+            paid.append(t + 1)
+        if bool(done[0]):
+            break
+    want = [len(STAGES_BY_ENV[m].solution) for m in milestones] + [len(solution)]
+    assert paid == want
