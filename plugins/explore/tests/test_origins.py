@@ -229,6 +229,9 @@ def test_real_start_episodes_and_their_successes_are_counted(split: bool) -> Non
     metrics = env.window_metrics()
     assert int(metrics["explore_real_start_episodes"]) == 4
     assert int(metrics["explore_real_start_successes"]) == 4
+    # the odd ones began at a curriculum start state, counted apart
+    assert int(metrics["explore_start_state_episodes"]) == 4
+    assert int(metrics["explore_start_state_successes"]) == 4
     # Then every restart from an archived cell: the episodes under way began at home and
     # count; the ones after them, from cells, do not.
     env._start_fraction = 1.0
@@ -241,6 +244,7 @@ def test_real_start_episodes_and_their_successes_are_counted(split: bool) -> Non
     metrics = env.window_metrics()
     assert int(metrics["explore_real_start_episodes"]) == 0
     assert int(metrics["explore_real_start_successes"]) == 0
+    assert int(metrics["explore_start_state_episodes"]) == 0
 
 
 def test_without_origins_every_episode_not_from_a_cell_is_the_real_starts() -> None:

@@ -31,10 +31,11 @@ With an env that tells where its episodes began (:class:`gbx.api.StartOriginEnv`
 env also carries its origin: whether its episode descends from one of the curriculum's
 start states or from the real start; an env restarted from a cell, or from a start state
 the explorer saved, takes the origin of the state it restarts from. The records count the
-ended episodes that began at the real start, and their successes, apart: the training-time
-view of what an evaluation measures. With ``split_by_start`` the origin is one more input
-of the cell id (the id is XORed with a fixed 62-bit salt), so the two kinds of episode
-never share a cell.
+ended episodes that began at the real start, and their successes, apart (the
+training-time view of what an evaluation measures), and likewise those that began at a
+curriculum start state. With ``split_by_start`` the origin is one more input of the cell
+id (the id is XORed with a fixed 62-bit salt), so the two kinds of episode never share a
+cell.
 
 The trainer's records get the explorer's statistics through
 :class:`gbx.api.WindowMetrics`; its state (archive tables, saved env states, step
@@ -55,7 +56,8 @@ from gbx_explore.archive import Archive, Weighting
 from gbx_explore.cells import CellHasher
 from gbx_explore.config import ArchiveConfig
 
-_EXTRINSIC, _INTRINSIC, _STARTS, _RESETS, _REAL_EPISODES, _REAL_SUCCESSES = range(6)
+(_EXTRINSIC, _INTRINSIC, _STARTS, _RESETS, _REAL_EPISODES, _REAL_SUCCESSES,
+ _STATE_EPISODES, _STATE_SUCCESSES) = range(8)
 # Start states kept for the episodes the explorer ends itself (explore_steps): the env's
 # own reset draws from its start bank (the real start, a curriculum's states), and so many
 # of those draws cover a bank of that size with room to spare.
@@ -114,8 +116,9 @@ class ArchiveExplorer:
         self._all = torch.ones(n, dtype=torch.bool, device=dev)
         self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
         self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
-        self._sums = torch.zeros(6, dtype=torch.float64, device=dev)
+        self._sums = torch.zeros(8, dtype=torch.float64, device=dev)
         self._real = torch.zeros(n, dtype=torch.bool, device=dev)  # ended at the real start
+        self._state = torch.zeros(n, dtype=torch.bool, device=dev)  # ... at a start state
         self._start_fraction = config.start_fraction
         self.scouted = config.scout_steps == 0  # done, or nothing to do
         self._scout_sums = torch.zeros(2, dtype=torch.float64, device=dev)  # steps, goals
@@ -170,9 +173,15 @@ class ArchiveExplorer:
         # cell, not from a curriculum state (counted before the restarts below).
         torch.eq(self.origin, 0, out=self._real)
         self._real.logical_and_(reset).logical_and_(self.from_cell.logical_not())
+        # ... and those that began at a curriculum start state (an earlier stage's goal)
+        torch.ne(self.origin, 0, out=self._state)
+        self._state.logical_and_(reset).logical_and_(self.from_cell.logical_not())
         success = info.get("success")
-        real_successes = (self._real.logical_and(success).sum()
-                          if isinstance(success, torch.Tensor) else self._real.new_zeros(()))
+        if isinstance(success, torch.Tensor):
+            real_successes = self._real.logical_and(success).sum()
+            state_successes = self._state.logical_and(success).sum()
+        else:
+            real_successes = state_successes = self._real.new_zeros((), dtype=torch.int64)
         pick, slot = self.archive.choose(reset, self._start_fraction, self.generator,
                                          self.t, self.use_goal)
         obs = self.slots.restore(torch.where(pick, slot, -1))
@@ -192,7 +201,8 @@ class ArchiveExplorer:
         torch.where(reset, pick, self.from_cell, out=self.from_cell)
         torch.add(reward, self._bonus, out=self._reward)
         self._sums += torch.stack([reward.sum(), self._bonus.sum(), pick.sum(), reset.sum(),
-                                   self._real.sum(), real_successes])
+                                   self._real.sum(), real_successes, self._state.sum(),
+                                   state_successes])
         self._window_steps += self.num_envs
         self.t += 1
         info["reward_extrinsic"] = reward
@@ -262,7 +272,7 @@ class ArchiveExplorer:
         own = (self.steps, self._reward, self._bonus, self._sums, self._all, self.since,
                self.from_cell, self._end, self._trunc, self._reset, self._home_save, self._home,
                self.origin, self.slot_origin, self.home_origin, self._salt, self._saved_to,
-               self._real)
+               self._real, self._state)
         hasher = (self.hasher._sums, self.hasher._levels, self.hasher._mult,
                   self.hasher._forms, self.hasher._ints, self.hasher.out)
         return (self.archive.nbytes() + self.slots.nbytes() + self.home_slots.nbytes()
@@ -283,6 +293,8 @@ class ArchiveExplorer:
             "explore_reward_intrinsic_mean": sums[_INTRINSIC] / steps,
             "explore_real_start_episodes": sums[_REAL_EPISODES],
             "explore_real_start_successes": sums[_REAL_SUCCESSES],
+            "explore_start_state_episodes": sums[_STATE_EPISODES],
+            "explore_start_state_successes": sums[_STATE_SUCCESSES],
             "explore_scout_env_steps": self._scout_sums[0].clone(),
             "explore_scout_successes": self._scout_sums[1].clone(),
             "explore_bytes": self.nbytes(),

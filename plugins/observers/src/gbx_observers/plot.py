@@ -46,9 +46,12 @@ PANELS: tuple[Panel, ...] = (
         (("success_rate", "train"),),
         (("success_rate", "eval"), ("random_success_rate", "random policy")),
         ylim=(-0.02, 1.02),
-        # the archive explorer's count of training episodes begun at the real start
+        # the archive explorer's counts of training episodes begun at the real start and
+        # at curriculum start states
         ratios=(("explore_real_start_successes", "explore_real_start_episodes",
-                 "train, from the real start"),),
+                 "train, from the real start"),
+                ("explore_start_state_successes", "explore_start_state_episodes",
+                 "train, from start states")),
     ),
     Panel("value estimate", (("value_mean", "mean"),), band=("value_std", "value_std")),
     Panel("env steps per second", (("sps", "sps"),)),
@@ -131,11 +134,11 @@ def _draw_panel(ax: Any, runs: Runs, panel: Panel, x_key: str) -> None:
             if xs:
                 ax.plot(xs, ys, label=_label(run, label, keys), linewidth=1.2, color=color)
                 drawn = True
-        for numerator, denominator, label in panel.ratios:
+        for i, (numerator, denominator, label) in enumerate(panel.ratios):
             xs, ys = _series(log.records, numerator, x_key, per=denominator)
             if xs:
-                ax.plot(xs, ys, "-", label=_label(run, label, keys), linewidth=1.0,
-                        alpha=0.8, color=color)
+                ax.plot(xs, ys, "-" if i == 0 else "-.", label=_label(run, label, keys),
+                        linewidth=1.0, alpha=0.8, color=color)
                 drawn = True
         for key, label in panel.evals:
             xs, ys = _series(log.evals, key, x_key)
