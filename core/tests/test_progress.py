@@ -90,3 +90,16 @@ def test_bench_shows_a_spinner_unless_quiet(monkeypatch: pytest.MonkeyPatch) -> 
     assert "gbx bench speed" in shown.stderr
     quiet = CliRunner().invoke(build_cli(host), ["bench", "--quiet", "speed"])
     assert quiet.exit_code == 0 and quiet.stderr == "" and json.loads(quiet.stdout) == {"n": 1}
+
+
+def test_the_summary_table_names_the_milestones_row() -> None:
+    from rich.console import Console
+
+    from gbx.eval_report import summary_table
+
+    console = Console(width=100, record=True)
+    console.print(summary_table({"episodes": 4, "success_rate": 0.0, "mean_milestones": 1.5,
+                                 "random_success_rate": 0.0, "random_mean_milestones": 0.25}))
+    text = console.export_text()
+    row = next(line for line in text.splitlines() if "milestones passed (mean)" in line)
+    assert "1.500" in row and "0.250" in row

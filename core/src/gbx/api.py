@@ -28,8 +28,10 @@ class Env(Protocol):
     already the first one of its next episode and ``info["reset_mask"]`` is
     True for it. ``info`` may carry more keys (tensors or plain numbers); the
     run loop and evaluation read ``info["success"]`` (bool ``[N]``: the episode ended at
-    its goal; default ``done``) and ``info["failure"]`` (bool ``[N]``: it ended ``done``
-    on a failure screen, not a success).
+    its goal; default ``done``), ``info["failure"]`` (bool ``[N]``: it ended ``done``
+    on a failure screen, not a success) and ``info["milestones"]`` (int ``[N]``: how many
+    milestone screens the episode has passed so far, for an episode that ended on this
+    step its final count; an env without milestones leaves it out).
 
     An env may also describe itself (:class:`EnvMeta`); the run loop records that in
     the run's ``meta.json``.

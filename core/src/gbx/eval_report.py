@@ -12,6 +12,7 @@ from rich.table import Table
 ROWS = (
     ("success rate", "success_rate"),
     ("failure rate", "failure_rate"),
+    ("milestones passed (mean)", "mean_milestones"),
     ("median steps to goal", "median_steps_to_goal"),
     ("mean return", "mean_return"),
     ("mean episode length", "mean_length"),

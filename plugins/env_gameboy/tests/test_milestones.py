@@ -158,3 +158,31 @@ def test_gbx_run_with_an_unknown_milestone_exits_2_in_one_line(tmp_path: Path) -
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("gbx: error:")]
     assert len(errors) == 1 and "gbx-quest-9" in errors[0], result.output
+
+
+def test_evaluation_reports_the_milestones_each_episode_passed() -> None:
+    """info["milestones"] carries each episode's count (its final one on the step it ends),
+    and gbx eval's summary its mean: how far episodes got when none reached the goal."""
+    from gbx_toolkit.evaluation import evaluate_policy
+
+    env = make_stage_env("gbx-quest-3", 3, "cpu", 0, max_steps=30,
+                         milestone_dirs=("gbx-quest-1", "gbx-quest-2"))
+    plans = [action_indices(LEAVE_HOUSE + TO_MEADOW), action_indices(LEAVE_HOUSE), []]
+    step = [0]
+
+    def scripted(obs: torch.Tensor) -> torch.Tensor:
+        t = step[0]
+        step[0] += 1
+        return torch.tensor([p[t] if t < len(p) else B for p in plans])
+
+    out = evaluate_policy(env, scripted, 3, greedy=True, baseline=False)
+    assert out["success_rate"] == 0.0  # all three run out of steps before the gem
+    assert out["mean_milestones"] == (2 + 1 + 0) / 3
+    env.reset()
+    info = env.step(torch.tensor([B, B, B]))[4]
+    assert info["milestones"].tolist() == [0, 0, 0]
+    plain = make_stage_env("gbx-quest-3", 1, "cpu", 0)
+    plain.reset()
+    assert "milestones" not in plain.step(torch.tensor([B]))[4]
+    assert "mean_milestones" not in evaluate_policy(plain, lambda o: torch.tensor([B]), 1,
+                                                    greedy=True, baseline=False)

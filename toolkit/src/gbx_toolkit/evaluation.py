@@ -65,7 +65,8 @@ def run_episodes(
 
     Keys: ``return``, ``length``, ``success`` (1.0/0.0: ended at the goal), ``failure``
     (1.0/0.0: ended on a failure screen), ``finished`` (0.0 when a round hit
-    ``max_round_steps`` before the env's episode ended).
+    ``max_round_steps`` before the env's episode ended), and with an env that reports
+    ``info["milestones"]`` also ``milestones`` (how many the episode passed).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -74,7 +75,8 @@ def run_episodes(
     if check_every is None:
         check_every = 1 if device.type == "cpu" else CHECK_EVERY_GPU
     rounds = math.ceil(episodes / n)
-    results = torch.zeros(5, rounds * n, dtype=torch.float32, device=device)
+    results = torch.zeros(6, rounds * n, dtype=torch.float32, device=device)
+    with_milestones = False
     ep_return = torch.zeros(n, dtype=torch.float32, device=device)
     ep_length = torch.zeros(n, dtype=torch.float32, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
@@ -101,6 +103,12 @@ def run_episodes(
                 out[3] = torch.where(ending, 1.0, out[3])
                 if failure is not None:
                     out[4] = torch.where(ending, failure.to(torch.float32), out[4])
+                passed = info.get("milestones")
+                if isinstance(passed, torch.Tensor):
+                    with_milestones = True
+                    # the count of every episode still under way (its final one when
+                    # it ends now; an unfinished one keeps what it passed so far)
+                    out[5] = torch.where(live, passed.to(torch.float32), out[5])
                 finished |= ending
                 if step % check_every == 0 and bool(finished.all()):
                     break
@@ -108,8 +116,11 @@ def run_episodes(
         out[0] = torch.where(finished, out[0], ep_return)
         out[1] = torch.where(finished, out[1], ep_length)
     host = results[:, :episodes].tolist()  # the one read of the results
-    return {"return": host[0], "length": host[1], "success": host[2], "finished": host[3],
-            "failure": host[4]}
+    out_lists = {"return": host[0], "length": host[1], "success": host[2],
+                 "finished": host[3], "failure": host[4]}
+    if with_milestones:
+        out_lists["milestones"] = host[5]
+    return out_lists
 
 
 def episode_outcome(
@@ -138,13 +149,16 @@ def summarize(per_episode: dict[str, list[float]], prefix: str = "") -> dict[str
         median = to_goal[len(to_goal) // 2]
     else:
         median = 0.5 * (to_goal[len(to_goal) // 2 - 1] + to_goal[len(to_goal) // 2])
-    return {
+    out = {
         f"{prefix}success_rate": sum(success) / count,
         f"{prefix}median_steps_to_goal": median,
         f"{prefix}mean_return": sum(returns) / count,
         f"{prefix}mean_length": sum(lengths) / count,
         f"{prefix}failure_rate": sum(failure) / count,
     }
+    if "milestones" in per_episode:
+        out[f"{prefix}mean_milestones"] = sum(per_episode["milestones"]) / count
+    return out
 
 
 def make_eval_env(ctx: RunContext, num_envs: int) -> Env:

@@ -246,6 +246,7 @@ class GoalEnv(GameBoyEnv):
         # [milestone, env]: whether the env's episode has passed the milestone (rows contiguous)
         self._passed = torch.zeros((len(self.milestones), n), dtype=torch.bool, device=dev)
         self._newly = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._milestone_count = torch.zeros(n, dtype=torch.int64, device=dev)
         self.goal_states: GoalStateRing | None = None
         if config.save_goal_states:
             from gbx_gameboy.savestate import RomId
@@ -269,6 +270,8 @@ class GoalEnv(GameBoyEnv):
             goal_distance(frame, template, out=self._fdist, scratch=self._scratch)
             pass_milestone(self._fdist, tau, self._passed[m], self._reward,
                            bonus=cfg.milestone_bonus, under=self._funder, newly=self._newly)
+        if self.milestones:  # counted before the reset clears the ended episodes' flags
+            torch.sum(self._passed, dim=0, out=self._milestone_count)
         if self.goal_states is not None:  # before the reset restores these envs
             self.goal_states.capture(self._goal_done)
         if not self._failure_templates:
@@ -314,6 +317,8 @@ class GoalEnv(GameBoyEnv):
         info["success"] = self._goal_done
         if self._failure_templates:
             info["failure"] = self._failed
+        if self.milestones:
+            info["milestones"] = self._milestone_count
         mode = self.config.info_mode
         if mode == "full":
             info["dist"] = self._dist
