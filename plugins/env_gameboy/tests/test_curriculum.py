@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from plans import actions_at, scripted_policy
 
 from gbx.config import build_config
 from gbx.goal_math import goal_distance
@@ -36,7 +37,7 @@ def _play_to_goal(env, waits: list[int]) -> torch.Tensor:
     reached = torch.full((env.num_envs,), -1)
     env.reset()
     for t in range(length + 1):
-        actions = torch.tensor([p[t] if t < len(p) else B for p in plans])
+        actions = actions_at(plans, t)
         _, _, done, _, _ = env.step(actions)
         reached = torch.where(done & (reached < 0), torch.tensor(t), reached)
     return reached
@@ -137,14 +138,7 @@ def test_stage_two_ends_as_a_failure_back_in_the_house() -> None:
     assert info["reset_mask"].tolist() == [True, False]
     # Evaluation counts it as a failure, not a success; the goal still counts as one.
     plans = [back, action_indices(SOLUTIONS["reach_meadow"])]
-    step = [0]
-
-    def scripted(obs: torch.Tensor) -> torch.Tensor:
-        t = step[0]
-        step[0] += 1
-        return torch.tensor([p[t] if t < len(p) else B for p in plans])
-
-    out = evaluate_policy(env, scripted, 2, greedy=True, baseline=False)
+    out = evaluate_policy(env, scripted_policy(plans), 2, greedy=True, baseline=False)
     assert out["success_rate"] == 0.5 and out["failure_rate"] == 0.5
     assert out["median_steps_to_goal"] == len(plans[1])
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from plans import actions_at, scripted_policy
 
 from gbx.goal_math import goal_distance
 from gbx.runner import GOAL_STATES_DIR
@@ -32,7 +33,7 @@ def _play(env, plans: list[list[int]]) -> torch.Tensor:
     length = max(len(p) for p in plans)
     rewards = []
     for t in range(length):
-        _, reward, _, _, _ = env.step(torch.tensor([p[t] if t < len(p) else B for p in plans]))
+        _, reward, _, _, _ = env.step(actions_at(plans, t))
         rewards.append(reward.clone())
     return torch.stack(rewards)
 
@@ -168,14 +169,7 @@ def test_evaluation_reports_the_milestones_each_episode_passed() -> None:
     env = make_stage_env("gbx-quest-3", 3, "cpu", 0, max_steps=30,
                          milestone_dirs=("gbx-quest-1", "gbx-quest-2"))
     plans = [action_indices(LEAVE_HOUSE + TO_MEADOW), action_indices(LEAVE_HOUSE), []]
-    step = [0]
-
-    def scripted(obs: torch.Tensor) -> torch.Tensor:
-        t = step[0]
-        step[0] += 1
-        return torch.tensor([p[t] if t < len(p) else B for p in plans])
-
-    out = evaluate_policy(env, scripted, 3, greedy=True, baseline=False)
+    out = evaluate_policy(env, scripted_policy(plans), 3, greedy=True, baseline=False)
     assert out["success_rate"] == 0.0  # all three run out of steps before the gem
     assert out["mean_milestones"] == (2 + 1 + 0) / 3
     env.reset()
