@@ -38,8 +38,10 @@ run: setup
 	echo "$(GBX) run --config examples/quest1_$$device.toml $(RUN_ARGS)"; \
 	$(GBX) run --config examples/quest1_$$device.toml $(RUN_ARGS)
 
+# The fast suite on every core (pytest-xdist): two workers on the 2-core development
+# machine keep it under 3 minutes.
 test: setup
-	$(PY) -m pytest -q $(TEST_PATHS)
+	$(PY) -m pytest -q -n auto $(TEST_PATHS)
 
 # Long conformance ROM runs and other slow tests (a separate CI step).
 test-slow: setup
