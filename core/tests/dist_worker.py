@@ -115,8 +115,25 @@ class _Plugin:
         register("recordfile", RecordFile, description="test: records to a file")
 
 
+def _tick_this_rank() -> None:
+    """``GBX_TEST_TICK_RANK=R``: rank R's run clock moves one second per reading, so it
+    passes a small ``run.max_seconds`` within a few records while the other's does not."""
+    if os.environ.get("GBX_TEST_TICK_RANK", "") != os.environ.get("RANK"):
+        return
+    import functools
+    import itertools
+
+    import gbx.runner
+    from gbx.records import Stamper
+
+    ticks = itertools.count(1)
+    gbx.runner.Stamper = functools.partial(Stamper, clock=lambda: float(next(ticks)))
+
+
 def main() -> None:
     from gbx.cli import build_cli
+
+    _tick_this_rank()
 
     host = make_host(FakeEntryPoint("dpsgd", _Plugin(), "gbx-test-dpsgd"))
     build_cli(host).main(args=sys.argv[1:], prog_name="gbx", standalone_mode=True)

@@ -95,11 +95,11 @@ def _fingerprints(folder: Path) -> list[dict]:
 
 
 def _dp_run(tmp_path: Path, name: str, *extra: str, mode: str = "ddp", steps: int = 40,
-            device: str = "cpu", solve: str = ""):
+            device: str = "cpu", solve: str = "", tick_rank: str = ""):
     fp = tmp_path / f"fp_{name}"
     records = tmp_path / f"records_{name}.jsonl"
     env = {"GBX_DIST_FINGERPRINT_DIR": str(fp), "GBX_TEST_RECORDS": str(records),
-           "GBX_TEST_MODE": mode, "GBX_TEST_SOLVE": solve}
+           "GBX_TEST_MODE": mode, "GBX_TEST_SOLVE": solve, "GBX_TEST_TICK_RANK": tick_rank}
     run_dir = tmp_path / "run"
     args = [str(WORKER), "run", "--algo", "dpsgd", "--env", "toy", "--device", device,
             "--observer", "recordfile", *extra]
@@ -156,6 +156,19 @@ def test_an_evaluation_solved_on_one_rank_stops_every_rank_at_that_step(tmp_path
     assert load_checkpoint(run_dir)["step"] == 24
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "solved" and summary["exit_code"] == 0
+
+
+@pytest.mark.slow  # two ranks: ~7 s
+def test_a_time_limit_reached_on_one_rank_stops_every_rank_at_that_step(tmp_path: Path) -> None:
+    """run.max_seconds: rank 1's clock passes it within a few records, rank 0's does not;
+    both stop after the same update, and the summary says "time_limit" (exit 0), not a
+    signal."""
+    fps, records, run_dir = _dp_run(tmp_path, "t", "--set", "run.max_seconds=5", steps=400,
+                                    tick_rank="1")
+    assert fps[0]["step"] == fps[1]["step"] == records[-1]["step"] < 400
+    assert fps[0]["fingerprint"] == fps[1]["fingerprint"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "time_limit" and summary["exit_code"] == 0
 
 
 SMALL_CNN = "algo.model_options={channels=[8,16,16], hidden=32}"

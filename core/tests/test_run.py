@@ -155,6 +155,88 @@ def test_without_stop_at_success_a_solved_run_goes_on(invoke, tmp_path) -> None:
     assert summary["step"] == 160 and summary["stop_reason"] == "steps"
 
 
+class _TickingClock:
+    """A wall clock that moves one second every time it is read: a run's records then
+    come at known times, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.fixture
+def ticking(monkeypatch):
+    import functools
+
+    import gbx.runner
+    from gbx.records import Stamper
+
+    clock = _TickingClock()
+    monkeypatch.setattr(gbx.runner, "Stamper", functools.partial(Stamper, clock=clock))
+    return clock
+
+
+def _train_times(offset: float = 0.0) -> list[tuple[int, float]]:
+    return [(v["step"], offset + v["wall_time_s"]) for k, v in EVENTS if k == "record"]
+
+
+def test_max_seconds_ends_the_run_at_the_first_record_past_it(invoke, tmp_path,
+                                                              ticking) -> None:
+    """The run stops at the first training record whose wall time reached
+    run.max_seconds, checkpointed there, with the final evaluation of a finished run;
+    summary.json says why, and gbx run exits 0."""
+    run_dir = tmp_path / "r"
+    result = invoke(*run_args(run_dir, "--steps", "100000", "--set", "algo.save=false",
+                              "--set", "run.checkpoint_every=0",
+                              "--set", "run.max_seconds=12.5"))
+    assert result.exit_code == 0, result.output
+    assert "completed its time (run.max_seconds)" in result.stderr
+    times = _train_times()
+    assert times[-1][1] >= 12.5 and all(t < 12.5 for _, t in times[:-1])
+    last = times[-1][0]
+    assert last < 100000
+    assert [v for k, v in EVENTS if k == "checkpoint"][-1][1] == last
+    assert [v["step"] for k, v in EVENTS if k == "eval" and v.get("final")] == [last]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["stop_reason"] == "time_limit"
+    assert summary["step"] == last and summary["exit_code"] == 0
+
+
+def test_a_resumed_run_counts_on_from_its_checkpoints_time(invoke, tmp_path,
+                                                           ticking) -> None:
+    """The wall clock a run had used when its checkpoint was written counts towards
+    run.max_seconds after --resume: the resumed run stops at the first record where the
+    two together reach it."""
+    run_dir = tmp_path / "r"
+    first = invoke(*run_args(run_dir, "--steps", "100000", "--set", "algo.signal_at=96",
+                             "--set", "run.max_seconds=40"))
+    assert first.exit_code == 143, first.output  # stopped by SIGTERM, checkpoint written
+    saved = load_checkpoint(latest_checkpoint(run_dir))
+    before = saved["elapsed_s"]
+    assert before > 0
+    EVENTS.clear()
+    resumed = invoke("run", "--resume", str(run_dir), "--set", "algo.signal_at=-1")
+    assert resumed.exit_code == 0, resumed.output
+    times = _train_times(before)
+    assert times[0][0] > saved["step"]
+    assert times[-1][1] >= 40 and all(t < 40 for _, t in times[:-1])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "time_limit"
+    # without the earlier time the resumed run would have gone on past that record
+    assert times[-1][1] - before < 40
+
+
+def test_without_max_seconds_a_run_has_no_time_limit(invoke, tmp_path, ticking) -> None:
+    result = invoke(*run_args(tmp_path / "r", "--steps", "1600"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["step"] == 1600 and summary["stop_reason"] == "steps"
+    assert summary["wall_time_s"] > 40  # the ticking clock passed any limit set above
+
+
 def test_default_run_dir_name(invoke, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = invoke("run", "--algo", "counter", "--env", "toy", "--steps", "32",

@@ -111,8 +111,9 @@ def build_cli(host: Any) -> click.Group:
             resume: str | None, gpus: int | None, **flags: Any) -> None:
         """Train an algorithm on an environment.
 
-        Exit status: 0 when the step budget is done, or when an evaluation during
-        training reached run.stop_at_success (summary.json: "stop_reason": "solved");
+        Exit status: 0 when the step budget is done, when an evaluation during
+        training reached run.stop_at_success (summary.json: "stop_reason": "solved"), or
+        when run.max_seconds of wall clock passed ("stop_reason": "time_limit");
         143 (SIGTERM) or 130 (SIGINT) when a signal stopped the run, with its checkpoint
         written (summary.json says "stopped"); 1 when training failed; 2 for bad input.
         """
@@ -120,7 +121,7 @@ def build_cli(host: Any) -> click.Group:
 
         from gbx.config import read_config_file, upgrade_saved
         from gbx.distributed import launched_by_torchrun
-        from gbx.runner import SOLVED, execute, run_outputs
+        from gbx.runner import SOLVED, TIME_LIMIT, execute, run_outputs
 
         if gpus is not None and gpus > 1 and not launched_by_torchrun():
             args = _ARGV if _ARGV is not None else sys.argv[1:]
@@ -147,6 +148,8 @@ def build_cli(host: Any) -> click.Group:
             how = summary["status"]
             if summary.get("stop_reason") == SOLVED:
                 how = "solved (an evaluation reached run.stop_at_success)"
+            elif summary.get("stop_reason") == TIME_LIMIT:
+                how = "completed its time (run.max_seconds)"
             click.echo(f"gbx: run {how} at step {summary['step']} "
                        f"in {summary['wall_time_s']}s: {summary['run_dir']}", err=True)
             outputs = run_outputs(Path(summary["run_dir"]), _host(ctx).registry,

@@ -178,6 +178,12 @@ class RunConfig:
         "the evaluated policy (what a curriculum's next stage starts from, run.init_from); "
         "0 = off", in_range(0.0, 1.0),
     )
+    max_seconds: float = option(
+        0.0, "end the run at the first record after this many seconds of wall clock, "
+        "counted from its start and, for a resumed run, on from the time its checkpoint "
+        "recorded; it is checkpointed and evaluated at the end as when its steps are done; "
+        "0 = no limit", attrs.validators.ge(0.0),
+    )
     checkpoint_every: int = option(
         1_000_000, "checkpoint every this many env steps, at the first record past each "
         "multiple; 0 = only the checkpoint at the end", attrs.validators.ge(0),

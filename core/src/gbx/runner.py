@@ -61,6 +61,8 @@ SUMMARY_FILE = "summary.json"
 GOAL_STATES_DIR = "goal_states"  # savestates the training envs reached at the goal
 # The stop reason of a run an evaluation ended (run.stop_at_success).
 SOLVED = "solved"
+# The stop reason of a run whose wall-clock budget ran out (run.max_seconds).
+TIME_LIMIT = "time_limit"
 # Exit status of `gbx run` by how the run ended; a stop by signal N exits 128 + N (the
 # shell's convention: 143 for SIGTERM, 130 for SIGINT), so a supervisor tells a stopped
 # run from a completed one.
@@ -170,6 +172,8 @@ class Run:
         # a resumed run starts at its checkpoint: that step needs no second one
         self.last_checkpoint_step: int | None = self.last_step if resume else None
         last_eval = int(resume.get("last_eval_step", -1)) if resume else -1
+        # wall-clock seconds of the run before this process (run.max_seconds counts on)
+        self.seconds_before = float(resume.get("elapsed_s", 0.0)) if resume else 0.0
         self.last_eval_step: int | None = last_eval if last_eval >= 0 else None
         # Evaluations and checkpoints on the run's cadence, continued from a resumed step.
         self.schedule = Schedule.of(config.run, start_step=self.last_step)
@@ -219,6 +223,10 @@ class Run:
         if self.schedule.after_record(self.last_step, self.trainer,
                                       record_eval=self.record_eval, checkpoint=self.checkpoint):
             self.stamper.restart_window()  # evaluation and checkpoint time is not training
+        limit = self.config.run.max_seconds
+        if (limit > 0 and self._stop_reason is None
+                and self.seconds_before + float(rec["wall_time_s"]) >= limit):
+            self.request_stop(TIME_LIMIT)
         if self._stop_reason == SOLVED and self.last_checkpoint_step != self.last_step:
             # Now, while the trainer's state is the evaluated one: a trainer may finish
             # some work before it looks at should_stop().
@@ -251,6 +259,8 @@ class Run:
             # The schedule evaluates before it checkpoints: a run resumed from here knows
             # whether this step's evaluation (which stands in for the final one) happened.
             "last_eval_step": -1 if self.last_eval_step is None else int(self.last_eval_step),
+            # the run's wall clock so far: a resumed run's run.max_seconds counts on from it
+            "elapsed_s": round(self.seconds_before + self.elapsed(), 3),
         }
         self._ensure_started()
         paths = self.write_artifact("checkpoint", payload)
@@ -281,6 +291,11 @@ class Run:
                     and gdist.any_rank(self._stop_reason == SOLVED)
                     and self._stop_reason != "signal"):
                 self._stop_reason = SOLVED
+            # Each rank reads its own clock: the first past run.max_seconds stops them all.
+            if (self.config.run.max_seconds > 0
+                    and gdist.any_rank(self._stop_reason == TIME_LIMIT)
+                    and self._stop_reason is None):
+                self._stop_reason = TIME_LIMIT
             self._stop_reason = self._stop_reason or "signal"
         return self._stop_reason is not None
 
@@ -292,7 +307,8 @@ class Run:
 
     @property
     def stop_reason(self) -> str | None:
-        """Why the run stops (``"signal"``, ``"steps"``), or None while it goes on."""
+        """Why the run stops (``"signal"``, ``"steps"``, ``"solved"``, ``"time_limit"``), or
+        None while it goes on."""
         return self._stop_reason
 
     def write_artifact(self, kind: str, payload: Mapping[str, Any]) -> list[Path]:
@@ -360,9 +376,9 @@ class Run:
         self._emit("on_run_start", meta)
 
     def summary(self, status: str) -> dict[str, Any]:
-        """How the run ended: ``status`` is ``completed`` (the step budget ran out, or an
-        evaluation reached ``run.stop_at_success``), ``stopped`` (a signal asked it to
-        stop; its checkpoint is written),
+        """How the run ended: ``status`` is ``completed`` (the step budget ran out, an
+        evaluation reached ``run.stop_at_success``, or ``run.max_seconds`` passed),
+        ``stopped`` (a signal asked it to stop; its checkpoint is written),
         ``interrupted`` (a second Ctrl-C) or ``failed``; ``exit_code`` is what
         ``gbx run`` exits with (:func:`exit_code_for`)."""
         out: dict[str, Any] = {
@@ -501,7 +517,8 @@ def _plan_run(
             raise GbxError(f"cannot resume {run_dir}: {exc}; start a new run instead") from exc
         run_id = str(checkpoint.payload.get("run_id") or run_dir.name)
         resume_info = {"from": str(checkpoint.path), "step": checkpoint.step,
-                       "last_eval_step": int(checkpoint.payload.get("last_eval_step", -1))}
+                       "last_eval_step": int(checkpoint.payload.get("last_eval_step", -1)),
+                       "elapsed_s": float(checkpoint.payload.get("elapsed_s", 0.0))}
         config = attrs.evolve(
             config, run=attrs.evolve(config.run, run_dir=str(run_dir), resume=str(run_dir))
         )
