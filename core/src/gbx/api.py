@@ -111,7 +111,9 @@ class EnvSnapshots(Protocol):
 
         A restored env begins a new episode in the saved state: its emulator (or world)
         state and frame stack are the slot's, its step counter (the time limit) and goal
-        counters start afresh, as after a reset to the start state."""
+        counters start afresh, as after a reset to the start state; progress the saved
+        episode had made that the state's screen does not show (a Game Boy goal env's
+        milestones passed) comes with it."""
         ...
 
     def tensors(self) -> dict[str, torch.Tensor]:

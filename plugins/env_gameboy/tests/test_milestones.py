@@ -86,20 +86,30 @@ def test_an_episode_that_starts_at_a_milestone_has_passed_it(village_states: Pat
     assert bool(env._passed.all())
 
 
-def test_a_restore_from_a_snapshot_starts_the_milestones_again() -> None:
-    """The explorer's restarts (SnapshotEnv) are new episodes: a milestone counts as passed
-    exactly when the restored screen is under its tau."""
-    env = make_stage_env("gbx-quest-3", 2, "cpu", 0, milestone_dirs=("gbx-quest-1",))
+def test_a_restore_keeps_the_milestones_its_snapshot_had_passed() -> None:
+    """The explorer's restarts (SnapshotEnv) are new episodes that have passed what the
+    saved episode had passed (and what their first screen is under): a restart beyond a
+    milestone earns nothing for walking back to it, one before it earns it once."""
+    env = make_stage_env("gbx-quest-3", 3, "cpu", 0, milestone_dirs=("gbx-quest-2",))
     env.reset()
-    slots = env.snapshot_slots(2)
-    slots.save(torch.tensor([0, -1]))  # slot 0: the house
-    _play(env, [action_indices(LEAVE_HOUSE), []])  # env 0 outside, passed
-    slots.save(torch.tensor([1, -1]))  # slot 1: outside the door
-    assert env._passed[0].tolist() == [True, False]
-    slots.restore(torch.tensor([0, 1]))  # env 0 back home, env 1 outside
-    assert env._passed[0].tolist() == [False, True]
-    rewards = _play(env, [action_indices(LEAVE_HOUSE), OUT_AND_BACK[-2:]])
-    assert rewards.sum(0).tolist() == [1.0, 0.0]
+    slots = env.snapshot_slots(3)
+    slots.save(torch.tensor([0, -1, -1]))  # slot 0: the house, nothing passed
+    to_gate = action_indices(LEAVE_HOUSE + TO_MEADOW)
+    beyond = to_gate + action_indices(TO_CAVE[:4])  # four steps past the gate: scrolled
+    rewards = _play(env, [beyond, [], []])
+    assert rewards[:, 0].tolist().count(1.0) == 1  # the gate paid once
+    template = torch.from_numpy(env.milestones[0].template)
+    frame = env.stack.buffer[:, -1]
+    assert float(goal_distance(frame, template)[0]) > env.milestones[0].tau  # not shown
+    slots.save(torch.tensor([1, -1, -1]))  # slot 1: past the gate, passed
+    assert env._passed[0].tolist() == [True, False, False]
+    slots.restore(torch.tensor([0, 1, -1]))  # env 0 home, env 1 past the gate
+    assert env._passed[0].tolist() == [False, True, False]
+    back = action_indices(("LEFT",) * 4)  # env 1 walks back to the gate
+    rewards = _play(env, [to_gate, back, []])
+    assert rewards.sum(0).tolist() == [1.0, 0.0, 0.0]
+    # the slots' progress is part of what a checkpoint saves
+    assert slots.tensors()["progress"].tolist() == [[False, True, False]]
 
 
 def test_milestone_progress_survives_a_resume() -> None:

@@ -13,12 +13,17 @@ from gbx_explore.explorer import ArchiveExplorer
 from gbx.toy import ToyConfig, make_toy_env
 
 
-def _quest_env(n: int, device: str) -> Any:
+def _quest_env(n: int, device: str, *, milestone: bool = False) -> Any:
+    """Stage 1's task (leave the house); with ``milestone``, stage 2's (the meadow) with
+    leaving the house as a milestone on the way."""
     gameboy = pytest.importorskip("gbx_gameboy.goal")
     from gbx_gameboy.tasks import STAGE_TASKS, START_STATE, states_dir
 
-    cfg = gameboy.GoalConfig(state=str(states_dir() / START_STATE),
-                             goal_dir=str(STAGE_TASKS[0].goal_dir()), max_steps=6)
+    goal, milestones = STAGE_TASKS[0].goal_dir(), ()
+    if milestone:
+        goal, milestones = STAGE_TASKS[1].goal_dir(), (str(STAGE_TASKS[0].goal_dir()),)
+    cfg = gameboy.GoalConfig(state=str(states_dir() / START_STATE), goal_dir=str(goal),
+                             max_steps=6, milestone_dirs=milestones)
     return gameboy.GoalEnv(cfg, n, device, seed=0)
 
 
@@ -49,6 +54,28 @@ def test_the_quest_env_archives_cells_and_restarts_from_them() -> None:
     stacks = env.slots.tensors()["stack"][used]
     hasher = type(env.hasher)(stacks.shape[-2:], 9, 10, 8, int(used.sum()), "cpu")
     assert torch.equal(hasher(stacks[:, -1]), keys[used])
+
+
+def test_the_cells_keep_their_episodes_milestones_through_a_checkpoint() -> None:
+    """With milestones, each saved state's episode progress is part of the explorer's
+    state: a resumed explorer restarts from its cells with what they had passed."""
+    def make() -> ArchiveExplorer:
+        return ArchiveExplorer(ArchiveConfig(capacity=32, start_fraction=1.0),
+                               _quest_env(4, "cpu", milestone=True), seed=0)
+
+    env = make()
+    _drive(env, 14)
+    env.env.episode_progress()[:, :2] = True  # two episodes past the house door
+    env.slots.save(torch.tensor([5, 6, -1, -1]))
+    state = env.env_state_dict()
+    progress = state["explore"]["slots"]["progress"]
+    assert progress.shape == (1, 32) and progress[0, 5:7].tolist() == [True, True]
+    resumed = make()
+    resumed.load_env_state_dict(state)
+    assert torch.equal(resumed.slots.tensors()["progress"], progress)
+    resumed.env.episode_progress().zero_()
+    resumed.slots.restore(torch.tensor([-1, -1, 6, -1]))
+    assert resumed.env.episode_progress()[0].tolist() == [False, False, True, False]
 
 
 def _no_syncs(env: ArchiveExplorer) -> None:
@@ -83,7 +110,8 @@ def test_cuda_toy_explorer_steps_without_host_syncs() -> None:
 def test_cuda_quest_explorer_steps_without_host_syncs_and_matches_the_cpu() -> None:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: the explorer's CUDA path needs a GPU")
-    env = ArchiveExplorer(ArchiveConfig(capacity=64), _quest_env(64, "cuda"), seed=0)
+    env = ArchiveExplorer(ArchiveConfig(capacity=64), _quest_env(64, "cuda", milestone=True),
+                          seed=0)
     _no_syncs(env)
     # the same envs, actions and seeds on both devices archive the same cells
     tables = {}

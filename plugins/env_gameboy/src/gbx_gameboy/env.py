@@ -361,6 +361,13 @@ class GameBoyEnv:
     def on_reset(self, mask: torch.Tensor, frame: torch.Tensor) -> None:
         """Called after the envs in ``mask`` were restored; ``frame`` is their first frame."""
 
+    def episode_progress(self) -> torch.Tensor | None:
+        """What each env's episode has achieved that its screen may not show, bool
+        ``[K, N]`` (the env's own buffer), or None: a snapshot saves it with the env and a
+        restore from that snapshot brings it back (:mod:`gbx_gameboy.env_snapshots`). The
+        generic env has none; goal envs: the milestones passed."""
+        return None
+
     # ------------------------------------------------------------------ Env API
     def reset(self) -> torch.Tensor:
         self._reset_envs(self._all)

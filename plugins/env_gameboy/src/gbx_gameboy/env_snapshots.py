@@ -2,10 +2,14 @@
 
 A slot holds everything an env's future depends on: every emulator array of the batch
 (the same set a reset restores from the start state: memory, cart RAM, registers, timers,
-serial buffer, APU, framebuffer) and the env's frame stack. The per-episode counters are
-not saved: a restored env starts a new episode in the saved state, with its step counter
-(``max_steps``) at 0 and, for goal envs, the distance and consecutive-steps counters taken
-afresh from its first frame (as after any reset).
+serial buffer, APU, framebuffer), the env's frame stack and its episode's progress
+(:meth:`GameBoyEnv.episode_progress`: a goal env's milestones passed). The per-episode
+counters are not saved: a restored env starts a new episode in the saved state, with its
+step counter (``max_steps``) at 0 and, for goal envs, the distance and consecutive-steps
+counters taken afresh from its first frame (as after any reset). Its milestones are those
+its first frame is under (as after any reset) and those the saved episode had passed: a
+restart between a milestone and the goal does not earn the milestone again by walking
+back to it.
 
 Saving and restoring are masked copies (:class:`gbx_gameboy.snapshot.MaskedRestore`, one
 Warp launch per array, bytes copied proportional to the envs involved) driven by slot
@@ -46,6 +50,14 @@ class GameBoySnapshots:
         self._source = torch.full((capacity + 1,), -1, dtype=torch.int64, device=dev)
         self._env_ids = torch.arange(n, dtype=torch.int64, device=dev)
         self._env_stack = torch.zeros_like(env.stack.buffer)
+        # The episode progress of the slots (plus the spare row), and a restore's gather.
+        progress = env.episode_progress()
+        self._progress: torch.Tensor | None = None
+        self._env_progress: torch.Tensor | None = None
+        if progress is not None:
+            self._progress = torch.zeros((progress.shape[0], capacity + 1),
+                                         dtype=progress.dtype, device=dev)
+            self._env_progress = torch.zeros_like(progress)
 
     def save(self, slots: torch.Tensor) -> None:
         """Env ``e`` -> slot ``slots[e]`` where ``slots[e] >= 0`` (int64 ``[N]``)."""
@@ -56,7 +68,11 @@ class GameBoySnapshots:
         has = source >= 0
         with env._on_torch_stream():
             self._store.restore(has, source)
-        self._stack.index_copy_(0, torch.where(slots >= 0, slots, cap), env.stack.buffer)
+        rows = torch.where(slots >= 0, slots, cap)
+        self._stack.index_copy_(0, rows, env.stack.buffer)
+        progress = env.episode_progress()
+        if self._progress is not None and progress is not None:
+            self._progress.index_copy_(1, rows, progress)
 
     def restore(self, slots: torch.Tensor) -> torch.Tensor:
         """Slot ``slots[e]`` -> env ``e`` where ``slots[e] >= 0``, as a new episode; returns
@@ -71,14 +87,24 @@ class GameBoySnapshots:
         env._steps.masked_fill_(take, 0)
         frame = extract_obs(env.batch.fb, env.config.obs_size, env._frame)
         env.on_reset(take, frame)
+        progress = env.episode_progress()
+        if self._progress is not None and self._env_progress is not None \
+                and progress is not None:
+            # what the saved episode had achieved, besides what the first frame shows
+            torch.index_select(self._progress, 1, slots.clamp_min(0), out=self._env_progress)
+            self._env_progress.logical_and_(take)
+            progress.logical_or_(self._env_progress)
         return buf
 
     def tensors(self) -> dict[str, torch.Tensor]:
         out = {f"emulator.{k}": t for k, t in self.bank.arrays.items()}
         out["stack"] = self.stack
+        if self._progress is not None:
+            out["progress"] = self._progress[:, : self.capacity]
         return out
 
     def nbytes(self) -> int:
-        own = (self._stack, self._source, self._env_ids, self._env_stack)
+        own = [self._stack, self._source, self._env_ids, self._env_stack]
+        own += [t for t in (self._progress, self._env_progress) if t is not None]
         extra = sum(t.numel() * t.element_size() for t in own)
         return self.bank.nbytes() + extra + 3 * 4 * max(self.capacity, self.env.num_envs)

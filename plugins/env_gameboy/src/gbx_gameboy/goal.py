@@ -328,6 +328,12 @@ class GoalEnv(GameBoyEnv):
             info["dist_p10"], info["dist_p50"], info["dist_p90"] = q[0], q[1], q[2]
         return obs, reward, done, trunc, info
 
+    def episode_progress(self) -> torch.Tensor | None:
+        """The milestones each env's episode has passed (``[milestones, N]``; None without
+        milestones): a restart from an archived cell has passed what the episode it was
+        saved from had passed, so walking back to a milestone pays nothing there either."""
+        return self._passed if self.milestones else None
+
     def goal_distance(self) -> torch.Tensor:
         """Each env's distance to the goal of its current frame (:class:`gbx.api.GoalDistanceEnv`;
         for an env that was just reset, of its new first frame)."""
