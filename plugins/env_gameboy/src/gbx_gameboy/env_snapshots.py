@@ -79,9 +79,10 @@ class GameBoySnapshots:
         the batch's observations."""
         env = self.env
         take = slots >= 0
+        source = slots.clamp_min(0)
         with env._on_torch_stream():
-            self._load.restore(take, slots.clamp_min(0))
-        torch.index_select(self.stack, 0, slots.clamp_min(0), out=self._env_stack)
+            self._load.restore(take, source)
+        torch.index_select(self.stack, 0, source, out=self._env_stack)
         buf = env.stack.buffer
         torch.where(take.view(-1, 1, 1, 1), self._env_stack, buf, out=buf)
         env._steps.masked_fill_(take, 0)
@@ -91,7 +92,7 @@ class GameBoySnapshots:
         if self._progress is not None and self._env_progress is not None \
                 and progress is not None:
             # what the saved episode had achieved, besides what the first frame shows
-            torch.index_select(self._progress, 1, slots.clamp_min(0), out=self._env_progress)
+            torch.index_select(self._progress, 1, source, out=self._env_progress)
             self._env_progress.logical_and_(take)
             progress.logical_or_(self._env_progress)
         return buf
