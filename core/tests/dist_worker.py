@@ -25,7 +25,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from gbx_testplugins import FakeEntryPoint, make_host  # noqa: E402
+from gbx_testplugins import FakeEntryPoint, make_host, ticking_stamper  # noqa: E402
 
 from gbx import distributed as gdist  # noqa: E402
 from gbx import hookimpl  # noqa: E402
@@ -120,14 +120,9 @@ def _tick_this_rank() -> None:
     passes a small ``run.max_seconds`` within a few records while the other's does not."""
     if os.environ.get("GBX_TEST_TICK_RANK", "") != os.environ.get("RANK"):
         return
-    import functools
-    import itertools
-
     import gbx.runner
-    from gbx.records import Stamper
 
-    ticks = itertools.count(1)
-    gbx.runner.Stamper = functools.partial(Stamper, clock=lambda: float(next(ticks)))
+    gbx.runner.Stamper = ticking_stamper()
 
 
 def main() -> None:

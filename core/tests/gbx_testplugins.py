@@ -102,6 +102,19 @@ class CounterTrainer:
         self.reward_sum = float(state["reward_sum"])
 
 
+def ticking_stamper() -> Any:
+    """A :class:`gbx.records.Stamper` factory whose wall clock moves one second every time
+    it is read: put in place of ``gbx.runner.Stamper``, a run's records come at known
+    times, whatever the machine's speed (``run.max_seconds`` tests)."""
+    import functools
+    import itertools
+
+    from gbx.records import Stamper
+
+    ticks = itertools.count(1)
+    return functools.partial(Stamper, clock=lambda: float(next(ticks)))
+
+
 EVENTS: list[tuple[str, Any]] = []
 
 

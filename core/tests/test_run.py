@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from gbx_testplugins import EVENTS
+from gbx_testplugins import EVENTS, ticking_stamper
 
 from gbx.artifacts import latest_checkpoint, load_checkpoint
 from gbx.config import from_dict
@@ -155,28 +155,11 @@ def test_without_stop_at_success_a_solved_run_goes_on(invoke, tmp_path) -> None:
     assert summary["step"] == 160 and summary["stop_reason"] == "steps"
 
 
-class _TickingClock:
-    """A wall clock that moves one second every time it is read: a run's records then
-    come at known times, whatever the machine's speed."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
-
-
 @pytest.fixture
 def ticking(monkeypatch):
-    import functools
-
     import gbx.runner
-    from gbx.records import Stamper
 
-    clock = _TickingClock()
-    monkeypatch.setattr(gbx.runner, "Stamper", functools.partial(Stamper, clock=clock))
-    return clock
+    monkeypatch.setattr(gbx.runner, "Stamper", ticking_stamper())
 
 
 def _train_times(offset: float = 0.0) -> list[tuple[int, float]]:
