@@ -1,4 +1,5 @@
-"""`gbx log plot` of several runs overlays them: one curve per run, legend by run."""
+"""`gbx log plot` of several runs overlays them: one colour per run, named in one legend
+beside the panels; each panel's legend names its kinds of series."""
 
 from __future__ import annotations
 
@@ -36,13 +37,31 @@ def _return_axis(figure):
 def test_three_runs_give_three_curves_with_a_legend_by_run(tmp_path: Path) -> None:
     dirs = [_run_dir(tmp_path, f"run-{i}", float(i + 1)) for i in range(3)]
     runs = [(d.name, load_log(d / "train_log.jsonl")) for d in dirs]
-    ax = _return_axis(draw_figure(runs))
+    figure = draw_figure(runs)
+    ax = _return_axis(figure)
     train_lines = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
     assert len(train_lines) == 3
     assert [line.get_ydata()[-1] for line in train_lines] == [11.0, 22.0, 33.0]
     assert len({line.get_color() for line in train_lines}) == 3
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert {"run-0: train", "run-1: train", "run-2: train"} <= set(legend)
+    # the runs are named once, for the whole figure, in their colours
+    (runs_legend,) = figure.legends
+    assert [t.get_text() for t in runs_legend.get_texts()] == ["run-0", "run-1", "run-2"]
+    assert [h.get_color() for h in runs_legend.legend_handles] == [
+        line.get_color() for line in train_lines]
+    # a panel's legend names its kinds of series, not the runs again
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["train", "eval"]
+
+
+def test_many_runs_keep_the_panels_legends_short(tmp_path: Path) -> None:
+    """Eight runs add eight names to the figure's legend and none to the panels'."""
+    dirs = [_run_dir(tmp_path, f"run-{i}", float(i + 1)) for i in range(8)]
+    figure = draw_figure([(d.name, load_log(d / "train_log.jsonl")) for d in dirs])
+    assert len(figure.legends[0].get_texts()) == 8
+    for ax in figure.axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            assert len(legend.get_texts()) <= 3, ax.get_title()
+    assert figure.get_suptitle() == "8 runs"
 
 
 def test_plot_cli_takes_several_run_dirs_and_logs(tmp_path: Path) -> None:

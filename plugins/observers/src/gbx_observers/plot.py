@@ -89,11 +89,13 @@ def _series(rows: Sequence[Mapping[str, Any]], key: str, x_key: str = "env_steps
 Runs = Sequence[tuple[str | None, LoadedLog]]
 
 
-def _label(run: str | None, label: str, panel_keys: int) -> str:
-    """The series label; with several runs the run name leads it (legend by run)."""
-    if run is None:
-        return label
-    return run if panel_keys == 1 else f"{run}: {label}"
+# The line style of each kind of series: with several runs the colour names the run and
+# the style the series, so every panel's legend lists styles and one figure legend runs.
+TRAIN_STYLES = ({"linestyle": "-", "linewidth": 1.2}, {"linestyle": "--", "linewidth": 1.0})
+RATIO_STYLES = ({"linestyle": "--", "linewidth": 1.0, "alpha": 0.8},
+                {"linestyle": "-.", "linewidth": 1.0, "alpha": 0.8})
+EVAL_STYLE = {"linestyle": "--", "marker": "o", "markersize": 4, "linewidth": 1.0}
+RANDOM_STYLE = {"linestyle": ":", "linewidth": 1.0}
 
 
 def _draw_band(ax: Any, log: LoadedLog, panel: Panel, color: str | None, x_key: str) -> bool:
@@ -121,32 +123,39 @@ def _draw_band(ax: Any, log: LoadedLog, panel: Panel, color: str | None, x_key: 
 
 
 def _draw_panel(ax: Any, runs: Runs, panel: Panel, x_key: str) -> None:
+    """One panel. A single run's series carry their own labels; with several runs the
+    lines are coloured by run and the panel's legend shows one grey line per series
+    kind (the runs' colours are in the figure's legend)."""
+    from matplotlib.lines import Line2D
+
     ax.set_title(panel.title, fontsize=10)
     ax.grid(True, alpha=0.3)
     drawn = False
     several = len(runs) > 1
-    keys = len(panel.train) + len(panel.evals) + len(panel.ratios)
-    for index, (run, log) in enumerate(runs):
-        color = f"C{index}" if several else None
+    kinds: dict[str, dict[str, Any]] = {}  # the series kinds drawn, with their style
+
+    def draw(xs: list[float], ys: list[float], label: str, style: dict[str, Any],
+             color: str | None) -> None:
+        ax.plot(xs, ys, label=None if several else label, color=color, **style)
+        kinds.setdefault(label, style)
+
+    for index, (_, log) in enumerate(runs):
+        color = f"C{index % 10}" if several else None
         drawn = _draw_band(ax, log, panel, color, x_key) or drawn
-        for key, label in panel.train:
+        for i, (key, label) in enumerate(panel.train):
             xs, ys = _series(log.records, key, x_key)
             if xs:
-                ax.plot(xs, ys, label=_label(run, label, keys), linewidth=1.2, color=color)
-                drawn = True
+                draw(xs, ys, label, TRAIN_STYLES[i % len(TRAIN_STYLES)], color)
         for i, (numerator, denominator, label) in enumerate(panel.ratios):
             xs, ys = _series(log.records, numerator, x_key, per=denominator)
             if xs:
-                ax.plot(xs, ys, "-" if i == 0 else "-.", label=_label(run, label, keys),
-                        linewidth=1.0, alpha=0.8, color=color)
-                drawn = True
+                draw(xs, ys, label, RATIO_STYLES[i % len(RATIO_STYLES)], color)
         for key, label in panel.evals:
             xs, ys = _series(log.evals, key, x_key)
             if xs:
-                style = ":" if key.startswith("random_") else "o--"
-                ax.plot(xs, ys, style, label=_label(run, label, keys), markersize=4,
-                        linewidth=1, color=color)
-                drawn = True
+                draw(xs, ys, label, RANDOM_STYLE if key.startswith("random_") else EVAL_STYLE,
+                     color)
+    drawn = drawn or bool(kinds)
     if panel.ylim is not None:
         ax.set_ylim(*panel.ylim)
     if not drawn:
@@ -155,7 +164,10 @@ def _draw_panel(ax: Any, runs: Runs, panel: Panel, x_key: str) -> None:
             0.5, 0.5, f"not in this log:\n{missing}", ha="center", va="center",
             transform=ax.transAxes, fontsize=9, color="0.45",
         )
-    elif len(ax.get_legend_handles_labels()[0]) > 1:
+    elif several and len(kinds) > 1:
+        ax.legend(handles=[Line2D([], [], color="0.3", label=label, **style)
+                           for label, style in kinds.items()], fontsize=8, loc="best")
+    elif not several and len(ax.get_legend_handles_labels()[0]) > 1:
         ax.legend(fontsize=8, loc="best")
 
 
@@ -172,7 +184,8 @@ def _heading(meta: Mapping[str, Any]) -> str:
 
 
 def draw_figure(runs: Runs, *, title: str | None = None, x: str = "env_steps") -> Any:
-    """The panels of one run, or of several overlaid (one colour per run; legend by run).
+    """The panels of one run, or of several overlaid (one colour per run, named in one
+    legend beside the panels; each panel's legend names its kinds of series).
 
     ``runs`` holds ``(name, log)`` pairs; a single run is drawn with its name as None.
     ``x`` is a key of :data:`X_AXES`: env steps, or the wall clock of the run (which
@@ -190,8 +203,14 @@ def draw_figure(runs: Runs, *, title: str | None = None, x: str = "env_steps") -
         _draw_panel(ax, runs, panel, x)
     for ax in axes[-1]:
         ax.set_xlabel(X_AXES[x])
-    heading = title or (_heading(runs[0][1].meta) if len(runs) == 1
-                        else f"{len(runs)} runs: " + ", ".join(str(n) for n, _ in runs))
+    if len(runs) > 1:
+        from matplotlib.lines import Line2D
+
+        # One legend for the runs, outside the panels, however many there are.
+        figure.legend(handles=[Line2D([], [], color=f"C{i % 10}", linewidth=2, label=str(name))
+                               for i, (name, _) in enumerate(runs)],
+                      loc="outside right upper", fontsize=9, title="runs")
+    heading = title or (_heading(runs[0][1].meta) if len(runs) == 1 else f"{len(runs)} runs")
     if heading:
         figure.suptitle(heading, fontsize=11)
     return figure
