@@ -50,3 +50,18 @@ def test_an_examples_milestones_pay_on_the_scripted_way(name: str) -> None:
             break
     want = [len(STAGES_BY_ENV[m].solution) for m in milestones] + [len(solution)]
     assert paid == want
+
+
+def test_the_stage_examples_form_one_chain() -> None:
+    """`gbx chain examples/quest{2,3,4}_explore_gpu.toml`: each stage runs in its own
+    directory and starts from the one before (its weights and its saved goal states)."""
+    root = Path(__file__).resolve().parents[1] / "examples"
+    registry = load_plugins().registry
+    configs = [build_config(registry, base=read_config_file(root / f"quest{n}_explore_gpu.toml"))
+               for n in (2, 3, 4)]
+    runs, envs = [c.run for c in configs], [c.env for c in configs]
+    assert [r.run_dir for r in runs] == ["runs/quest2", "runs/quest3", "runs/quest4"]
+    for before, run, env in zip(runs[:-1], runs[1:], envs[1:], strict=True):
+        assert run.init_from == before.run_dir
+        assert list(env.start_states) == [f"{before.run_dir}/goal_states"]
+    assert all(env.save_goal_states for env in envs[:-1])

@@ -210,6 +210,9 @@ def test_a_resumed_run_counts_on_from_its_checkpoints_time(invoke, tmp_path,
     assert summary["stop_reason"] == "time_limit"
     # without the earlier time the resumed run would have gone on past that record
     assert times[-1][1] - before < 40
+    # the summary counts the whole run's time, and this segment's apart
+    assert summary["elapsed_s"] == pytest.approx(before + summary["wall_time_s"])
+    assert summary["elapsed_s"] >= 40 > summary["wall_time_s"]
 
 
 def test_without_max_seconds_a_run_has_no_time_limit(invoke, tmp_path, ticking) -> None:

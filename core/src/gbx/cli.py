@@ -1,4 +1,4 @@
-"""The ``gbx`` command line: run, eval, bench, plugins, config, plus plugin commands."""
+"""The ``gbx`` command line: run, chain, eval, bench, plugins, config, plus plugin commands."""
 
 from __future__ import annotations
 
@@ -159,6 +159,74 @@ def build_cli(host: Any) -> click.Group:
         # 0 completed; 128 + N when signal N stopped it (143 SIGTERM, 130 SIGINT).
         if summary.get("exit_code"):
             ctx.exit(int(summary["exit_code"]))
+
+    @cli.command()
+    @click.argument("configs", nargs=-1, required=True,
+                    type=click.Path(exists=True, dir_okay=False))
+    @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+                  help="the whole chain's wall clock: the last stage ends by then")
+    @click.option("--deadlines", metavar="S1,S2,...",
+                  help="the chain's second by which each of the first stages ends, "
+                       "e.g. 420,1140")
+    @click.option("--seed", type=int, help="random seed of every stage (run.seed)")
+    @click.option("--device", help="device of every stage (run.device)")
+    @click.option("--observer", "observers",
+                  help="observers of every stage, comma separated (run.observers)")
+    @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+                  help="override one value in every stage (repeatable)")
+    @click.pass_context
+    def chain(ctx: click.Context, configs: tuple[str, ...], max_seconds: float | None,
+              deadlines: str | None, overrides: tuple[str, ...], **flags: Any) -> None:
+        """Run the stages of a curriculum in order, as one job with one clock.
+
+        Each CONFIG is a stage's config file and names the stage's run.run_dir; a
+        stage starts from an earlier one by naming that directory in run.init_from and
+        env.start_states. Each stage is an ordinary run (it ends at run.stop_at_success,
+        its steps or its time); --max-seconds and --deadlines give each its
+        run.max_seconds, the time left on the chain's clock (the sum of its stages'
+        wall clocks). Run the same command again after a kill: completed stages are
+        skipped, a stopped one resumes from its checkpoint. Prints a JSON summary.
+
+        Exit status: 0 when every stage completed or the chain's time ran out; that of
+        the stage a signal stopped (143, 130); 1 when a stage failed; 2 for bad input.
+        """
+        import attrs
+
+        from gbx.chain import Stage, parse_deadlines, run_chain
+        from gbx.config import read_config_file, to_dict, upgrade_saved
+        from gbx.runner import execute
+
+        host = _host(ctx)
+        stages = [Stage(path, _build(host, path, overrides, **flags)) for path in configs]
+
+        def saved_config(run_dir: Path) -> Any:
+            base = upgrade_saved(read_config_file(run_dir / "config.json"), host.registry)
+            return _build(host, None, (), base=base)
+
+        def with_limit(config: Any, seconds: float | None) -> Any:
+            return attrs.evolve(config, run=attrs.evolve(config.run, max_seconds=seconds or 0.0))
+
+        def run_stage(config: Any, resume_dir: Path | None) -> Any:
+            import gc
+
+            import torch
+
+            try:
+                return execute(config, host, resume_dir=resume_dir,
+                               argv=["gbx", *sys.argv[1:]])
+            finally:
+                # the stage's envs and model go before the next stage takes the device
+                gc.collect()
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+
+        report = run_chain(stages, execute=run_stage, saved_config=saved_config,
+                           to_dict=to_dict, with_limit=with_limit,
+                           deadlines=parse_deadlines(deadlines, len(stages)),
+                           max_seconds=max_seconds, say=lambda line: click.echo(line, err=True))
+        click.echo(json.dumps(report))
+        if report["exit_code"]:
+            ctx.exit(int(report["exit_code"]))
 
     @cli.command(name="eval")
     @click.option("--checkpoint", required=True, type=click.Path(exists=True),

@@ -376,17 +376,23 @@ class Run:
         self._emit("on_run_start", meta)
 
     def summary(self, status: str) -> dict[str, Any]:
-        """How the run ended: ``status`` is ``completed`` (the step budget ran out, an
-        evaluation reached ``run.stop_at_success``, or ``run.max_seconds`` passed),
+        """How the run ended (``wall_time_s`` this process's time, ``elapsed_s`` the whole
+        run's, a resumed run's earlier time included): ``status`` is ``completed`` (the
+        step budget ran out, an evaluation reached ``run.stop_at_success``, or
+        ``run.max_seconds`` passed),
         ``stopped`` (a signal asked it to stop; its checkpoint is written),
         ``interrupted`` (a second Ctrl-C) or ``failed``; ``exit_code`` is what
         ``gbx run`` exits with (:func:`exit_code_for`)."""
+        elapsed = self.elapsed()  # read once: both times end at the same moment
         out: dict[str, Any] = {
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
             "status": status,
             "step": self.last_step,
-            "wall_time_s": round(self.elapsed(), 3),
+            "wall_time_s": round(elapsed, 3),
+            # the whole run's wall clock: a resumed run's earlier time (its checkpoint's)
+            # and this process's
+            "elapsed_s": round(self.seconds_before + elapsed, 3),
         }
         if self._stop_reason is not None:
             out["stop_reason"] = self._stop_reason
