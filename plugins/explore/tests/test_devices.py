@@ -100,10 +100,12 @@ def _no_syncs(env: ArchiveExplorer) -> None:
 def test_cuda_toy_explorer_steps_without_host_syncs() -> None:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: the explorer's CUDA path needs a GPU")
-    env = ArchiveExplorer(ArchiveConfig(capacity=64),
+    # with every selection term on, the frontier counts included
+    env = ArchiveExplorer(ArchiveConfig(capacity=64, explore_steps=2, weight_frontier=1.0),
                           make_toy_env(ToyConfig(max_steps=4), 256, "cuda", 0), seed=0)
     _no_syncs(env)
     assert int(env.archive.size()) > 0
+    assert float(env.archive.tries.sum()) > 0
 
 
 @pytest.mark.cuda

@@ -11,7 +11,10 @@ absorbs the writes of envs with nothing to write, so no step needs a variable-si
 * ``found_at``: the explorer step at which the cell entered the archive;
 * ``chosen``: how many episodes restarted from it;
 * ``goal``: the goal distance of its saved state (when the env declares
-  :class:`gbx.api.GoalDistanceEnv`; else 1).
+  :class:`gbx.api.GoalDistanceEnv`; else 1);
+* ``tries``, ``wins``: of the recent restarts from it that ended, how many, and how many
+  of those reached the goal (both halved whenever ``tries`` passes the window, so they
+  follow the policy as it learns).
 
 Rules (all device work; nothing reads the device from the host):
 
@@ -26,8 +29,12 @@ Rules (all device work; nothing reads the device from the host):
       w = w_visits / sqrt(1 + visits)                       # rarely visited
         + w_recent * 0.5 ** ((now - found_at) / halflife)   # recently discovered
         + w_goal * exp(-(goal - min goal) / goal_scale)     # closest to the goal
+        + w_frontier * 4 p (1 - p),  p = wins / tries       # sometimes won from
 
-  (the goal term only with a goal-distance env).
+  (the goal term only with a goal-distance env; the frontier term only for cells with
+  ended restarts). The frontier term is a reverse curriculum: the restarts go where the
+  policy reaches the goal from about half the time, close to the goal at first and then,
+  as it learns, farther back, where every other cell pays nothing for it.
 * **Novelty.** After the inserts, each env's cell gains one visit; the count-based bonus
   is ``bonus / sqrt(visits)`` (a cell not in the archive counts as one visit).
 """
@@ -56,13 +63,17 @@ class Weighting:
     halflife: float = 100.0
     goal: float = 0.0
     goal_scale: float = 0.02
+    frontier: float = 0.0
+    frontier_window: float = 64.0
 
 
 class Archive:
     """``capacity`` cells on one device (see the module docstring for the rules)."""
 
     STATE = ("keys", "visits", "best", "found_at", "chosen", "goal", "sorted_keys",
-             "sorted_slots", "discovered")
+             "sorted_slots", "discovered", "tries", "wins")
+    # Tables that archives saved before they existed lack; they load as empty.
+    ADDED_LATER = ("tries", "wins")
 
     def __init__(self, capacity: int, num_envs: int, device: torch.device | str,
                  weighting: Weighting | None = None) -> None:
@@ -79,6 +90,8 @@ class Archive:
         self.found_at = torch.zeros(c + 1, dtype=i64, device=dev)
         self.chosen = torch.zeros(c + 1, dtype=i64, device=dev)
         self.goal = torch.ones(c + 1, dtype=torch.float32, device=dev)
+        self.tries = torch.zeros(c + 1, dtype=torch.float32, device=dev)
+        self.wins = torch.zeros(c + 1, dtype=torch.float32, device=dev)
         # keys in ascending order and the slot of each: the lookup table (searchsorted)
         self.sorted_keys = torch.full((c,), EMPTY, dtype=i64, device=dev)
         self.sorted_slots = torch.arange(c, dtype=i64, device=dev)
@@ -91,6 +104,13 @@ class Archive:
         self._protected = torch.zeros(c + 1, dtype=torch.bool, device=dev)
         self._u = torch.zeros(n, dtype=torch.float64, device=dev)
         self._coin = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._fzeros = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._ended = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._won = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._ended_at = torch.zeros(n, dtype=torch.int64, device=dev)
+        self._sinks = torch.full((n,), c, dtype=torch.int64, device=dev)
+        self._over = torch.zeros(c + 1, dtype=torch.bool, device=dev)
+        self._factor = torch.ones(c + 1, dtype=torch.float32, device=dev)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -157,6 +177,8 @@ class Archive:
         self._now.fill_(now)
         self.visits.scatter_(0, fresh, self._zeros)
         self.chosen.scatter_(0, fresh, self._zeros)
+        self.tries.scatter_(0, fresh, self._fzeros)
+        self.wins.scatter_(0, fresh, self._fzeros)
         self.found_at.scatter_(0, fresh, self._now.expand(self.num_envs))
         self.discovered += new.sum()
         self._clear_sink()
@@ -172,10 +194,25 @@ class Archive:
         self._clear_sink()
         return counts
 
+    def score(self, slots: torch.Tensor, ended: torch.Tensor, won: torch.Tensor) -> None:
+        """Count the restarts that ended: env ``e`` in ``ended`` (bool ``[N]``) had restarted
+        from slot ``slots[e]`` and reached the goal if ``won[e]``. Then halve both counts of
+        every cell whose ``tries`` passed the window, so its rate follows the policy."""
+        torch.where(ended, slots, self._sinks, out=self._ended_at)
+        self._ended.copy_(ended)
+        self._won.copy_(won).mul_(self._ended)
+        self.tries.scatter_add_(0, self._ended_at, self._ended)
+        self.wins.scatter_add_(0, self._ended_at, self._won)
+        torch.gt(self.tries, self.weighting.frontier_window, out=self._over)
+        self._factor.fill_(1.0).masked_fill_(self._over, 0.5)
+        self.tries.mul_(self._factor)
+        self.wins.mul_(self._factor)
+        self._clear_sink()
+
     def _clear_sink(self) -> None:
         c = self.capacity
         self.keys[c:].fill_(EMPTY)
-        for t in (self.visits, self.best, self.found_at, self.chosen):
+        for t in (self.visits, self.best, self.found_at, self.chosen, self.tries, self.wins):
             t[c:].zero_()
         self.goal[c:].fill_(1.0)
 
@@ -193,6 +230,10 @@ class Archive:
             goal = self.goal[:c].to(torch.float64)
             nearest = torch.where(occupied, goal, math.inf).min()
             out = out + w.goal * torch.exp(-(goal - nearest) / w.goal_scale)
+        if w.frontier:
+            tries = self.tries[:c].to(torch.float64)
+            rate = self.wins[:c].to(torch.float64) / tries.clamp_min(1e-9)
+            out = out + w.frontier * torch.where(tries > 0, 4.0 * rate * (1.0 - rate), 0.0)
         return torch.where(occupied, out, 0.0)
 
     def choose(self, resetting: torch.Tensor, fraction: float, generator: torch.Generator,
@@ -220,7 +261,8 @@ class Archive:
     def nbytes(self) -> int:
         own = [getattr(self, k) for k in self.STATE]
         own += [self._now, self._ones, self._zeros, self._save, self._protected, self._u,
-                self._coin]
+                self._coin, self._fzeros, self._ended, self._won, self._ended_at, self._sinks,
+                self._over, self._factor]
         return sum(t.numel() * t.element_size() for t in own)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -229,6 +271,9 @@ class Archive:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         for key in self.STATE:
             dst, src = getattr(self, key), state.get(key)
+            if src is None and key in self.ADDED_LATER:
+                dst.zero_()
+                continue
             if not isinstance(src, torch.Tensor) or src.shape != dst.shape:
                 got = "missing" if not isinstance(src, torch.Tensor) else list(src.shape)
                 raise ValueError(f"saved archive table {key!r} is {got}, this archive needs "

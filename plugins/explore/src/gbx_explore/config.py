@@ -61,3 +61,11 @@ class ArchiveConfig:
         "w * exp(-(dist - min dist) / goal_scale)", in_range(0.0))
     goal_scale: float = option(
         0.02, "goal distance over which the goal weight falls by e", in_range(0.0, lo_open=True))
+    weight_frontier: float = option(
+        0.0, "selection weight of cells the policy sometimes reaches the goal from: "
+        "w * 4 p (1 - p), p the share of the recent restarts from the cell that reached the "
+        "goal (a reverse curriculum: restarts move back from the goal as the policy learns); "
+        "0 = off", in_range(0.0))
+    frontier_window: float = option(
+        64.0, "restarts a cell's success share is taken over: its counts are halved whenever "
+        "they pass this many", in_range(1.0))

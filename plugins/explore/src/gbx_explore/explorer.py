@@ -65,7 +65,7 @@ HOME_SLOTS = 64
 # Scouting looks at its goal count (one read on the host) once per this many steps.
 SCOUT_CHECK_EVERY = 16
 # The per-env counters the scouting puts back as they were.
-_PER_ENV = ("steps", "since", "from_cell", "origin")
+_PER_ENV = ("steps", "since", "from_cell", "origin", "start_slot")
 # XORed into the cell id of a screen reached from a curriculum's start state
 # (split_by_start): a fixed odd value below 2**62, so ids stay non-negative and stable.
 ORIGIN_SALT = 0x2D3B_6A91_C5E7_0F4B
@@ -96,7 +96,8 @@ class ArchiveExplorer:
         self.archive = Archive(config.capacity, n, dev, Weighting(
             visits=config.weight_visits, recent=config.weight_recent,
             halflife=config.recent_halflife, goal=config.weight_goal,
-            goal_scale=config.goal_scale))
+            goal_scale=config.goal_scale, frontier=config.weight_frontier,
+            frontier_window=config.frontier_window))
         self.slots: EnvSnapshots = env.snapshot_slots(config.capacity)
         self.homes = min(n, HOME_SLOTS)
         self.home_slots: EnvSnapshots = env.snapshot_slots(self.homes)
@@ -109,6 +110,9 @@ class ArchiveExplorer:
         self.steps = torch.zeros(n, dtype=torch.int64, device=dev)  # from the real start
         self.since = torch.zeros(n, dtype=torch.int64, device=dev)  # since the (re)start
         self.from_cell = torch.zeros(n, dtype=torch.bool, device=dev)  # started from a cell
+        self.start_slot = torch.zeros(n, dtype=torch.int64, device=dev)  # ... in this slot
+        self._cell_ended = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._no_success = torch.zeros(n, dtype=torch.bool, device=dev)
         self._end = torch.zeros(n, dtype=torch.bool, device=dev)  # ended by explore_steps
         self._trunc = torch.zeros(n, dtype=torch.bool, device=dev)
         self._reset = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -182,8 +186,13 @@ class ArchiveExplorer:
             state_successes = self._state.logical_and(success).sum()
         else:
             real_successes = state_successes = self._real.new_zeros((), dtype=torch.int64)
+        # Restarts from cells that ended: their cells' success counts (frontier weight).
+        torch.logical_and(reset, self.from_cell, out=self._cell_ended)
+        self.archive.score(self.start_slot, self._cell_ended,
+                           success if isinstance(success, torch.Tensor) else self._no_success)
         pick, slot = self.archive.choose(reset, self._start_fraction, self.generator,
                                          self.t, self.use_goal)
+        torch.where(pick, slot, self.start_slot, out=self.start_slot)
         obs = self.slots.restore(torch.where(pick, slot, -1))
         home = None
         if self.config.explore_steps > 0:
@@ -270,7 +279,8 @@ class ArchiveExplorer:
     def nbytes(self) -> int:
         """Device bytes of the archive tables, the saved env states and the buffers."""
         own = (self.steps, self._reward, self._bonus, self._sums, self._all, self.since,
-               self.from_cell, self._end, self._trunc, self._reset, self._home_save, self._home,
+               self.from_cell, self.start_slot, self._cell_ended, self._no_success,
+               self._end, self._trunc, self._reset, self._home_save, self._home,
                self.origin, self.slot_origin, self.home_origin, self._salt, self._saved_to,
                self._real, self._state)
         hasher = (self.hasher._sums, self.hasher._levels, self.hasher._mult,
@@ -320,6 +330,7 @@ class ArchiveExplorer:
                 "steps": self.steps.clone(),
                 "since": self.since.clone(),
                 "from_cell": self.from_cell.clone(),
+                "start_slot": self.start_slot.clone(),
                 "origin": self.origin.clone(),
                 "slot_origin": self.slot_origin.clone(),
                 "home_origin": self.home_origin.clone(),
@@ -356,8 +367,9 @@ class ArchiveExplorer:
         else:
             self.since.zero_()
             self.from_cell.zero_()
-        # States saved before origins existed hold none: every origin the real start.
-        for key in ("origin", "slot_origin", "home_origin"):
+        # States saved before origins (or restart slots) existed hold none: every origin
+        # the real start, every restart's slot 0 (its end is then counted on slot 0).
+        for key in ("origin", "slot_origin", "home_origin", "start_slot"):
             dst = getattr(self, key)
             src = mine.get(key)
             if isinstance(src, torch.Tensor):
