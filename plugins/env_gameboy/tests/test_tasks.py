@@ -117,6 +117,50 @@ def test_baseline_command_prints_random_play_figures() -> None:
     assert out["min_dist_not_done"] > 2 * out["tau"]
 
 
+def test_save_state_writes_the_state_at_a_stages_goal(tmp_path) -> None:
+    """`gbx gameboy save-state --solution gbx-quest-1`: a savestate whose screen, restored
+    as a start state, is the stage's goal."""
+    from click.testing import CliRunner
+
+    from gbx_gameboy.tasks import save_state_cmd
+
+    out = tmp_path / "village.gbxstate"
+    res = CliRunner().invoke(save_state_cmd, ["--solution", "gbx-quest-1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "9 steps" in res.output
+    env = make_stage_env("gbx-quest-1", 2, "cpu", 0, start_states=(str(out),),
+                         real_start_fraction=0.0)
+    env.reset()
+    assert bool((env.goal_distance() < env.tau).all())
+    home = make_stage_env("gbx-quest-1", 1, "cpu", 0)
+    home.reset()
+    assert float(home.goal_distance()[0]) > env.tau
+    both = CliRunner().invoke(save_state_cmd, ["--solution", "gbx-quest-1", "--steps", "UP",
+                                               "--out", str(out)])
+    assert both.exit_code == 2 and "drop --steps" in both.output
+
+
+def test_baseline_from_start_states_begins_there(tmp_path) -> None:
+    """Random play in stage 4 from the gem (stage 3's goal) falls into the cave's pit
+    within 40 steps; from the house it cannot get that far."""
+    from click.testing import CliRunner
+
+    from gbx_gameboy.tasks import baseline_cmd, save_state_cmd
+
+    gem = tmp_path / "gem.gbxstate"
+    assert CliRunner().invoke(save_state_cmd, ["--solution", "gbx-quest-3", "--out",
+                                               str(gem)]).exit_code == 0
+    args = ["--env", "gbx-quest-4", "--episodes", "32", "--max-steps", "40"]
+    res = CliRunner().invoke(baseline_cmd, [*args, "--start-states", str(gem)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    assert out["start_states"] == [str(gem)] and out["failure_rate"] > 0
+    house = json.loads(CliRunner().invoke(baseline_cmd, args).output.strip().splitlines()[-1])
+    assert house["failure_rate"] == 0.0 and "start_states" not in house
+    record = CliRunner().invoke(baseline_cmd, [*args, "--start-states", str(gem), "--record"])
+    assert record.exit_code == 2 and "drop --start-states" in record.output
+
+
 @pytest.mark.parametrize("env_name", list(STAGE_CONFIGS))
 def test_stage_configs_pickle(env_name: str) -> None:
     """``gbx run --gpus N`` sends the config (env section included) to every rank."""

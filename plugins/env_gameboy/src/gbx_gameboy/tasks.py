@@ -196,7 +196,7 @@ def register_commands(cli: Any) -> None:
     from gbx_gameboy.capture import capture_goal_cmd
     from gbx_gameboy.cli import gameboy
 
-    for cmd in (capture_goal_cmd, make_stages_cmd, baseline_cmd):
+    for cmd in (capture_goal_cmd, save_state_cmd, make_stages_cmd, baseline_cmd):
         if cmd.name not in gameboy.commands:
             gameboy.add_command(cmd)
 
@@ -394,6 +394,46 @@ def random_baseline(env_name: str, episodes: int, num_envs: int, device: str, se
     return out
 
 
+@click.command("save-state")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="savestate file to write (gbx format, e.g. gem.gbxstate)")
+@click.option("--solution", "stage_env", type=click.Choice(list(STAGES_BY_ENV)), default=None,
+              help="play this bundled stage's scripted solution from the bundled start "
+                   "state: the state at the stage's goal")
+@click.option("--rom", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="the .gb ROM; default: the bundled gbx quest")
+@click.option("--state", default=None, type=click.Path(dir_okay=False),
+              help="savestate to start from (gbx or PyBoy); default: the bundled start state "
+                   "with --solution, else power-on")
+@click.option("--press", default="", help='frame presses, e.g. "START@60,A@120"')
+@click.option("--steps", "steps_spec", default="",
+              help='one button per env step, e.g. "DOWN*5,LEFT*3,DOWN" (after the presses)')
+@click.option("--settle", default=0, show_default=True, help="idle frames at the end")
+@click.option("--device", default="cpu", show_default=True)
+def save_state_cmd(out: Path, stage_env: str | None, rom: Path | None, state: str | None,
+                   press: str, steps_spec: str, settle: int, device: str) -> None:
+    """Play a button script (or a bundled stage's scripted solution) and save the machine
+    state: a start state for env.state or env.start_states."""
+    from gbx_gameboy import capture as cap
+    from gbx_gameboy.savestate import SaveStateError
+
+    if stage_env and steps_spec:
+        raise click.UsageError("--solution plays the stage's own steps; drop --steps")
+    try:
+        if stage_env:
+            steps = ",".join(STAGES_BY_ENV[stage_env].solution)
+            state = state or str(states_dir() / START_STATE)
+        else:
+            steps = steps_spec
+        script = cap.Script.parse(press, steps, frames_per_step=sol.STEP_FRAMES,
+                                  hold=sol.HOLD_FRAMES, settle=settle)
+        path = cap.make_state(rom or DEFAULT_ROM, state, script, out, device=device)
+    except (ValueError, FileNotFoundError, SaveStateError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {path} ({len(script.steps)} steps"
+               + (f", {stage_env}'s solution" if stage_env else "") + ")")
+
+
 @click.command("baseline")
 @click.option("--env", "env_name", required=True, type=click.Choice(list(STAGES_BY_ENV)))
 @click.option("--episodes", default=64, show_default=True)
@@ -401,13 +441,31 @@ def random_baseline(env_name: str, episodes: int, num_envs: int, device: str, se
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--max-steps", default=None, type=int, help="override the stage's max_steps")
+@click.option("--start-states", "start_states", multiple=True, metavar="PATH",
+              help="begin every episode at one of these savestates (files or folders, as "
+                   "env.start_states: an earlier stage's goal states, a `gbx gameboy "
+                   "save-state` file) instead of the stage's start; repeatable")
 @click.option("--record", is_flag=True,
               help="also write the figures into the stage folder (baseline.json + README)")
 def baseline_cmd(env_name: str, episodes: int, num_envs: int, device: str, seed: int,
-                 max_steps: int | None, record: bool) -> None:
-    """Random-policy baseline of a bundled stage: prints one JSON object."""
-    over = {"max_steps": max_steps} if max_steps else {}
-    result = random_baseline(env_name, episodes, min(num_envs, episodes), device, seed, **over)
+                 max_steps: int | None, start_states: tuple[str, ...], record: bool) -> None:
+    """Random-policy baseline of a bundled stage: prints one JSON object.
+
+    With --start-states the episodes begin there (how hard a stage is from where the
+    previous one ended, say); the JSON then names them."""
+    if record and start_states:
+        raise click.UsageError("--record stores the baseline from the stage's own start; "
+                               "drop --start-states to record it")
+    over: dict[str, Any] = {"max_steps": max_steps} if max_steps else {}
+    if start_states:
+        over.update(start_states=tuple(start_states), real_start_fraction=0.0)
+    try:
+        result = random_baseline(env_name, episodes, min(num_envs, episodes), device, seed,
+                                 **over)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if start_states:
+        result["start_states"] = list(start_states)
     click.echo(json.dumps(result))
     if record:
         from gbx.config import write_atomic
