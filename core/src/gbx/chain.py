@@ -203,8 +203,8 @@ def run_chain(
         elapsed += run_seconds(summary)  # a resumed stage's earlier time included
         report.append(_entry(stage, summary, "ran"))
         if summary.get("status") != "completed":
-            status, exit_code = str(summary.get("status", "stopped")), \
-                int(summary.get("exit_code") or 1)
+            status = str(summary.get("status", "stopped"))
+            exit_code = int(summary.get("exit_code") or 1)
             report.extend(_entry(s, {}, "not run: the chain stopped") for s in stages[index + 1:])
             break
     return {"status": status, "exit_code": exit_code, "elapsed_s": round(elapsed, 3),

@@ -113,3 +113,15 @@ def test_the_explorer_scores_each_burst_on_the_cell_it_restarted_from() -> None:
     fresh.load_env_state_dict(state)
     assert torch.equal(fresh.archive.tries, tries) and torch.equal(fresh.archive.wins, wins)
     assert torch.equal(fresh.start_slot, env.start_slot)
+
+
+def test_without_the_frontier_weight_nothing_is_counted() -> None:
+    right, down = torch.full((16,), 6), torch.full((16,), 4)
+    config = ArchiveConfig(capacity=16, bonus=0.0, cell_rows=8, cell_cols=8,
+                           start_fraction=1.0, explore_steps=1)
+    env = ArchiveExplorer(config, ToyEnv(_BOARD, 16, "cpu", 0), seed=0)
+    env.reset()
+    for action in (right, down, down, right, down):
+        env.step(action)
+    assert bool(env.from_cell.any())  # restarts from cells ended and began
+    assert float(env.archive.tries.sum()) == 0.0 and float(env.archive.wins.sum()) == 0.0

@@ -10,6 +10,7 @@ the package's ``states/`` reproducibly from the ROM and the scripted solutions
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -420,13 +421,11 @@ def save_state_cmd(out: Path, stage_env: str | None, rom: Path | None, state: st
     if stage_env and steps_spec:
         raise click.UsageError("--solution plays the stage's own steps; drop --steps")
     try:
-        if stage_env:
-            steps = ",".join(STAGES_BY_ENV[stage_env].solution)
-            state = state or str(states_dir() / START_STATE)
-        else:
-            steps = steps_spec
-        script = cap.Script.parse(press, steps, frames_per_step=sol.STEP_FRAMES,
+        script = cap.Script.parse(press, steps_spec, frames_per_step=sol.STEP_FRAMES,
                                   hold=sol.HOLD_FRAMES, settle=settle)
+        if stage_env:
+            script = dataclasses.replace(script, steps=STAGES_BY_ENV[stage_env].solution)
+            state = state or str(states_dir() / START_STATE)
         path = cap.make_state(rom or DEFAULT_ROM, state, script, out, device=device)
     except (ValueError, FileNotFoundError, SaveStateError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -186,10 +186,12 @@ class ArchiveExplorer:
             state_successes = self._state.logical_and(success).sum()
         else:
             real_successes = state_successes = self._real.new_zeros((), dtype=torch.int64)
-        # Restarts from cells that ended: their cells' success counts (frontier weight).
-        torch.logical_and(reset, self.from_cell, out=self._cell_ended)
-        self.archive.score(self.start_slot, self._cell_ended,
-                           success if isinstance(success, torch.Tensor) else self._no_success)
+        if self.config.weight_frontier:
+            # Restarts from cells that ended: their cells' success counts.
+            torch.logical_and(reset, self.from_cell, out=self._cell_ended)
+            self.archive.score(self.start_slot, self._cell_ended,
+                               success if isinstance(success, torch.Tensor)
+                               else self._no_success)
         pick, slot = self.archive.choose(reset, self._start_fraction, self.generator,
                                          self.t, self.use_goal)
         torch.where(pick, slot, self.start_slot, out=self.start_slot)
