@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from gbx.errors import ConfigError, GbxError
+from gbx.runner import SUMMARY_FILE
 
 # What a stage's run directory says about it.
 NEW, RESUME, DONE = "new", "resume", "done"
@@ -52,7 +53,7 @@ def read_stage_dir(run_dir: Path) -> StageDir:
     """What ``run_dir`` holds: nothing yet, a run to resume, or a completed run."""
     if not (run_dir / "meta.json").exists():
         return StageDir(NEW)
-    summary_path = run_dir / "summary.json"
+    summary_path = run_dir / SUMMARY_FILE
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         state = DONE if summary.get("status") == "completed" else RESUME

@@ -87,6 +87,14 @@ def _build(host: Any, config_file: str | None, overrides: tuple[str, ...],
     return build_config(host.registry, base=data, flags=_run_flags(**flags), overrides=overrides)
 
 
+def _saved_base(host: Any, run_dir: Path) -> dict[str, Any]:
+    """A run directory's saved ``config.json``, upgraded to today's keys (what a resume
+    builds its config from)."""
+    from gbx.config import read_config_file, upgrade_saved
+
+    return upgrade_saved(read_config_file(run_dir / "config.json"), host.registry)
+
+
 def build_cli(host: Any) -> click.Group:
     """The CLI for a loaded plugin host (plugins add their commands here)."""
 
@@ -119,7 +127,6 @@ def build_cli(host: Any) -> click.Group:
         """
         import subprocess
 
-        from gbx.config import read_config_file, upgrade_saved
         from gbx.distributed import launched_by_torchrun
         from gbx.runner import SOLVED, TIME_LIMIT, execute, run_outputs
 
@@ -133,8 +140,7 @@ def build_cli(host: Any) -> click.Group:
         if resume:
             if config_file:
                 raise GbxError("--resume reloads DIR/config.json; drop --config")
-            base = upgrade_saved(read_config_file(Path(resume) / "config.json"),
-                                 _host(ctx).registry)
+            base = _saved_base(_host(ctx), Path(resume))
             flags.pop("run_dir", None)
         config = _build(_host(ctx), config_file, overrides, base=base, **flags)
 
@@ -193,15 +199,14 @@ def build_cli(host: Any) -> click.Group:
         import attrs
 
         from gbx.chain import Stage, parse_deadlines, run_chain
-        from gbx.config import read_config_file, to_dict, upgrade_saved
+        from gbx.config import to_dict
         from gbx.runner import execute
 
         host = _host(ctx)
         stages = [Stage(path, _build(host, path, overrides, **flags)) for path in configs]
 
         def saved_config(run_dir: Path) -> Any:
-            base = upgrade_saved(read_config_file(run_dir / "config.json"), host.registry)
-            return _build(host, None, (), base=base)
+            return _build(host, None, (), base=_saved_base(host, run_dir))
 
         def with_limit(config: Any, seconds: float | None) -> Any:
             return attrs.evolve(config, run=attrs.evolve(config.run, max_seconds=seconds or 0.0))
