@@ -109,6 +109,21 @@ def test_accumulator_summary_hand_checked() -> None:
     assert "sps" not in rec  # the run loop computes throughput (gbx.records.Stamper)
 
 
+def test_undefined_scalars_are_left_out_of_the_mean() -> None:
+    """A scalar that is NaN on some batches (explained variance when every return is
+    equal) averages over the batches where it is defined; never defined, no key."""
+    acc = MetricsAccumulator(num_envs=2, num_actions=2, device="cpu")
+    acc.add_scalars(ev=torch.tensor(float("nan")), loss=torch.tensor(1.0), kl=float("inf"))
+    acc.add_scalars(ev=torch.tensor(0.5), loss=torch.tensor(3.0), kl=float("nan"))
+    acc.add_scalars(ev=torch.tensor(0.25), loss=torch.tensor(float("-inf")))
+    rec = acc.summary()
+    assert rec["ev"] == pytest.approx(0.375)
+    assert rec["loss"] == pytest.approx(2.0)
+    assert "kl" not in rec
+    acc.add_scalars(ev=torch.tensor(float("nan")))
+    assert "ev" not in acc.summary()
+
+
 def test_accumulator_window_resets_but_episodes_carry_over() -> None:
     acc = MetricsAccumulator(num_envs=2, num_actions=2, device="cpu")
     no = torch.tensor([False, False])

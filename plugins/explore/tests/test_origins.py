@@ -253,3 +253,52 @@ def test_without_origins_every_episode_not_from_a_cell_is_the_real_starts() -> N
     for _ in range(6):  # 6-step episodes: all 16 end on the sixth
         env.step(torch.full((16,), 6))
     assert int(env.window_metrics()["explore_real_start_episodes"]) == 16
+
+
+class _MilestoneToy(_NearGoalToy):
+    """:class:`_NearGoalToy` whose env counts one milestone passed by every episode that
+    moved right (as the goal env reports ``info["milestones"]``)."""
+
+    def __init__(self, num_envs: int) -> None:
+        super().__init__(num_envs)
+        self._passed = torch.zeros(num_envs, dtype=torch.int64)
+
+    def step(self, actions: torch.Tensor):  # noqa: ANN201 - the env's step tuple
+        self._passed += (actions == 6).to(torch.int64)
+        obs, reward, done, trunc, info = super().step(actions)
+        info["milestones"] = self._passed.clone()
+        self._passed.masked_fill_(done | trunc, 0)
+        return obs, reward, done, trunc, info
+
+
+def test_milestones_of_ended_episodes_are_counted_by_where_they_began() -> None:
+    right, down = torch.full((8,), 6), torch.full((8,), 4)
+    config = ArchiveConfig(capacity=64, bonus=0.0, cell_rows=8, cell_cols=8,
+                           start_fraction=0.0, split_by_start=True)
+    env = ArchiveExplorer(config, _MilestoneToy(8), seed=0)
+    env.reset()
+    env.step(right)
+    metrics = env.window_metrics()  # nothing ended yet
+    assert int(metrics["explore_real_start_milestones"]) == 0
+    env.step(down)  # all 8 end at the goal, each having passed one milestone
+    metrics = env.window_metrics()
+    assert int(metrics["explore_real_start_milestones"]) == 4
+    assert int(metrics["explore_start_state_milestones"]) == 4
+    env.step(down)  # DOWN first this time: the milestone comes with the last step
+    env.step(right)
+    metrics = env.window_metrics()
+    assert int(metrics["explore_real_start_episodes"]) == 4
+    assert int(metrics["explore_real_start_milestones"]) == 4
+
+
+def test_an_env_without_milestones_counts_none() -> None:
+    right, down = torch.full((8,), 6), torch.full((8,), 4)
+    config = ArchiveConfig(capacity=64, bonus=0.0, cell_rows=8, cell_cols=8,
+                           start_fraction=0.0, split_by_start=True)
+    env = ArchiveExplorer(config, _NearGoalToy(8), seed=0)
+    env.reset()
+    env.step(right)
+    env.step(down)
+    metrics = env.window_metrics()
+    assert int(metrics["explore_real_start_episodes"]) == 4
+    assert int(metrics["explore_real_start_milestones"]) == 0

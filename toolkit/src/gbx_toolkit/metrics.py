@@ -12,6 +12,7 @@ Record keys produced by :meth:`MetricsAccumulator.summary` follow the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -214,7 +215,13 @@ class MetricsAccumulator:
             self._sums[_VALUE_N] += float(value.numel())
 
     def add_scalars(self, **scalars: torch.Tensor | float) -> None:
-        """Average algorithm-specific scalars (losses, KL, ...) over the window."""
+        """Average algorithm-specific scalars (losses, KL, ...) over the window.
+
+        A NaN or infinite value counts as not added: some scalars are undefined on
+        some batches (explained variance when every return is equal), and the window
+        reports the mean of the defined ones, or leaves the key out. Losses that turn
+        non-finite are caught by :class:`gbx_toolkit.guard.FiniteGuard`, not here.
+        """
         for name, value in scalars.items():
             slot = self._extra_slots.get(name)
             if slot is None:
@@ -225,10 +232,13 @@ class MetricsAccumulator:
                 slot = self._extra_base + 2 * len(self._extra_slots)
                 self._extra_slots[name] = slot
             if isinstance(value, torch.Tensor):
-                self._sums[slot] += value.detach().to(torch.float64).mean()
-            else:
+                mean = value.detach().to(torch.float64).mean()
+                defined = torch.isfinite(mean)  # stays on the device: no host read
+                self._sums[slot] += torch.where(defined, mean, 0.0)
+                self._sums[slot + 1] += defined.to(torch.float64)
+            elif math.isfinite(float(value)):
                 self._sums[slot] += float(value)
-            self._sums[slot + 1] += 1.0
+                self._sums[slot + 1] += 1.0
 
     def add_source(self, source: Callable[[], Mapping[str, Any]]) -> None:
         """Add ``source()``'s values to every record (``window_metrics`` of a

@@ -57,7 +57,7 @@ from gbx_explore.cells import CellHasher
 from gbx_explore.config import ArchiveConfig
 
 (_EXTRINSIC, _INTRINSIC, _STARTS, _RESETS, _REAL_EPISODES, _REAL_SUCCESSES,
- _STATE_EPISODES, _STATE_SUCCESSES) = range(8)
+ _STATE_EPISODES, _STATE_SUCCESSES, _REAL_MILESTONES, _STATE_MILESTONES) = range(10)
 # Start states kept for the episodes the explorer ends itself (explore_steps): the env's
 # own reset draws from its start bank (the real start, a curriculum's states), and so many
 # of those draws cover a bank of that size with room to spare.
@@ -120,7 +120,7 @@ class ArchiveExplorer:
         self._all = torch.ones(n, dtype=torch.bool, device=dev)
         self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
         self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
-        self._sums = torch.zeros(8, dtype=torch.float64, device=dev)
+        self._sums = torch.zeros(10, dtype=torch.float64, device=dev)
         self._real = torch.zeros(n, dtype=torch.bool, device=dev)  # ended at the real start
         self._state = torch.zeros(n, dtype=torch.bool, device=dev)  # ... at a start state
         self._start_fraction = config.start_fraction
@@ -186,6 +186,15 @@ class ArchiveExplorer:
             state_successes = self._state.logical_and(success).sum()
         else:
             real_successes = state_successes = self._real.new_zeros((), dtype=torch.int64)
+        # ... and the milestones they passed (env.milestone_dirs; the env's count is taken
+        # before its reset clears the ended episodes' flags): whether the episodes from the
+        # real start still get as far as an earlier stage's goal
+        milestones = info.get("milestones")
+        if isinstance(milestones, torch.Tensor):
+            real_milestones = (milestones * self._real).sum()
+            state_milestones = (milestones * self._state).sum()
+        else:
+            real_milestones = state_milestones = real_successes.new_zeros(())
         if self.config.weight_frontier:
             # Restarts from cells that ended: their cells' success counts.
             torch.logical_and(reset, self.from_cell, out=self._cell_ended)
@@ -213,7 +222,7 @@ class ArchiveExplorer:
         torch.add(reward, self._bonus, out=self._reward)
         self._sums += torch.stack([reward.sum(), self._bonus.sum(), pick.sum(), reset.sum(),
                                    self._real.sum(), real_successes, self._state.sum(),
-                                   state_successes])
+                                   state_successes, real_milestones, state_milestones])
         self._window_steps += self.num_envs
         self.t += 1
         info["reward_extrinsic"] = reward
@@ -307,6 +316,8 @@ class ArchiveExplorer:
             "explore_real_start_successes": sums[_REAL_SUCCESSES],
             "explore_start_state_episodes": sums[_STATE_EPISODES],
             "explore_start_state_successes": sums[_STATE_SUCCESSES],
+            "explore_real_start_milestones": sums[_REAL_MILESTONES],
+            "explore_start_state_milestones": sums[_STATE_MILESTONES],
             "explore_scout_env_steps": self._scout_sums[0].clone(),
             "explore_scout_successes": self._scout_sums[1].clone(),
             "explore_bytes": self.nbytes(),

@@ -100,6 +100,7 @@ wIter:         ds 2
 wFrame:        ds 1                 ; frame counter (wraps)
 wSteps:        ds 2                 ; blocks walked, little-endian
 wGameOver:     ds 1                 ; the hero fell into a pit: the game is over
+wShownBGP:     ds 1                 ; the BG shades shown: wBGP, lit while the gem is carried
 
 SECTION "hram", HRAM[$FF80]
 hOAMDMA:       ds DMA_ROUTINE_SIZE
@@ -295,7 +296,8 @@ LoadRoom:                           ; loads room [wRoom] with the LCD off, then 
     ld [wMaxCamY], a
     ld a, [hl+]
     ld [wBGP], a
-    ldh [rBGP], a
+    call UpdateShownBGP
+    ldh [rBGP], a                   ; the LCD is off: no need to wait for VBlank
     ld a, [hl+]
     ld e, a
     ld a, [hl+]
@@ -411,6 +413,8 @@ VBlankUpdates:
     ld a, 1
     ld [wWindowOn], a
 .registers:
+    ld a, [wShownBGP]
+    ldh [rBGP], a
     ld a, [wCamX]
     ldh [rSCX], a
     ld a, [wCamY]
@@ -617,8 +621,41 @@ ArriveOnBlock:
     ld a, 1
     ld [wGemTaken], a
     ld [wHasGem], a
+    call UpdateShownBGP             ; shown from the next VBlank on
     ld hl, TextFoundGem
     jp OpenText
+
+; The shades the BG and window are shown in (returned in a and kept in wShownBGP): the
+; room's own (wBGP), or, while the gem is carried, each shade one step lighter (the gem's
+; light). Every room then looks different with the gem than without it, not only in the
+; corner icon. Keeps bc, de and hl.
+UpdateShownBGP:
+    push bc
+    push de
+    ld a, [wBGP]
+    ld b, a
+    ld a, [wHasGem]
+    and a
+    ld a, b
+    jr z, .store
+    ; each 2-bit shade (h, l) becomes max(shade - 1, 0): h' = h and l, l' = h and not l
+    and %10101010
+    ld c, a                         ; c = the high bits
+    ld a, b
+    add a, a                        ; the low bits, moved up to the high bits' places
+    and c
+    ld d, a                         ; d = h'
+    ld a, b
+    cpl
+    add a, a
+    and c
+    srl a                           ; h and not l, moved down to the low bits' places
+    or d
+.store:
+    ld [wShownBGP], a
+    pop de
+    pop bc
+    ret
 
 TakeDoor:
     ld a, [wDoorsPtr]
@@ -749,6 +786,7 @@ ShowEndScreen:                      ; de = the screen's 20x18 tiles
     ldh [rWY], a
     ld a, %11100100
     ldh [rBGP], a
+    ld [wShownBGP], a               ; VBlankUpdates keeps the end screen's shades
     ld a, 1
     ld [wWindowOn], a
     call BuildOAM                   ; no sprites in this state

@@ -1,0 +1,88 @@
+"""gbx quest on gbx's emulator, the screens the pixel tasks tell apart: carrying the gem
+lights every room one shade, so a screen with the gem differs from the same place without
+it in most of its pixels, not only in the corner icon (which the 72x80 observation barely
+shows); and no menu or text box opened on a stage's way passes for its goal screen."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gbx_gameboy import capture as cap
+from gbx_gameboy.actions import BUTTON_BITS
+from gbx_gameboy.game import solutions as sol
+from gbx_gameboy.game.build import GAME_DIR, ROM_NAME
+from gbx_gameboy.tasks import STAGE_TASKS, START_STATE, states_dir
+
+BGP = 0xFF47
+NORMAL, CAVE = 0b11100100, 0b11111001  # the rooms' own shades (docs/game.md)
+LIT_NORMAL, LIT_CAVE = 0b10010000, 0b10100100  # each shade one step lighter, 0 stays 0
+
+
+def _stage(number: int):  # noqa: ANN202 - a StageTask
+    return next(t for t in STAGE_TASKS if t.number == number)
+
+
+def test_the_shown_palette_follows_the_gem() -> None:
+    """BGP: the cave's own shades before the gem, lit from the step that takes it, lit in
+    the meadow on the way home, and the end screen's own once the quest is complete."""
+    batch = cap.new_batch(GAME_DIR / ROM_NAME, states_dir() / START_STATE)
+    to_gem = len(_stage(3).solution)
+    seen: dict[int, int] = {}
+    for i, button in enumerate(_stage(4).solution, start=1):
+        batch.step_frames(torch.tensor([BUTTON_BITS[button]], dtype=torch.int32),
+                          sol.STEP_FRAMES, sol.HOLD_FRAMES)
+        batch.synchronize()
+        seen[i] = batch.read_memory(0, BGP)
+    assert seen[1] == NORMAL  # the house
+    assert seen[to_gem - 1] == CAVE  # one block before the gem
+    assert seen[to_gem] == LIT_CAVE  # on the gem, its text box open
+    assert LIT_NORMAL in [seen[i] for i in range(to_gem, len(seen))]  # outside, carrying it
+    assert seen[len(seen)] == NORMAL  # the quest-complete screen
+
+
+def test_screens_with_the_gem_are_far_from_those_without() -> None:
+    """Every screen of the scripted way home is farther from every screen of the way there
+    than the stages' goal tau (0.05): pixel goals, cells and policies can tell them apart."""
+    script = cap.Script(steps=_stage(4).solution, frames_per_step=sol.STEP_FRAMES,
+                        hold=sol.HOLD_FRAMES)
+    frames = cap.play(cap.new_batch(GAME_DIR / ROM_NAME, states_dir() / START_STATE), script)
+    to_gem = len(_stage(3).solution)
+    there = np.stack(frames[: to_gem - 1]).astype(np.float32)
+    back = np.stack(frames[to_gem:-1]).astype(np.float32)
+    nearest = (np.abs(back[:, None] - there[None]).mean(axis=(2, 3)) / 3).min(axis=1)
+    assert len(nearest) == len(_stage(4).solution) - to_gem - 1
+    assert nearest.min() > _stage(4).tau
+
+
+@pytest.mark.parametrize("button", ["START", "A"])
+@pytest.mark.parametrize("number", [1, 2, 3, 4])
+def test_no_box_opened_on_the_way_looks_like_the_goal(number: int, button: str) -> None:
+    """Opening the START menu (or a text box with A) anywhere on a stage's scripted way must
+    not pass for its goal screen. In the game before the carried gem lit the rooms, the menu
+    opened two blocks from the gem was 0.026 from stage 3's goal (tau 0.05): a policy could
+    'find the gem' without taking it. One env per place on the way, all in one batch."""
+    from gbx_gameboy.env import load_start_state
+    from gbx_gameboy.machine import GameBoyBatch
+    from gbx_gameboy.obs import extract_obs
+
+    task = _stage(number)
+    way = task.solution
+    n = len(way)  # env k walks the first k steps, presses the button, then waits
+    batch = GameBoyBatch(str(GAME_DIR / ROM_NAME), n, "cpu")
+    load_start_state(batch, states_dir() / START_STATE)
+    for t in range(n):
+        bits = [BUTTON_BITS[way[t]] if t < k else BUTTON_BITS[button] if t == k
+                else BUTTON_BITS["NOOP"] for k in range(n)]
+        batch.step_frames(torch.tensor(bits, dtype=torch.int32), sol.STEP_FRAMES,
+                          sol.HOLD_FRAMES)
+    frames = extract_obs(batch.fb, "72x80", torch.empty((n, 72, 80), dtype=torch.uint8))
+    goal = torch.from_numpy(np.load(task.goal_dir(states_dir()) / "goal.npy"))
+    from gbx.goal_math import goal_distance
+
+    dist = goal_distance(frames, goal)
+    if way[-1] == button:  # the last env's press finishes the way: that one is the goal
+        assert float(dist[-1]) < task.tau
+        dist = dist[:-1]
+    assert float(dist.min()) > task.tau, f"after {int(dist.argmin())} steps and {button}"
