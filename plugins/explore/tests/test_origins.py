@@ -271,12 +271,17 @@ class _MilestoneToy(_NearGoalToy):
         return obs, reward, done, trunc, info
 
 
-def test_milestones_of_ended_episodes_are_counted_by_where_they_began() -> None:
-    right, down = torch.full((8,), 6), torch.full((8,), 4)
+def _split_explorer(env: _NearGoalToy) -> ArchiveExplorer:
     config = ArchiveConfig(capacity=64, bonus=0.0, cell_rows=8, cell_cols=8,
                            start_fraction=0.0, split_by_start=True)
-    env = ArchiveExplorer(config, _MilestoneToy(8), seed=0)
-    env.reset()
+    explorer = ArchiveExplorer(config, env, seed=0)
+    explorer.reset()
+    return explorer
+
+
+def test_milestones_of_ended_episodes_are_counted_by_where_they_began() -> None:
+    right, down = torch.full((8,), 6), torch.full((8,), 4)
+    env = _split_explorer(_MilestoneToy(8))
     env.step(right)
     metrics = env.window_metrics()  # nothing ended yet
     assert int(metrics["explore_real_start_milestones"]) == 0
@@ -293,10 +298,7 @@ def test_milestones_of_ended_episodes_are_counted_by_where_they_began() -> None:
 
 def test_an_env_without_milestones_counts_none() -> None:
     right, down = torch.full((8,), 6), torch.full((8,), 4)
-    config = ArchiveConfig(capacity=64, bonus=0.0, cell_rows=8, cell_cols=8,
-                           start_fraction=0.0, split_by_start=True)
-    env = ArchiveExplorer(config, _NearGoalToy(8), seed=0)
-    env.reset()
+    env = _split_explorer(_NearGoalToy(8))
     env.step(right)
     env.step(down)
     metrics = env.window_metrics()
