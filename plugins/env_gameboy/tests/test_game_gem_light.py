@@ -86,3 +86,48 @@ def test_no_box_opened_on_the_way_looks_like_the_goal(number: int, button: str) 
         assert float(dist[-1]) < task.tau
         dist = dist[:-1]
     assert float(dist.min()) > task.tau, f"after {int(dist.argmin())} steps and {button}"
+
+
+def _fewest_steps(to_room: int, to_item: bool) -> int:
+    """Breadth-first search over the rooms' blocks from the hero's start (house, (4,2)):
+    one step per block, doors move between rooms, walls, people and pits block."""
+    from collections import deque
+
+    from gbx_gameboy.game import world
+
+    def attr(room: int, x: int, y: int) -> int:
+        r = world.ROOMS[room]
+        if not (0 <= x < r.width and 0 <= y < r.height) or any(
+                a.x == x and a.y == y for a in r.actors):
+            return world.WALL
+        return r.legend[r.rows[y][x]].attr
+
+    start = (0, 4, 2)
+    seen = {start: 0}
+    queue = deque([start])
+    while queue:
+        here = queue.popleft()
+        room, x, y = here
+        if room == to_room and (not to_item or attr(room, x, y) == world.ITEM):
+            return seen[here]
+        for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            kind = attr(room, x + dx, y + dy)
+            if kind in (world.WALL, world.HAZARD):
+                continue
+            there = (room, x + dx, y + dy)
+            if kind == world.DOOR:
+                door = next(d for d in world.ROOMS[room].doors
+                            if (d.x, d.y) == (x + dx, y + dy))
+                there = (door.to_room, door.to_x, door.to_y)
+            if there not in seen:
+                seen[there] = seen[here] + 1
+                queue.append(there)
+    raise AssertionError("unreachable")
+
+
+def test_the_scripted_ways_are_shortest() -> None:
+    """Stages 1-3's scripted ways are as short as any (village 9, meadow 24, gem 46): an
+    evaluation that reaches a stage's goal in fewer steps matched some other screen."""
+    assert _fewest_steps(1, to_item=False) == len(_stage(1).solution) == 9
+    assert _fewest_steps(2, to_item=False) == len(_stage(2).solution) == 24
+    assert _fewest_steps(3, to_item=True) == len(_stage(3).solution) == 46
