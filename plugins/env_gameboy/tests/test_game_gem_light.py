@@ -5,6 +5,8 @@ shows); and no menu or text box opened on a stage's way passes for its goal scre
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -56,36 +58,17 @@ def test_screens_with_the_gem_are_far_from_those_without() -> None:
     assert nearest.min() > _stage(4).tau
 
 
-@pytest.mark.parametrize("button", ["START", "A"])
 @pytest.mark.parametrize("number", [1, 2, 3, 4])
-def test_no_box_opened_on_the_way_looks_like_the_goal(number: int, button: str) -> None:
-    """Opening the START menu (or a text box with A) anywhere on a stage's scripted way must
-    not pass for its goal screen. In the game before the carried gem lit the rooms, the menu
-    opened two blocks from the gem was 0.026 from stage 3's goal (tau 0.05): a policy could
-    'find the gem' without taking it. One env per place on the way, all in one batch."""
-    from gbx_gameboy.env import load_start_state
-    from gbx_gameboy.machine import GameBoyBatch
-    from gbx_gameboy.obs import extract_obs
-
+def test_no_button_on_the_way_shows_a_look_alike_of_the_goal(number: int) -> None:
+    """A, B, START and SELECT pressed at every place of a stage's scripted way
+    (``meta.json``'s ``nearest_look_alike``, which make-stages writes and test_stages keeps
+    current) show nothing within twice the goal's tau. In the game before the carried gem
+    lit the rooms, START two blocks from the gem was 0.026 from stage 3's goal (tau 0.05):
+    a policy could 'find the gem' without taking it."""
     task = _stage(number)
-    way = task.solution
-    n = len(way)  # env k walks the first k steps, presses the button, then waits
-    batch = GameBoyBatch(str(GAME_DIR / ROM_NAME), n, "cpu")
-    load_start_state(batch, states_dir() / START_STATE)
-    for t in range(n):
-        bits = [BUTTON_BITS[way[t]] if t < k else BUTTON_BITS[button] if t == k
-                else BUTTON_BITS["NOOP"] for k in range(n)]
-        batch.step_frames(torch.tensor(bits, dtype=torch.int32), sol.STEP_FRAMES,
-                          sol.HOLD_FRAMES)
-    frames = extract_obs(batch.fb, "72x80", torch.empty((n, 72, 80), dtype=torch.uint8))
-    goal = torch.from_numpy(np.load(task.goal_dir(states_dir()) / "goal.npy"))
-    from gbx.goal_math import goal_distance
-
-    dist = goal_distance(frames, goal)
-    if way[-1] == button:  # the last env's press finishes the way: that one is the goal
-        assert float(dist[-1]) < task.tau
-        dist = dist[:-1]
-    assert float(dist.min()) > task.tau, f"after {int(dist.argmin())} steps and {button}"
+    meta = json.loads((task.goal_dir(states_dir()) / "meta.json").read_text(encoding="utf-8"))
+    look = meta["nearest_look_alike"]
+    assert look["distance"] > 2 * task.tau, look
 
 
 def _fewest_steps(to_room: int, to_item: bool) -> int:

@@ -37,6 +37,7 @@ import torch
 
 from gbx.errors import GbxError
 from gbx_gameboy.actions import BUTTON_BITS, parse_presses
+from gbx_gameboy.look_alikes import LookAlike, nearest_look_alike
 
 DISTANCE_METRIC = "mean |frame - goal| / 3 over shade indices (gbx.goal_math.goal_distance)"
 GOAL_FILE = "goal.npy"
@@ -356,15 +357,21 @@ def capture_goal(
     rom: str | Path, state: str | Path | None, script: Script, out_dir: str | Path, *,
     obs_size: str = "72x80", tau: float = DEFAULT_TAU, consec_k: int = DEFAULT_CONSEC_K,
     device: str = "cpu", failure: bool = False,
-) -> Path:
+) -> tuple[Path, LookAlike | None]:
     """Play ``script`` from ``state`` and write the last observation as a goal (or, with
     ``failure``, a failure screen: the same files, ``"kind": "failure"`` in the meta);
-    return the PNG."""
+    return the PNG and, for a goal, the nearest screen a button opens on the way
+    (:mod:`gbx_gameboy.look_alikes`, also in the meta as ``nearest_look_alike``)."""
     batch = new_batch(rom, state, device)
     frames = play(batch, script, obs_size)
     meta = goal_meta(rom=rom, state=state, script=script, obs_size=obs_size, tau=tau,
                      consec_k=consec_k, failure=failure)
-    return write_goal(out_dir, frames[-1], meta)
+    look = None
+    if not failure:
+        look = nearest_look_alike(rom, state, script, frames[-1], obs_size=obs_size,
+                                  device=device)
+        meta["nearest_look_alike"] = look.describe() if look else None
+    return write_goal(out_dir, frames[-1], meta), look
 
 
 def make_state(
@@ -406,7 +413,11 @@ def capture_goal_cmd(
     failure: bool,
 ) -> None:
     """Play a button script from a state and save the screen as a goal template (or, with
-    --failure, as a failure screen)."""
+    --failure, as a failure screen).
+
+    With --steps, a goal also records the nearest screen that A, B, START or SELECT opens
+    at any place of the way (meta.json "nearest_look_alike"), with a warning when it is
+    under twice tau: a policy could open that box instead of doing the task."""
     from gbx_gameboy.obs import obs_hw
 
     try:
@@ -415,9 +426,15 @@ def capture_goal_cmd(
                               settle=settle)
         if not 0.0 < tau <= 1.0 or consec_k < 1:
             raise ValueError(f"need 0 < tau <= 1 and consec-k >= 1, got {tau} and {consec_k}")
-        png = capture_goal(rom, state, script, out_dir, obs_size=obs_size, tau=tau,
-                           consec_k=consec_k, device=device, failure=failure)
+        png, look = capture_goal(rom, state, script, out_dir, obs_size=obs_size, tau=tau,
+                                 consec_k=consec_k, device=device, failure=failure)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {Path(out_dir) / GOAL_FILE} and {Path(out_dir) / META_FILE}")
     click.echo(f"check the goal picture: {png}")
+    if look is not None:
+        click.echo(f"nearest screen a button opens on the way: {look.distance:.6f} "
+                   f"({look.button} after {look.after_steps} steps)")
+        warning = look.warning(tau)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)

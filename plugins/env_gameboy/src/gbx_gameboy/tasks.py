@@ -25,6 +25,7 @@ from gbx.config import module_class
 from gbx_gameboy.env import DEFAULT_ROM, RealStart
 from gbx_gameboy.game import solutions as sol
 from gbx_gameboy.goal import GoalConfig, GoalEnv
+from gbx_gameboy.look_alikes import nearest_look_alike
 from gbx_gameboy.resources import bundled_states_dir
 
 STATES_ENV_VAR = "GBX_STATES_DIR"
@@ -241,6 +242,10 @@ def make_stages(root: Path, rom: Path = DEFAULT_ROM, device: str = "cpu") -> dic
         meta["first_step_under_tau"] = next(
             (i + 1 for i, d in enumerate(dists) if d < task.tau), None)
         meta["nearest_other_distance_on_solution"] = min(before) if before else None
+        # ... and the nearest screen a button shows on the way (a menu, a text box):
+        # the bundled stages must have none a policy could take for the goal
+        look = nearest_look_alike(rom, start, script, goal, device=device)
+        meta["nearest_look_alike"] = look.describe() if look else None
         out = task.goal_dir(root)
         cap.write_goal(out, goal, meta)
         for failure in task.failures:
@@ -287,6 +292,13 @@ def write_failure_screen(rom: Path, start: Path, task: StageTask, failure: Failu
     cap.write_goal(task.goal_dir(root) / failure.dir_name, template, meta)
 
 
+def _look_alike_cell(look: dict[str, Any] | None) -> str:
+    if not look:
+        return "n/a"
+    return (f"distance {look['distance']} ({look['button']} after {look['after_steps']} "
+            "steps; A, B, START and SELECT tried at every place)")
+
+
 def stage_readme(task: StageTask, meta: dict[str, Any], goal_dir: Path) -> str:
     """The stage README: goal, defaults, how it was made, and the random-play baseline."""
     base_path = goal_dir / BASELINE_FILE
@@ -330,6 +342,7 @@ Goal screen: {task.goal_screen} (`goal.png`, the 72x80 template scaled 4x).
 | scripted solution | {len(task.solution)} steps: `{steps}` |
 | first step under tau on the solution | {meta['first_step_under_tau']} |
 | nearest other screen on the solution | distance {meta['nearest_other_distance_on_solution']} |
+| nearest screen a button opens on the way | {_look_alike_cell(meta.get('nearest_look_alike'))} |
 {failures}
 ## Random-policy baseline
 
