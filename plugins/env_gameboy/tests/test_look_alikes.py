@@ -32,7 +32,10 @@ def test_a_menu_that_looks_like_the_goal_is_found_where_it_opens() -> None:
     elsewhere. The look-alike is that menu, at distance 0."""
     start = states_dir() / START_STATE
     menu = cap.play(cap.new_batch(ROM, start), _script((*WAY[:3], "START")))[-1]
-    look = nearest_look_alike(ROM, start, _script(WAY), menu)
+    places: list = []
+    cap.play(cap.new_batch(ROM, start), _script(WAY), states=places)
+    assert len(places) == len(WAY)
+    look = nearest_look_alike(ROM, _script(WAY), places, menu)
     assert look == LookAlike(0.0, 3, "START")
     assert "START after 3 steps" in (look.warning(0.05) or "")
     assert look.warning(0.0) is None
@@ -40,7 +43,7 @@ def test_a_menu_that_looks_like_the_goal_is_found_where_it_opens() -> None:
 
 def test_no_way_no_look_alike() -> None:
     goal = np.zeros((72, 80), dtype=np.uint8)
-    assert nearest_look_alike(ROM, None, cap.Script(presses=(("START", 30),)), goal) is None
+    assert nearest_look_alike(ROM, cap.Script(presses=(("START", 30),)), [], goal) is None
 
 
 def test_capture_goal_records_and_warns(tmp_path) -> None:
@@ -59,3 +62,11 @@ def test_capture_goal_records_and_warns(tmp_path) -> None:
     assert "warning: pressing" in result.stderr
     quiet = CliRunner().invoke(capture_goal_cmd, [*args, "--tau", "0.001"])
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+
+
+def test_the_places_must_match_the_way() -> None:
+    import pytest
+
+    goal = np.zeros((72, 80), dtype=np.uint8)
+    with pytest.raises(ValueError, match="2 states for a way of 5 steps"):
+        nearest_look_alike(ROM, _script(WAY), [None, None], goal)

@@ -140,9 +140,15 @@ def observe(batch: Any, obs_size: str = "72x80") -> np.ndarray:
     return extract_obs(batch.fb, obs_size, out)[0].cpu().numpy().copy()
 
 
-def play(batch: Any, script: Script, obs_size: str = "72x80") -> list[np.ndarray]:
+def play(
+    batch: Any, script: Script, obs_size: str = "72x80", states: list[Any] | None = None,
+) -> list[np.ndarray]:
     """Play ``script`` on every env of ``batch``; return env 0's observation after each step
-    (presses and settling add one observation each at their end)."""
+    (presses and settling add one observation each at their end). With ``states``, env 0's
+    state before each of the script's steps is appended to it (the places of the way,
+    :func:`gbx_gameboy.look_alikes.nearest_look_alike`)."""
+    from gbx_gameboy.snapshot import capture
+
     n = batch.num_envs
     dev = batch.fb.device
     frames: list[np.ndarray] = []
@@ -156,6 +162,8 @@ def play(batch: Any, script: Script, obs_size: str = "72x80") -> list[np.ndarray
         t += script.hold
         frames.append(observe(batch, obs_size))
     for button in script.steps:
+        if states is not None:
+            states.append(capture(batch.state_tensors(), 0))
         bits = torch.full((n,), BUTTON_BITS[button], dtype=torch.int32, device=dev)
         batch.step_frames(bits, script.frames_per_step, script.hold, render_last=True)
         frames.append(observe(batch, obs_size))
@@ -363,12 +371,13 @@ def capture_goal(
     return the PNG and, for a goal, the nearest screen a button opens on the way
     (:mod:`gbx_gameboy.look_alikes`, also in the meta as ``nearest_look_alike``)."""
     batch = new_batch(rom, state, device)
-    frames = play(batch, script, obs_size)
+    places: list[Any] = []
+    frames = play(batch, script, obs_size, states=None if failure else places)
     meta = goal_meta(rom=rom, state=state, script=script, obs_size=obs_size, tau=tau,
                      consec_k=consec_k, failure=failure)
     look = None
     if not failure:
-        look = nearest_look_alike(rom, state, script, frames[-1], obs_size=obs_size,
+        look = nearest_look_alike(rom, script, places, frames[-1], obs_size=obs_size,
                                   device=device)
         meta["nearest_look_alike"] = look.describe() if look else None
     return write_goal(out_dir, frames[-1], meta), look

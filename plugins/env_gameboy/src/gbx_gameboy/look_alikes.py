@@ -7,11 +7,11 @@ cave, tau 0.05), and policies learned to open the menu instead of taking the gem
 scripted way itself cannot show this (its nearest other screen was 0.12), so this module
 presses every button once at every place of the way and measures the screens that shows.
 
-The way is played once on one env, keeping its state before each step; then one batch,
-one env per (place, button), restores those states and plays the one press, as the envs
-step. The result is recorded in a goal's ``meta.json`` (``nearest_look_alike``) by
-``gbx gameboy capture-goal`` and ``make-stages``, which also warn when it is under
-``2 * tau``.
+The caller plays the way once on one env, keeping its state before each step
+(:func:`gbx_gameboy.capture.play` with ``states``); then one batch, one env per (place,
+button), restores those states and plays the one press, as the envs step. The result is
+recorded in a goal's ``meta.json`` (``nearest_look_alike``) by ``gbx gameboy
+capture-goal`` and ``make-stages``; capture-goal warns when it is under ``2 * tau``.
 """
 
 from __future__ import annotations
@@ -66,29 +66,24 @@ def presses_to_try(way: Sequence[str], buttons: Sequence[str]) -> list[tuple[int
 
 
 def nearest_look_alike(
-    rom: str | Path, state: str | Path | None, script: Any, goal: np.ndarray, *,
+    rom: str | Path, script: Any, places: Sequence[Any], goal: np.ndarray, *,
     buttons: Sequence[str] = BOX_BUTTONS, obs_size: str = "72x80", device: str = "cpu",
 ) -> LookAlike | None:
     """The screen nearest ``goal`` among those each of ``buttons`` shows at every place of
-    ``script``'s steps (a :class:`gbx_gameboy.capture.Script`, played from ``state``);
-    None for a script without steps."""
+    ``script``'s steps (a :class:`gbx_gameboy.capture.Script`); ``places`` holds the env
+    state before each step, as :func:`gbx_gameboy.capture.play` collects them. None for a
+    script without steps."""
     from gbx.goal_math import goal_distance
-    from gbx_gameboy.capture import Script, new_batch, play
     from gbx_gameboy.machine import GameBoyBatch
     from gbx_gameboy.obs import extract_obs, obs_hw
-    from gbx_gameboy.snapshot import capture, write_env
+    from gbx_gameboy.snapshot import write_env
 
     way = tuple(script.steps)
     if not way:
         return None
-    probe = new_batch(rom, state, device)
-    if script.presses:
-        play(probe, Script(presses=script.presses, hold=script.hold), obs_size)
-    places = []
-    for button in way:
-        places.append(capture(probe.state_tensors(), 0))
-        bits = torch.full((1,), BUTTON_BITS[button], dtype=torch.int32, device=probe.fb.device)
-        probe.step_frames(bits, script.frames_per_step, script.hold, render_last=True)
+    if len(places) != len(way):
+        raise ValueError(f"{len(places)} states for a way of {len(way)} steps: collect them "
+                         "with capture.play(..., states=[])")
     target = torch.from_numpy(np.ascontiguousarray(goal))
     tries = presses_to_try(way, buttons)
     best: LookAlike | None = None

@@ -227,7 +227,8 @@ def make_stages(root: Path, rom: Path = DEFAULT_ROM, device: str = "cpu") -> dic
     for task in STAGE_TASKS:
         script = cap.Script(steps=task.solution, frames_per_step=sol.STEP_FRAMES,
                             hold=sol.HOLD_FRAMES)
-        frames = cap.play(cap.new_batch(rom, start, device), script)
+        places: list[Any] = []  # the state before each step, for the look-alike check
+        frames = cap.play(cap.new_batch(rom, start, device), script, states=places)
         goal = frames[-1]
         dists = cap.distances(frames, goal)
         meta = cap.goal_meta(
@@ -244,7 +245,7 @@ def make_stages(root: Path, rom: Path = DEFAULT_ROM, device: str = "cpu") -> dic
         meta["nearest_other_distance_on_solution"] = min(before) if before else None
         # ... and the nearest screen a button shows on the way (a menu, a text box):
         # the bundled stages must have none a policy could take for the goal
-        look = nearest_look_alike(rom, start, script, goal, device=device)
+        look = nearest_look_alike(rom, script, places, goal, device=device)
         meta["nearest_look_alike"] = look.describe() if look else None
         out = task.goal_dir(root)
         cap.write_goal(out, goal, meta)
