@@ -171,6 +171,25 @@ class GoalDistanceEnv(Protocol):
 
 
 @runtime_checkable
+class EpisodeProgressEnv(Protocol):
+    """An env that tells which milestones each env's current episode has passed (an
+    optional capability).
+
+    ``episode_progress()`` is ``bool [M, N]`` (the env's own buffer on the device) for an
+    env with ``M >= 1`` milestones (screens on the way to the goal, e.g. a Game Boy goal
+    env's ``env.milestone_dirs``), or None for an env without any: entry ``[m, e]`` is
+    True once env ``e``'s current episode has passed milestone ``m``. Every step and
+    reset the env makes updates it before returning, so read before a step it describes
+    the episode of the observation the policy acts on; an episode that begins at a state
+    past a milestone (a curriculum's start state, a restored snapshot) has passed it from
+    its first step. A wrapper (an explorer) forwards it. A trainer can treat the steps
+    before the milestones differently from those after (PPO's ``algo.anchor_coef``).
+    """
+
+    def episode_progress(self) -> torch.Tensor | None: ...
+
+
+@runtime_checkable
 class WindowMetrics(Protocol):
     """An object (an env, an explorer) with statistics of its own for the training records.
 

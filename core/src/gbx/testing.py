@@ -226,20 +226,23 @@ def train_and_resume(
     steps: int,
     seed: int = 0,
     env_config: ToyConfig | None = None,
+    env_factory: EnvFactory | None = None,
     checkpoint: int = 0,
     checkpoint_every: int = 0,
     eval_every: int = 0,
 ) -> tuple[InMemoryRunContext, InMemoryRunContext]:
     """Train to the budget; train again resumed from checkpoint number ``checkpoint``.
 
-    ``checkpoint_every``/``eval_every`` (env steps) are the run's schedule. Returns
+    ``checkpoint_every``/``eval_every`` (env steps) are the run's schedule; ``env_factory``
+    builds another env than the toy one, as in :class:`InMemoryRunContext`. Returns
     both contexts (uninterrupted, resumed). The global RNGs are perturbed before
     resuming, so the checkpoint must restore them for the resumed records to match
     the uninterrupted run's later ones.
     """
     def context() -> InMemoryRunContext:
         return InMemoryRunContext(algo_config, steps=steps, seed=seed, env_config=env_config,
-                                  checkpoint_every=checkpoint_every, eval_every=eval_every)
+                                  env_factory=env_factory, checkpoint_every=checkpoint_every,
+                                  eval_every=eval_every)
 
     full = context()
     full.run(make_trainer(algo_config, full))

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import torch
 from torch import nn
 
-from gbx.api import Env, RunContext, WindowMetrics
+from gbx.api import Env, EpisodeProgressEnv, RunContext, WindowMetrics
+from gbx.errors import ConfigError
 from gbx.memory import check_memory
 from gbx.seeds import Stream, derive
 from gbx_toolkit.evaluation import (
@@ -84,6 +85,7 @@ class OnPolicyTrainer:
         self._spec: tuple[tuple[int, ...], int] | None = None
         self._pending_env_state: Mapping[str, Any] | None = None
         self._baselines: dict[int, dict[str, Any]] = {}
+        self._milestone_env: EpisodeProgressEnv | None = None
 
     def failure_context(self, env_index: int = 0) -> dict[str, Any]:
         """The last rollout of one env for failure bundles: frames ``[T, H, W]`` (newest
@@ -156,6 +158,18 @@ class OnPolicyTrainer:
         obs_shape = tuple(int(d) for d in env.obs_shape)
         return env, obs_shape, self._setup_model(obs_shape, env.num_actions)
 
+    def _track_milestones(self, env: Env, setting: str) -> None:
+        """Have :meth:`_collect_with` fill the storage's ``before_milestones`` from the
+        env's :class:`gbx.api.EpisodeProgressEnv`; an env without milestones is a one-line
+        error naming ``setting`` (what needs them)."""
+        progress = env.episode_progress() if isinstance(env, EpisodeProgressEnv) else None
+        if progress is None:
+            raise ConfigError(
+                f"{setting} needs an env with milestones (gbx.api.EpisodeProgressEnv, e.g. a "
+                "Game Boy goal env with env.milestone_dirs) and this env has none: name the "
+                f"screens on the way in env.milestone_dirs, or set {setting}=0")
+        self._milestone_env = cast(EpisodeProgressEnv, env)
+
     def _check_memory(self, required: int, *, fix: str, describe: str) -> None:
         """Refuse a run that will not fit; print one line on what it allocates."""
         line = check_memory(required, self.device, algo=self.algo, fix=fix)
@@ -189,6 +203,9 @@ class OnPolicyTrainer:
         assert env is not None and buf is not None and acc is not None and self.obs is not None
         obs = self.obs
         buf.truncated.start()
+        # The milestones the acting episodes have passed (gbx.api.EpisodeProgressEnv; the
+        # subclass that asked for the column checked the env has them).
+        before_all, progress = buf.before_milestones, self._milestone_env
         for t in range(buf.steps):
             with torch.no_grad():
                 logits, value = forward(obs)
@@ -196,6 +213,11 @@ class OnPolicyTrainer:
                 if buf.logprobs is not None:
                     buf.logprobs[t] = categorical_logprob(logits, action)
             buf.obs[t].copy_(obs)
+            passed = progress.episode_progress() if progress is not None else None
+            if before_all is not None and passed is not None:
+                before = before_all[t]
+                torch.all(passed, dim=0, out=before)
+                before.logical_not_()
             buf.actions[t] = action
             buf.values[t] = value
             obs, reward, done, trunc, info = env.step(action)

@@ -460,9 +460,11 @@ class StepWindow:
     """Preallocated ``[T, N, ...]`` tensors of ``steps`` env steps of ``num_envs`` envs.
 
     ``logprobs`` (the behaviour policy's log-probabilities) is allocated only
-    when asked for. ``trunc_values`` holds the bootstrap values of truncated
-    steps; its flat view has one spare element at the end that absorbs the
-    scatter of unused side-buffer slots (see :class:`TruncatedObsBuffer`).
+    when asked for, and so is ``before_milestones`` (bool: the step's episode had not
+    yet passed every milestone of a :class:`gbx.api.EpisodeProgressEnv`).
+    ``trunc_values`` holds the bootstrap values of truncated steps; its flat view
+    has one spare element at the end that absorbs the scatter of unused side-buffer
+    slots (see :class:`TruncatedObsBuffer`).
     """
 
     def __init__(
@@ -473,6 +475,7 @@ class StepWindow:
         device: torch.device | str,
         *,
         logprobs: bool = False,
+        milestones: bool = False,
     ) -> None:
         t, n = steps, num_envs
         self.steps = t
@@ -484,6 +487,9 @@ class StepWindow:
         self.logprobs: torch.Tensor | None = (
             torch.zeros((t, n), dtype=torch.float32, device=dev) if logprobs else None
         )
+        self.before_milestones: torch.Tensor | None = (
+            torch.zeros((t, n), dtype=torch.bool, device=dev) if milestones else None
+        )
         self.rewards = torch.zeros((t, n), dtype=torch.float32, device=dev)
         self.dones = torch.zeros((t, n), dtype=torch.bool, device=dev)
         self.truncs = torch.zeros((t, n), dtype=torch.bool, device=dev)
@@ -493,7 +499,8 @@ class StepWindow:
         self.truncated = TruncatedObsBuffer(t, n, obs_shape, self.device)
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        own = (self.obs, self.actions, self.logprobs, self.rewards, self.dones, self.truncs,
+        own = (self.obs, self.actions, self.logprobs, self.before_milestones, self.rewards,
+               self.dones, self.truncs,
                self.values, self.trunc_values_flat, self.truncated.obs, self.truncated.positions)
         return tuple(x for x in own if x is not None)
 

@@ -1,7 +1,8 @@
 """PPO's rollout storage, preallocated once on the env's device.
 
 Layout is ``[T, N, ...]`` (rollout step, env): a :class:`gbx_toolkit.rl_common.StepWindow`
-that also keeps the behaviour policy's log-probabilities. Truncated
+that also keeps the behaviour policy's log-probabilities (and, for
+``algo.anchor_coef``, whether each step came before the env's milestones). Truncated
 episodes need the value of their last observation (``info["final_obs"]``);
 since truncations are rare, those observations are compacted into a small
 side buffer with device-side indices, so no step waits on the host to learn
@@ -26,8 +27,11 @@ class RolloutBuffer(StepWindow):
         num_envs: int,
         obs_shape: Sequence[int],
         device: torch.device | str,
+        *,
+        milestones: bool = False,
     ) -> None:
-        super().__init__(rollout_steps, num_envs, obs_shape, device, logprobs=True)
+        super().__init__(rollout_steps, num_envs, obs_shape, device, logprobs=True,
+                         milestones=milestones)
         self.rollout_steps = rollout_steps
 
 

@@ -56,6 +56,15 @@ class PPOConfig:
     lr_anneal: bool = attrs.field(
         default=True, metadata=field_help("anneal the learning rate linearly to 0 over the budget")
     )
+    anchor_coef: float = attrs.field(
+        default=0.0,
+        validator=v.ge(0.0),
+        metadata=field_help(
+            "weight of KL(start policy || policy) on the steps before the env's milestones: "
+            "keeps run.init_from's way to an earlier stage's goal while the run learns what "
+            "comes after; 0 = off (needs run.init_from and env.milestone_dirs)"
+        ),
+    )
     adam_eps: float = attrs.field(
         default=1e-5, validator=v.gt(0.0), metadata=field_help("Adam epsilon")
     )

@@ -31,6 +31,7 @@ from gbx_toolkit.rl_common import (
 __all__ = [
     "PolicyLoss",
     "RunningMeanStd",
+    "anchor_kl",
     "categorical_entropy",
     "categorical_logprob",
     "clipped_surrogate",
@@ -87,6 +88,25 @@ def value_loss(
     clipped_values = old_values + (new_values - old_values).clamp(-clip, clip)
     clipped_error = (clipped_values - returns).square()
     return 0.5 * torch.maximum(error, clipped_error).mean()
+
+
+def anchor_kl(
+    logits: torch.Tensor, anchor_logprobs: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """KL(anchor || policy) averaged over the masked samples, and the masked share.
+
+    ``logits`` ``[B, A]`` are the policy's, ``anchor_logprobs`` ``[B, A]`` the
+    log-probabilities of the policy the run started from, ``mask`` bool ``[B]`` the
+    samples the anchor holds (0 loss when none is masked). KL(anchor || policy) is what
+    grows when the policy stops choosing what the anchor chose: it weighs each action
+    by the anchor's probability, so the anchor's choices are kept and its unlikely
+    actions are free to change.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    kl = (anchor_logprobs.exp() * (anchor_logprobs - logp)).sum(-1)
+    weight = mask.to(kl.dtype)
+    count = weight.sum()
+    return (kl * weight).sum() / count.clamp(min=1.0), count / weight.numel()
 
 
 class RunningMeanStd:

@@ -10,6 +10,7 @@ metrics record), plus the budget/stop checks that use host-side counters only.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,6 +20,7 @@ from torch import nn
 
 from gbx import distributed as gdist
 from gbx.api import RunContext
+from gbx.errors import ConfigError
 from gbx.memory import format_bytes
 from gbx_algo_ppo import losses
 from gbx_algo_ppo.buffer import RolloutBuffer, estimate_buffer_bytes
@@ -76,6 +78,10 @@ class PPOTrainer(OnPolicyTrainer):
         self.reward_stats = losses.RunningMeanStd(self.device)
         self.discounted: torch.Tensor | None = None
         self._rollout_forward: Forward | None = None
+        # algo.anchor_coef: the policy the run started from (run.init_from), frozen, and
+        # its log-probabilities on the update's samples
+        self.anchor: nn.Module | None = None
+        self._anchor_logprobs: torch.Tensor | None = None
 
     @property
     def buffer(self) -> RolloutBuffer | None:
@@ -94,8 +100,17 @@ class PPOTrainer(OnPolicyTrainer):
 
     def _setup_training(self) -> None:
         cfg = self.cfg
+        anchored = cfg.anchor_coef > 0
+        if anchored and self.anchor is None:
+            raise ConfigError(
+                "algo.anchor_coef needs run.init_from: the anchor is the policy the run "
+                "starts from (an earlier stage's run); set run.init_from or algo.anchor_coef=0")
         env, obs_shape, model = self._setup_env(cfg.num_envs)
+        if anchored:
+            self._track_milestones(env, "algo.anchor_coef")
         rollout = estimate_buffer_bytes(cfg.rollout_steps, cfg.num_envs, obs_shape)
+        if anchored:  # the frozen copy and its log-probabilities of every sample
+            rollout += model_bytes(model) + cfg.batch_size * (4 * env.num_actions + 1)
         self._check_memory(
             rollout + model_bytes(model) + activation_bytes(model, obs_shape, cfg.minibatch_size),
             fix="the rollout will not fit; lower algo.num_envs or algo.rollout_steps",
@@ -103,8 +118,13 @@ class PPOTrainer(OnPolicyTrainer):
                      f"rollout buffer {format_bytes(rollout)}",
         )
         self.discounted = torch.zeros(cfg.num_envs, device=self.device)
+        if anchored:
+            self._anchor_logprobs = torch.zeros((cfg.batch_size, env.num_actions),
+                                                device=self.device)
         self._start_storage(
-            RolloutBuffer(cfg.rollout_steps, cfg.num_envs, obs_shape, self.device), env
+            RolloutBuffer(cfg.rollout_steps, cfg.num_envs, obs_shape, self.device,
+                          milestones=anchored),
+            env,
         )
         if cfg.cuda_graphs:
             if self.device.type != "cuda":
@@ -179,6 +199,9 @@ class PPOTrainer(OnPolicyTrainer):
         guard = FiniteGuard(self.device)
         params = list(model.parameters())
         mb = cfg.minibatch_size
+        anchor_logprobs = self._anchor_targets(b_obs)
+        b_before = buf.before_milestones.flatten() if buf.before_milestones is not None \
+            else None
         for _epoch in range(cfg.update_epochs):
             order = torch.randperm(
                 cfg.batch_size, device=self.device, generator=self.generator
@@ -199,6 +222,10 @@ class PPOTrainer(OnPolicyTrainer):
                 )
                 ent = entropy.mean()
                 loss = pol.loss + cfg.vf_coef * v_loss - cfg.ent_coef * ent
+                if anchor_logprobs is not None and b_before is not None:
+                    held, share = losses.anchor_kl(logits, anchor_logprobs[idx], b_before[idx])
+                    loss = loss + cfg.anchor_coef * held
+                    acc.add_scalars(anchor_kl=held.detach(), anchor_share=share)
                 optimizer.zero_grad(set_to_none=False)
                 loss.backward()
                 grad_norm = guarded_step(
@@ -236,6 +263,19 @@ class PPOTrainer(OnPolicyTrainer):
         )
         return guard, batch_stats
 
+    def _anchor_targets(self, b_obs: torch.Tensor) -> torch.Tensor | None:
+        """The anchor's log-probabilities of every sample of the update (None without an
+        anchor), a minibatch at a time into the preallocated table."""
+        out, anchor = self._anchor_logprobs, self.anchor
+        if out is None or anchor is None:
+            return None
+        mb = self.cfg.minibatch_size
+        with torch.no_grad():
+            for start in range(0, b_obs.shape[0], mb):
+                logits, _ = anchor(b_obs[start : start + mb])
+                out[start : start + mb].copy_(torch.log_softmax(logits.float(), dim=-1))
+        return out
+
     def _record(self, seconds: float) -> dict[str, Any]:
         acc = self.metrics
         assert acc is not None
@@ -272,8 +312,28 @@ class PPOTrainer(OnPolicyTrainer):
         self.updates = int(counters["updates"])
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "reward_stats": self.reward_stats.state_dict()}
+        state = {**super().state_dict(), "reward_stats": self.reward_stats.state_dict()}
+        if self.anchor is not None:
+            state["anchor"] = self.anchor.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self.reward_stats.load_state_dict(state["reward_stats"])
+        if "anchor" in state:  # a resumed run keeps the policy it started from
+            self._hold_anchor()
+            assert self.anchor is not None
+            self.anchor.load_state_dict(state["anchor"])
+
+    def init_weights(self, state: Mapping[str, Any], source: str) -> None:
+        """The weights of another run (:class:`gbx.api.WeightInit`); with
+        ``algo.anchor_coef`` they are also the anchor the run keeps them near."""
+        super().init_weights(state, source)
+        if self.cfg.anchor_coef > 0:
+            self._hold_anchor()
+
+    def _hold_anchor(self) -> None:
+        """Freeze a copy of the current policy as the anchor."""
+        anchor = copy.deepcopy(self.model_or_fail()).eval()
+        anchor.requires_grad_(False)
+        self.anchor = anchor

@@ -50,7 +50,14 @@ from typing import Any, cast
 
 import torch
 
-from gbx.api import EnvMeta, EnvSnapshots, GoalDistanceEnv, SnapshotEnv, StartOriginEnv
+from gbx.api import (
+    EnvMeta,
+    EnvSnapshots,
+    EpisodeProgressEnv,
+    GoalDistanceEnv,
+    SnapshotEnv,
+    StartOriginEnv,
+)
 from gbx.errors import ConfigError
 from gbx_explore.archive import Archive, Weighting
 from gbx_explore.cells import CellHasher
@@ -284,6 +291,12 @@ class ArchiveExplorer:
 
     def close(self) -> None:
         self.env.close()
+
+    def episode_progress(self) -> torch.Tensor | None:
+        """The wrapped env's milestones passed (:class:`gbx.api.EpisodeProgressEnv`; None
+        without them): an env restarted from a cell or from a saved start state took the
+        progress saved with that state, so the wrapped env's buffer holds it already."""
+        return self.env.episode_progress() if isinstance(self.env, EpisodeProgressEnv) else None
 
     # -- records and metadata -----------------------------------------------------------
 
