@@ -10,6 +10,7 @@ import torch
 from gbx_explore.config import ArchiveConfig
 from gbx_explore.explorer import ArchiveExplorer
 
+from gbx.api import EpisodeProgressEnv
 from gbx.toy import ToyConfig, make_toy_env
 
 
@@ -76,6 +77,9 @@ def test_the_cells_keep_their_episodes_milestones_through_a_checkpoint() -> None
     resumed.env.episode_progress().zero_()
     resumed.slots.restore(torch.tensor([-1, -1, 6, -1]))
     assert resumed.env.episode_progress()[0].tolist() == [False, False, True, False]
+    # the explorer tells a trainer the same flags (gbx.api.EpisodeProgressEnv)
+    assert isinstance(resumed, EpisodeProgressEnv)
+    assert resumed.episode_progress() is resumed.env.episode_progress()
 
 
 def _no_syncs(env: ArchiveExplorer) -> None:
