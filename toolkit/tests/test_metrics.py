@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from gbx.testing import no_cuda_syncs
 from gbx_toolkit.metrics import (
     MetricsAccumulator,
     categorical_entropy,
@@ -223,15 +224,11 @@ def test_add_does_not_sync_on_cuda() -> None:
     actions = torch.randint(0, 3, (256,), device="cuda")
     acc = MetricsAccumulator(num_envs=256, num_actions=3, device="cuda")
     acc.add_scalars(loss=torch.tensor(1.0, device="cuda"))
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         for _ in range(3):
             acc.add_step(*batch, success=batch[1], actions=actions, dist=batch[0])
             acc.add_policy(entropy=batch[0], value=batch[0])
             acc.add_scalars(loss=batch[0].mean())
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     rec = acc.summary()
     assert sum(rec["action_hist"]) == 3 * 256  # type: ignore[arg-type]
 

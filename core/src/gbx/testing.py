@@ -272,6 +272,19 @@ _HOST_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float
 
 
 @contextmanager
+def no_cuda_syncs() -> Iterator[None]:
+    """Inside, any operation that makes the host wait for the CUDA device raises
+    (``torch.cuda.set_sync_debug_mode("error")``); the device is synchronised first so
+    earlier work does not count, and the mode is reset on the way out."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@contextmanager
 def count_host_reads(forbid: bool) -> Iterator[list[str]]:
     """Count (or, with ``forbid``, refuse) every Python-level device-to-host tensor read.
 
@@ -279,7 +292,7 @@ def count_host_reads(forbid: bool) -> Iterator[list[str]]:
     ...). Reads made inside ``torch.optim`` are not counted: optimisers keep
     their step counters on the host, so reading them does not wait for the
     device. On the CPU this is the way to prove a loop has no hidden syncs;
-    on CUDA, ``torch.cuda.set_sync_debug_mode("error")`` checks the rest.
+    on CUDA, :func:`no_cuda_syncs` checks the rest.
     """
     calls: list[str] = []
     saved = {n: getattr(torch.Tensor, n) for n in _HOST_READS}

@@ -15,6 +15,7 @@ from gbx.testing import (
     InMemoryRunContext,
     comparable,
     count_host_reads,
+    no_cuda_syncs,
     train_and_resume,
 )
 from gbx.toy import ToyConfig, make_toy_env
@@ -203,14 +204,10 @@ def test_cuda_windows_have_no_syncs(optimizer: str) -> None:
     ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, device="cuda")
     trainer = A2CTrainer(cfg, ctx)
     trainer.train()  # warms up allocator, kernels and the optimiser's state
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         for _ in range(cfg.log_every):
             trainer._collect()
             trainer._optimise()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
     trainer._emit_record()  # the record's one intended read
     assert ctx.records[-1]["opt_steps"] == 2 * cfg.log_every
 

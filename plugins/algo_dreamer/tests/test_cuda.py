@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gbx.testing import no_cuda_syncs
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.trainer import DreamerTrainer
 from gbx_algo_dreamer.validate import LocalContext, registry_env_factory
@@ -25,14 +26,10 @@ def test_collect_and_update_do_not_sync(tmp_path: Path, compiled: bool):
     for _ in range(20):
         tr.collect_step()
     tr.update()  # warm-up: lazy initialisation (and the graph capture) may sync once
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         for _ in range(3):
             tr.collect_step()
             tr.update()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     assert tr.opt_steps == 4
 
 
@@ -48,13 +45,10 @@ def test_overlapped_chunks_do_not_sync(tmp_path: Path):
         tr.engine.advance(cfg.overlap_chunk)
     torch.cuda.synchronize()
     opt0 = tr.opt_steps
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         for _ in range(3):  # snapshot, fork, collection beside updates, join, commit
             tr.engine.advance(cfg.overlap_chunk)
         tr.engine.drain()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     # 8 envs x 4 iterations x 64 / (4 x 16) = 32 updates earned per chunk
     assert tr.opt_steps - opt0 >= 3 * 32
     torch.cuda.synchronize()

@@ -15,6 +15,7 @@ from gbx.testing import (
     InMemoryRunContext,
     comparable,
     count_host_reads,
+    no_cuda_syncs,
     roundtrip,
     train_and_resume,
 )
@@ -199,12 +200,8 @@ def test_cuda_anchored_update_has_no_syncs(start_state) -> None:
     trainer, ctx = anchored(cfg, start_state, steps=3 * cfg.batch_size, device="cuda")
     ctx.stop_after_records = 2
     ctx.run(trainer)  # two updates warm up allocator, kernels and Adam's state
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         trainer._collect()
         guard, batch_stats = trainer._optimise()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
     guard.check(batch_stats)
     assert trainer.metrics.summary()["anchor_share"] > 0  # type: ignore[union-attr]

@@ -11,7 +11,13 @@ import torch
 
 from gbx import memory
 from gbx.memory import MemoryBudgetError
-from gbx.testing import InMemoryRunContext, comparable, count_host_reads, train_and_resume
+from gbx.testing import (
+    InMemoryRunContext,
+    comparable,
+    count_host_reads,
+    no_cuda_syncs,
+    train_and_resume,
+)
 from gbx.toy import ToyConfig
 from gbx_algo_ppo import losses
 from gbx_algo_ppo.config import PPOConfig
@@ -165,13 +171,9 @@ def test_cuda_update_has_no_syncs(cuda_graphs: bool) -> None:
     ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, device="cuda")
     trainer = PPOTrainer(cfg, ctx)
     trainer.train()  # two updates warm up allocator, kernels and Adam's state
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         trainer._collect()
         guard, batch_stats = trainer._optimise()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
     guard.check(batch_stats)  # the update's one intended read
     assert len(trainer.metrics.summary()) > 5  # type: ignore[union-attr]
 

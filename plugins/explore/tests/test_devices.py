@@ -11,6 +11,7 @@ from gbx_explore.config import ArchiveConfig
 from gbx_explore.explorer import ArchiveExplorer
 
 from gbx.api import EpisodeProgressEnv
+from gbx.testing import no_cuda_syncs
 from gbx.toy import ToyConfig, make_toy_env
 
 
@@ -88,14 +89,11 @@ def _no_syncs(env: ArchiveExplorer) -> None:
     _drive(env, 12)  # warm up past a few resets: first calls allocate and compile
     torch.cuda.synchronize()
     segments = torch.cuda.memory_stats()["segment.all.allocated"]
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         gen = torch.Generator(device=env.device).manual_seed(1)
         for _ in range(5):
             env.step(torch.randint(0, env.num_actions, (env.num_envs,), generator=gen,
                                    device=env.device))
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
     assert torch.cuda.memory_stats()["segment.all.allocated"] == segments
 

@@ -13,6 +13,7 @@ from gbx_explore.explorer import ORIGIN_SALT, SCOUT_CHECK_EVERY, ArchiveExplorer
 
 from gbx.api import StartOriginEnv
 from gbx.errors import ConfigError
+from gbx.testing import no_cuda_syncs
 from gbx.toy import ToyConfig, ToyEnv
 
 _TOY = ToyConfig(grid=8, random_start=False, progress_scale=0.0, max_steps=6,
@@ -123,12 +124,8 @@ def test_cuda_origins_need_no_host_sync_and_keep_their_cells() -> None:
     env = _explorer(64, "cuda", start_fraction=0.7)
     env.reset()
     _drive(env, 12)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_cuda_syncs():
         _drive(env, 5)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     used, keys = _occupied(env)
     origins = env.slot_origin[: env.archive.capacity][used]
     frames = env.slots.tensors()["frames"][used][:, -1]
