@@ -9,6 +9,7 @@ import pytest
 import torch
 from plans import actions_at, scripted_policy
 
+from gbx.api import EpisodeProgressEnv
 from gbx.goal_math import goal_distance
 from gbx.runner import GOAL_STATES_DIR
 from gbx_gameboy.capture import GoalError
@@ -79,6 +80,8 @@ def test_an_episode_that_starts_at_a_milestone_has_passed_it(village_states: Pat
     outside = goal_distance(obs[:, -1], template) < env.milestones[0].tau
     assert 0 < int(outside.sum()) < 8
     assert torch.equal(env._passed[0], outside)
+    # what a trainer reads (gbx.api.EpisodeProgressEnv): the env's own flags
+    assert isinstance(env, EpisodeProgressEnv) and env.episode_progress() is env._passed
     # everyone walks the house's way out; those outside go in and out again
     rewards = _play(env, [OUT_AND_BACK if bool(o) else action_indices(LEAVE_HOUSE)
                           for o in outside])
@@ -190,3 +193,8 @@ def test_evaluation_reports_the_milestones_each_episode_passed() -> None:
     assert "milestones" not in plain.step(torch.tensor([B]))[4]
     assert "mean_milestones" not in evaluate_policy(plain, lambda o: torch.tensor([B]), 1,
                                                     greedy=True, baseline=False)
+
+
+def test_an_env_without_milestones_tells_a_trainer_it_has_none() -> None:
+    env = make_stage_env("gbx-quest-3", 2, "cpu", 0)
+    assert isinstance(env, EpisodeProgressEnv) and env.episode_progress() is None
