@@ -247,3 +247,30 @@ def test_evaluation_envs_drop_the_real_start_fraction(goal_folder: Path,
     run = _run(tmp_path, f"env.start_states={goal_folder}", "env.real_start_fraction=0.25")
     assert run.make_env(4, training=True).config.real_start_fraction == 0.25
     assert run.make_env(4).config.real_start_fraction is None
+
+
+def _first_truncations(env, steps: int) -> list[int]:
+    """The step at which each env's first episode was cut (0: not within ``steps``)."""
+    env.reset()
+    first = torch.zeros(env.num_envs, dtype=torch.int64)
+    press_a = torch.zeros(env.num_envs, dtype=torch.int64)  # A does not leave the house
+    for t in range(1, steps + 1):
+        _obs, _r, _done, trunc, _info = env.step(press_a)
+        first = torch.where(trunc & (first == 0), t, first)
+    return first.tolist()
+
+
+def test_stagger_start_spreads_the_first_episodes_ends(tmp_path: Path) -> None:
+    """env.stagger_start: the training envs' first episodes end at different steps (their
+    step counters start part-way through max_steps), the same ones for the same seed;
+    without it, or in an evaluation env, all of them end together at max_steps."""
+    staggered = _first_truncations(
+        make_stage_env("gbx-quest-1", 8, "cpu", 3, max_steps=12, stagger_start=True), 12)
+    assert all(1 <= t <= 12 for t in staggered) and len(set(staggered)) > 2
+    assert staggered == _first_truncations(
+        make_stage_env("gbx-quest-1", 8, "cpu", 3, max_steps=12, stagger_start=True), 12)
+    together = _first_truncations(make_stage_env("gbx-quest-1", 8, "cpu", 3, max_steps=12), 12)
+    assert together == [12] * 8
+    run = _run(tmp_path, "env.stagger_start=true")
+    assert run.make_env(2, training=True).config.stagger_start is True
+    assert run.make_env(2).config.stagger_start is False

@@ -58,7 +58,10 @@ def _release_within_step(inst: Any, _attr: Any, value: int) -> None:
 
 # Settings only training envs use, with their "off" values: evaluation envs are built
 # without them (gbx.api.RealStartConfig), so they start from the task's real start state.
-TRAINING_ONLY = {"start_states": (), "real_start_fraction": None, "save_goal_states": 0}
+TRAINING_ONLY = {"start_states": (), "real_start_fraction": None, "save_goal_states": 0,
+                 "stagger_start": False}
+# Seeds the one draw of env.stagger_start, apart from the start-state stream.
+_STAGGER_SALT = 0x5EED_57A6
 START_STATE_SUFFIXES = (".gbxstate", ".state")
 
 
@@ -105,6 +108,10 @@ class GameBoyConfig(RealStart):
     )
     stack_k: int = option(1, "frames stacked per observation (K)", _v.and_(_v.ge(1), _v.le(16)))
     max_steps: int = option(2048, "steps before an episode is truncated", _v.ge(1))
+    stagger_start: bool = option(
+        False, "training envs begin their first episode part-way through its step budget "
+        "(each env's step counter starts uniform in 0..max_steps-1), so episodes that run to "
+        "max_steps end at different steps instead of in lockstep; evaluation envs never do")
     random_noop_max: int = option(
         0, "random start: each episode begins 0..N no-op frames after the start state",
         _v.and_(_v.ge(0), _v.le(10_000)),
@@ -258,6 +265,7 @@ class GameBoyEnv:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.config = config
         self.num_envs = num_envs
+        self.seed = int(seed)
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -371,6 +379,13 @@ class GameBoyEnv:
     # ------------------------------------------------------------------ Env API
     def reset(self) -> torch.Tensor:
         self._reset_envs(self._all)
+        if self.config.stagger_start:
+            # Each env's first episode is already part-way through (env.stagger_start); a
+            # run resumed from a checkpoint puts its saved counters back over these.
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(self.seed ^ _STAGGER_SALT)
+            torch.randint(0, self.config.max_steps, (self.num_envs,), generator=gen,
+                          device=self.device, dtype=self._steps.dtype, out=self._steps)
         return self.stack.buffer
 
     def step(
