@@ -86,6 +86,8 @@ class ArchiveExplorer:
         # Origins are followed whenever the env tells them (the real-start episode counts
         # need them); they enter the cell id only with split_by_start.
         self.track = isinstance(env, StartOriginEnv)
+        # The milestones passed, forwarded to the trainer (gbx.api.EpisodeProgressEnv).
+        self._progress = env if isinstance(env, EpisodeProgressEnv) else None
         if self.split and not self.track:
             raise ConfigError(
                 "explore.split_by_start needs an env with the gbx.api.StartOriginEnv "
@@ -296,7 +298,7 @@ class ArchiveExplorer:
         """The wrapped env's milestones passed (:class:`gbx.api.EpisodeProgressEnv`; None
         without them): an env restarted from a cell or from a saved start state took the
         progress saved with that state, so the wrapped env's buffer holds it already."""
-        return self.env.episode_progress() if isinstance(self.env, EpisodeProgressEnv) else None
+        return self._progress.episode_progress() if self._progress is not None else None
 
     # -- records and metadata -----------------------------------------------------------
 
