@@ -41,9 +41,11 @@ def test_ended_restarts_are_counted_on_the_cell_they_began_in() -> None:
     assert math.isclose(float(weights[slot[1]]), 1.0)  # won half the time: 4 * 0.5 * 0.5
     assert float(weights[slot[2]]) == 0.0  # never won
     assert float(weights[slot[3]]) == 0.0  # not tried
+    assert int(archive.frontier_size()) == 1  # only cell 1 was won from sometimes
     archive.score(starts, ended=_b(0, 0, 1, 1), won=_b(0, 0, 1, 1))
     assert math.isclose(float(archive.weights(now=0, use_goal=False)[slot[2]]), 1.0)
     assert float(archive.weights(now=0, use_goal=False)[slot[3]]) == 0.0  # always won
+    assert int(archive.frontier_size()) == 2  # cells 1 and 2; cell 3 always won
 
 
 def test_the_counts_follow_the_recent_restarts() -> None:
@@ -106,6 +108,13 @@ def test_the_explorer_scores_each_burst_on_the_cell_it_restarted_from() -> None:
     assert float(wins[slots[top_left]]) == 0.0 and float(tries[slots[top_left]]) > 0
     others = [s for c, s in slots.items() if c != top_left and float(tries[s]) > 0]
     assert others and all(float(wins[s]) == float(tries[s]) for s in others)
+    # the records count the same restarts: every one of the 16 ended, and those not
+    # from the top-left cell reached the goal
+    metrics = env.window_metrics()
+    assert int(metrics["explore_restart_episodes"]) == 16
+    assert int(metrics["explore_restart_successes"]) == int(wins.sum())
+    assert int(metrics["explore_restart_successes"]) == 16 - int(began[slots[top_left]])
+    assert int(metrics["explore_frontier_cells"]) == 0  # each cell always or never won
     # the counts and each env's restart slot are part of the explorer's saved state
     state = env.env_state_dict()
     fresh = ArchiveExplorer(config, ToyEnv(_BOARD, 16, "cpu", 0), seed=0)

@@ -229,6 +229,7 @@ def test_real_start_episodes_and_their_successes_are_counted(split: bool) -> Non
     # the odd ones began at a curriculum start state, counted apart
     assert int(metrics["explore_start_state_episodes"]) == 4
     assert int(metrics["explore_start_state_successes"]) == 4
+    assert int(metrics["explore_restart_episodes"]) == 0  # none began at an archived cell
     # Then every restart from an archived cell: the episodes under way began at home and
     # count; the ones after them, from cells, do not.
     env._start_fraction = 1.0
@@ -242,6 +243,9 @@ def test_real_start_episodes_and_their_successes_are_counted(split: bool) -> Non
     assert int(metrics["explore_real_start_episodes"]) == 0
     assert int(metrics["explore_real_start_successes"]) == 0
     assert int(metrics["explore_start_state_episodes"]) == 0
+    # they are the restarts from archived cells, all at the goal
+    assert int(metrics["explore_restart_episodes"]) == 8
+    assert int(metrics["explore_restart_successes"]) == 8
 
 
 def test_without_origins_every_episode_not_from_a_cell_is_the_real_starts() -> None:

@@ -114,3 +114,25 @@ def test_success_panel_shows_the_real_start_share_where_episodes_ended(tmp_path:
     line = next(x for x in ax.get_lines() if x.get_label() == "train, from the real start")
     assert list(line.get_ydata()) == [0.25, 0.75]
     assert list(line.get_xdata()) == [log.records[1]["env_steps"], log.records[3]["env_steps"]]
+
+
+def test_success_panel_shows_the_restarts_from_archived_cells(tmp_path: Path) -> None:
+    """The restarts from archived cells (the reverse curriculum's view) are a third rate,
+    in a line style of their own."""
+    run = InMemoryRunContext(run_id="r", run_dir=tmp_path / "r")
+    observer = JsonlObserver(run)
+    observer.on_run_start({**META, "run_id": "r"})
+    for step, (wins, ended) in enumerate([(1, 2), (0, 0), (4, 4)], start=1):
+        observer.on_record({**ppo_record(step), "explore_restart_successes": float(wins),
+                            "explore_restart_episodes": float(ended),
+                            "explore_real_start_successes": 0.0,
+                            "explore_real_start_episodes": 1.0})
+    observer.on_run_end({})
+    log = load_log(run.run_dir / "train_log.jsonl")
+    ax = next(a for a in draw_figure([(None, log)]).axes if a.get_title() == "success rate")
+    lines = {x.get_label(): x for x in ax.get_lines()}
+    restarts = lines["train, from archived cells"]
+    assert list(restarts.get_ydata()) == [0.5, 1.0]
+    real = lines["train, from the real start"]
+    assert (restarts.get_linestyle(), restarts.get_marker()) != (real.get_linestyle(),
+                                                                 real.get_marker())

@@ -126,6 +126,12 @@ class Archive:
         """Cells in the archive (device scalar)."""
         return (self.keys[: self.capacity] >= 0).sum()
 
+    def frontier_size(self) -> torch.Tensor:
+        """Cells whose recent restarts reached the goal sometimes but not always (device
+        scalar): where the frontier term sends restarts; 0 until restarts are scored."""
+        c = self.capacity
+        return ((self.wins[:c] > 0) & (self.wins[:c] < self.tries[:c])).sum()
+
     # -- insert / improve / evict --------------------------------------------------------
 
     def update(self, cells: torch.Tensor, can_save: torch.Tensor, steps: torch.Tensor,

@@ -64,7 +64,8 @@ from gbx_explore.cells import CellHasher
 from gbx_explore.config import ArchiveConfig
 
 (_EXTRINSIC, _INTRINSIC, _STARTS, _RESETS, _REAL_EPISODES, _REAL_SUCCESSES,
- _STATE_EPISODES, _STATE_SUCCESSES, _REAL_MILESTONES, _STATE_MILESTONES) = range(10)
+ _STATE_EPISODES, _STATE_SUCCESSES, _REAL_MILESTONES, _STATE_MILESTONES,
+ _RESTART_EPISODES, _RESTART_SUCCESSES) = range(12)
 # Start states kept for the episodes the explorer ends itself (explore_steps): the env's
 # own reset draws from its start bank (the real start, a curriculum's states), and so many
 # of those draws cover a bank of that size with room to spare.
@@ -129,7 +130,7 @@ class ArchiveExplorer:
         self._all = torch.ones(n, dtype=torch.bool, device=dev)
         self._reward = torch.zeros(n, dtype=torch.float32, device=dev)
         self._bonus = torch.zeros(n, dtype=torch.float32, device=dev)
-        self._sums = torch.zeros(10, dtype=torch.float64, device=dev)
+        self._sums = torch.zeros(_RESTART_SUCCESSES + 1, dtype=torch.float64, device=dev)
         self._real = torch.zeros(n, dtype=torch.bool, device=dev)  # ended at the real start
         self._state = torch.zeros(n, dtype=torch.bool, device=dev)  # ... at a start state
         self._start_fraction = config.start_fraction
@@ -189,12 +190,17 @@ class ArchiveExplorer:
         # ... and those that began at a curriculum start state (an earlier stage's goal)
         torch.ne(self.origin, 0, out=self._state)
         self._state.logical_and_(reset).logical_and_(self.from_cell.logical_not())
+        # ... and the restarts from archived cells that ended (bursts included): how often
+        # the policy reaches the goal from where the archive sends it
+        torch.logical_and(reset, self.from_cell, out=self._cell_ended)
         success = info.get("success")
         if isinstance(success, torch.Tensor):
             real_successes = self._real.logical_and(success).sum()
             state_successes = self._state.logical_and(success).sum()
+            restart_successes = self._cell_ended.logical_and(success).sum()
         else:
-            real_successes = state_successes = self._real.new_zeros((), dtype=torch.int64)
+            real_successes = state_successes = restart_successes = self._real.new_zeros(
+                (), dtype=torch.int64)
         # ... and the milestones they passed (env.milestone_dirs; the env's count is taken
         # before its reset clears the ended episodes' flags): whether the episodes from the
         # real start still get as far as an earlier stage's goal
@@ -206,7 +212,6 @@ class ArchiveExplorer:
             real_milestones = state_milestones = real_successes.new_zeros(())
         if self.config.weight_frontier:
             # Restarts from cells that ended: their cells' success counts.
-            torch.logical_and(reset, self.from_cell, out=self._cell_ended)
             self.archive.score(self.start_slot, self._cell_ended,
                                success if isinstance(success, torch.Tensor)
                                else self._no_success)
@@ -231,7 +236,8 @@ class ArchiveExplorer:
         torch.add(reward, self._bonus, out=self._reward)
         self._sums += torch.stack([reward.sum(), self._bonus.sum(), pick.sum(), reset.sum(),
                                    self._real.sum(), real_successes, self._state.sum(),
-                                   state_successes, real_milestones, state_milestones])
+                                   state_successes, real_milestones, state_milestones,
+                                   self._cell_ended.sum(), restart_successes])
         self._window_steps += self.num_envs
         self.t += 1
         info["reward_extrinsic"] = reward
@@ -333,6 +339,9 @@ class ArchiveExplorer:
             "explore_start_state_successes": sums[_STATE_SUCCESSES],
             "explore_real_start_milestones": sums[_REAL_MILESTONES],
             "explore_start_state_milestones": sums[_STATE_MILESTONES],
+            "explore_restart_episodes": sums[_RESTART_EPISODES],
+            "explore_restart_successes": sums[_RESTART_SUCCESSES],
+            "explore_frontier_cells": self.archive.frontier_size(),
             "explore_scout_env_steps": self._scout_sums[0].clone(),
             "explore_scout_successes": self._scout_sums[1].clone(),
             "explore_bytes": self.nbytes(),

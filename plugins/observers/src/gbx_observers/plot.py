@@ -46,12 +46,14 @@ PANELS: tuple[Panel, ...] = (
         (("success_rate", "train"),),
         (("success_rate", "eval"), ("random_success_rate", "random policy")),
         ylim=(-0.02, 1.02),
-        # the archive explorer's counts of training episodes begun at the real start and
-        # at curriculum start states
+        # the archive explorer's counts of training episodes begun at the real start, at
+        # curriculum start states and at archived cells
         ratios=(("explore_real_start_successes", "explore_real_start_episodes",
                  "train, from the real start"),
                 ("explore_start_state_successes", "explore_start_state_episodes",
-                 "train, from start states")),
+                 "train, from start states"),
+                ("explore_restart_successes", "explore_restart_episodes",
+                 "train, from archived cells")),
     ),
     Panel("value estimate", (("value_mean", "mean"),), band=("value_std", "value_std")),
     Panel("env steps per second", (("sps", "sps"),)),
@@ -93,7 +95,9 @@ Runs = Sequence[tuple[str | None, LoadedLog]]
 # the style the series, so every panel's legend lists styles and one figure legend runs.
 TRAIN_STYLES = ({"linestyle": "-", "linewidth": 1.2}, {"linestyle": "--", "linewidth": 1.0})
 RATIO_STYLES = ({"linestyle": "--", "linewidth": 1.0, "alpha": 0.8},
-                {"linestyle": "-.", "linewidth": 1.0, "alpha": 0.8})
+                {"linestyle": "-.", "linewidth": 1.0, "alpha": 0.8},
+                {"linestyle": "-", "linewidth": 0.8, "alpha": 0.8, "marker": "x",
+                 "markersize": 3})
 EVAL_STYLE = {"linestyle": "--", "marker": "o", "markersize": 4, "linewidth": 1.0}
 RANDOM_STYLE = {"linestyle": ":", "linewidth": 1.0}
 
