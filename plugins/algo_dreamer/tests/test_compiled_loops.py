@@ -100,6 +100,8 @@ def test_an_unknown_compile_mode_is_refused_in_one_line():
         DreamerConfig(compile_mode="jit")
 
 
+# importing torch.compile's machinery trips a torch.jit deprecation notice inside torch
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_only_torch_compile_on_a_gpu_marks_each_update():
     """``begin_update`` marks a new step of torch.compile's CUDA graphs (inductor on CUDA)
     and does nothing otherwise; on the CPU both modes are torch.compile."""

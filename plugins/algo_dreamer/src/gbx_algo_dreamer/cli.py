@@ -220,7 +220,7 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
                    "graphs: CUDA graphs on a GPU, torch.compile on the CPU), both (eager and "
                    "compiled), inductor (algo.compile_mode=inductor: torch.compile on every "
                    "device) or all three; with eager and another, each one's "
-                   "compiled_over_eager_updates_per_s; the loops run eager")
+                   "compiled_over_eager_updates_per_s; the engine loops run as the first")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
               batch_length: int, repeats: int, engine: str, train_ratio: float,
               overlap_chunk: int, loop_iterations: int, compile_mode: str) -> None:
