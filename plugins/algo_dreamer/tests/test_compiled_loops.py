@@ -1,6 +1,5 @@
 """``algo.compile``: the compiled posterior scan and imagination rollout give the eager
-losses and gradients on a fixed batch (CPU: torch.compile; CUDA: captured CUDA graphs, or
-torch.compile's fused kernels with ``algo.compile_mode=inductor``)."""
+losses and gradients on a fixed batch (CPU: torch.compile; CUDA: captured CUDA graphs)."""
 
 from __future__ import annotations
 
@@ -44,8 +43,6 @@ def _losses(wm: WorldModel, behavior: Behavior, batch: dict[str, torch.Tensor],
             loops: CompiledLoops | None, device: torch.device) -> dict[str, torch.Tensor]:
     gen = torch.Generator(device).manual_seed(5)
     bins = make_bins(wm.reward.out.out_features).to(device)
-    if loops:
-        loops.begin_update()  # as the trainer's update does
     wm.zero_grad(set_to_none=True)
     behavior.zero_grad(set_to_none=True)
     out = wm.loss(batch["obs"], batch["actions"], batch["rewards"], batch["is_first"],
@@ -68,10 +65,10 @@ def _losses(wm: WorldModel, behavior: Behavior, batch: dict[str, torch.Tensor],
     return result
 
 
-def _check_same_losses(device: torch.device, mode: str = "graphs") -> None:
+def _check_same_losses(device: torch.device) -> None:
     wm, behavior, batch = _setup(device)
     eager = _losses(wm, behavior, batch, None, device)
-    loops = CompiledLoops(wm, behavior, behavior.cfg.horizon, device, mode)
+    loops = CompiledLoops(wm, behavior, behavior.cfg.horizon, device)
     for _ in range(2):  # the capture / compilation, then a replay of the same program
         compiled = _losses(wm, behavior, batch, loops, device)
         assert compiled.keys() == eager.keys()
@@ -86,31 +83,8 @@ def test_compiled_loops_give_the_eager_losses_on_the_cpu():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("mode", ["graphs", "inductor"])
-def test_cuda_graphs_give_the_eager_losses(mode: str):
-    _check_same_losses(torch.device("cuda"), mode)
-
-
-def test_an_unknown_compile_mode_is_refused_in_one_line():
-    wm, behavior, _ = _setup(torch.device("cpu"))
-    with pytest.raises(ValueError, match="unknown compile mode 'jit': use one of graphs, "
-                                         "inductor"):
-        CompiledLoops(wm, behavior, 5, torch.device("cpu"), "jit")
-    with pytest.raises(ValueError, match="compile_mode"):
-        DreamerConfig(compile_mode="jit")
-
-
-# importing torch.compile's machinery trips a torch.jit deprecation notice inside torch
-@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
-def test_only_torch_compile_on_a_gpu_marks_each_update():
-    """``begin_update`` marks a new step of torch.compile's CUDA graphs (inductor on CUDA)
-    and does nothing otherwise; on the CPU both modes are torch.compile."""
-    wm, behavior, _ = _setup(torch.device("cpu"))
-    for mode in ("graphs", "inductor"):
-        loops = CompiledLoops(wm, behavior, 5, torch.device("cpu"), mode)
-        assert not loops.marks_updates
-        assert loops._scan is not None and loops._rollout is not None  # torch.compile'd
-        loops.begin_update()
+def test_cuda_graphs_give_the_eager_losses():
+    _check_same_losses(torch.device("cuda"))
 
 
 def test_fed_noise_samples_what_the_eager_loops_draw():
@@ -139,21 +113,9 @@ def test_bench_times_eager_and_compiled_updates_in_one_command():
 
     cfg = DreamerConfig(size="tiny", num_envs=4, batch_size=2, batch_length=8,
                         train_ratio=4.0, replay_capacity=512, learning_starts=32)
-    records = run_compile_variants(torch.device("cpu"), "toy", cfg, 1, ["eager", "graphs"])
+    records = run_compile_variants(torch.device("cpu"), "toy", cfg, 1, [False, True])
     rate = {r["compile"]: r["value"] for r in records if r["metric"] == "train_steps_per_s"}
     assert set(rate) == {False, True} and min(rate.values()) > 0
-    ratio = next(r for r in records if r["metric"] == "compiled_over_eager_updates_per_s")
-    assert ratio["compile_mode"] == "graphs"
-    assert ratio["value"] == pytest.approx(rate[True] / rate[False])
-
-
-def test_inductor_on_a_gpu_without_triton_is_refused_in_one_line(monkeypatch):
-    from gbx.errors import ConfigError
-    from gbx_algo_dreamer import graphs
-
-    monkeypatch.setattr(graphs, "_has_triton", lambda: False)
-    wm, behavior, _ = _setup(torch.device("cpu"))
-    with pytest.raises(ConfigError, match="algo.compile_mode=inductor needs triton") as err:
-        CompiledLoops(wm, behavior, 5, torch.device("cuda"), "inductor")
-    assert "\n" not in str(err.value) and "algo.compile_mode=graphs" in str(err.value)
-    CompiledLoops(wm, behavior, 5, torch.device("cuda"), "graphs")  # builds nothing yet
+    ratio = next(r["value"] for r in records
+                 if r["metric"] == "compiled_over_eager_updates_per_s")
+    assert ratio == pytest.approx(rate[True] / rate[False])

@@ -1,6 +1,5 @@
 """``gbx bench dreamer``: env stepping, replay sampling, world-model forward/backward and
-whole-update timings of dreamer_v3 (eager and/or compiled: ``algo.compile``,
-``algo.compile_mode``), and the
+whole-update timings of dreamer_v3 (eager, compiled or both: ``algo.compile``), and the
 training loop of each engine (``sync``, ``overlapped``) at the configured train ratio; one
 JSON record per measurement."""
 
@@ -37,12 +36,9 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
 
 
 def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any]:
-    out = {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
-           "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
-           "compile": cfg.compile}
-    if cfg.compile:
-        out["compile_mode"] = cfg.compile_mode
-    return out
+    return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
+            "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
+            "compile": cfg.compile}
 
 
 def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
@@ -96,36 +92,22 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     return out
 
 
-# ``gbx bench dreamer --compile``: the variants each choice times (algo.compile,
-# algo.compile_mode)
-COMPILE_VARIANTS: dict[str, tuple[str, ...]] = {
-    "eager": ("eager",), "compiled": ("graphs",), "both": ("eager", "graphs"),
-    "inductor": ("inductor",), "all": ("eager", "graphs", "inductor")}
-
-
 def run_compile_variants(device: torch.device, env: str, cfg: DreamerConfig, repeats: int,
-                         variants: tuple[str, ...] | list[str]) -> list[dict[str, Any]]:
-    """Component timings of each variant (``eager``, or ``graphs`` / ``inductor``: the
-    ``algo.compile_mode`` of ``algo.compile=true``), a fresh trainer each with the same
-    seed, plus each compiled variant's updates/s over the eager one's when both ran."""
+                         variants: list[bool]) -> list[dict[str, Any]]:
+    """Component timings with each ``algo.compile`` value (a fresh trainer each, same seed),
+    plus the ratio of compiled to eager updates/s when both ran."""
     out: list[dict[str, Any]] = []
-    per_s: dict[str, float] = {}
-    for variant in variants:
-        compiled = variant != "eager"
-        run_cfg = attrs.evolve(cfg, compile=compiled,
-                               compile_mode=variant if compiled else cfg.compile_mode)
-        records = run_bench(device, env, run_cfg, repeats)
-        per_s[variant] = next(r["value"] for r in records
-                              if r["metric"] == "train_steps_per_s")
+    per_s: dict[bool, float] = {}
+    for compiled in variants:
+        records = run_bench(device, env, attrs.evolve(cfg, compile=compiled), repeats)
+        per_s[compiled] = next(r["value"] for r in records
+                               if r["metric"] == "train_steps_per_s")
         out += records
         _release(device)
-    if "eager" in per_s:
-        for variant, rate in per_s.items():
-            if variant != "eager":
-                out.append({**_common(device, env, cfg), "compile": "both",
-                            "compile_mode": variant,
-                            "metric": "compiled_over_eager_updates_per_s",
-                            "value": rate / per_s["eager"]})
+    if len(per_s) == 2:
+        out.append({**_common(device, env, cfg), "compile": "both",
+                    "metric": "compiled_over_eager_updates_per_s",
+                    "value": per_s[True] / per_s[False]})
     return out
 
 

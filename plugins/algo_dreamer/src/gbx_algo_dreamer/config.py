@@ -19,7 +19,6 @@ from gbx.config import in_range
 
 MODES = ("full", "standing_still", "recon_check")
 ENGINES = ("sync", "overlapped")
-COMPILE_MODES = ("graphs", "inductor")
 
 
 @attrs.frozen
@@ -165,11 +164,6 @@ class DreamerConfig:
         "run the update's posterior scan and imagination rollout as compiled graphs (CUDA "
         "graphs on a GPU, torch.compile on the CPU): the same losses, fewer kernel launches; "
         "the first update captures or compiles them"))
-    compile_mode: str = attrs.field(default="graphs", validator=_in(*COMPILE_MODES),
-                                    metadata=_help(
-        "what algo.compile builds: graphs (on a GPU, CUDA graphs of the eager kernels; on the "
-        "CPU, torch.compile) | inductor (torch.compile on every device; on a GPU its fused "
-        "kernels replayed as CUDA graphs, mode reduce-overhead)"))
     overlap_chunk: int = attrs.field(default=16, validator=in_range(1), metadata=_help(
         "env iterations collected per chunk with algo.engine=overlapped; the player acts "
         "with a copy of the weights taken at the start of each chunk"))

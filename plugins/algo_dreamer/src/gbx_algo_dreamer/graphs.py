@@ -5,14 +5,10 @@ An update of a small model is bound by kernel launches: the 64-step posterior sc
 shapes (``batch_size x batch_length`` and ``horizon``), so each can run as one captured
 graph:
 
-* ``algo.compile_mode=graphs`` on CUDA: the scan (forward and backward) through
-  ``torch.cuda.make_graphed_callables`` and the imagination (no gradients) through a
-  ``torch.cuda.CUDAGraph`` replayed on static input buffers, the eager kernels as they are;
-* ``algo.compile_mode=inductor`` on CUDA: both through ``torch.compile`` in mode
-  ``reduce-overhead``, whose generated kernels fuse each step's element-wise work and
-  LayerNorms and are themselves replayed as CUDA graphs. A replay may reuse the memory of
-  the previous one's outputs, so each update begins with :meth:`CompiledLoops.begin_update`;
-* on the CPU, either mode: both through ``torch.compile`` (one fused program per loop).
+* on CUDA, the scan (forward and backward) through ``torch.cuda.make_graphed_callables``
+  and the imagination (no gradients) through a ``torch.cuda.CUDAGraph`` replayed on static
+  input buffers;
+* on the CPU, both through ``torch.compile`` (one fused program per loop).
 
 Randomness is an input: the uniforms each loop consumes are drawn before it, from the
 trainer's generator and in the order the eager loop draws them
@@ -29,19 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from gbx.errors import ConfigError
 from gbx_algo_dreamer.behavior import Behavior
-from gbx_algo_dreamer.config import COMPILE_MODES
 from gbx_algo_dreamer.world_model import RSSM, Latent, WorldModel
-
-
-def _has_triton() -> bool:
-    """Whether torch.compile can generate GPU kernels here."""
-    try:
-        from torch.utils._triton import has_triton
-    except ImportError:  # a torch without the helper: let torch.compile say it
-        return True
-    return bool(has_triton())
 
 
 class PosteriorScan(nn.Module):
@@ -111,10 +96,7 @@ class CompiledLoops:
     :meth:`WorldModel.loss` (``observe=``) and :meth:`Behavior.loss` (``imagine=``) take."""
 
     def __init__(self, wm: WorldModel, behavior: Behavior, horizon: int,
-                 device: torch.device, mode: str = "graphs") -> None:
-        if mode not in COMPILE_MODES:
-            raise ValueError(f"unknown compile mode {mode!r}: use one of "
-                             f"{', '.join(COMPILE_MODES)}")
+                 device: torch.device) -> None:
         self.wm, self.behavior, self.horizon = wm, behavior, horizon
         self.device = device
         self.cuda = device.type == "cuda"
@@ -122,23 +104,9 @@ class CompiledLoops:
         self._rollout_module = Rollout(wm, behavior, horizon)
         self._scan: Callable[..., Any] | None = None
         self._rollout: Callable[..., Any] | None = None
-        # torch.compile's own CUDA graphs (inductor on a GPU) need each update marked
-        self.marks_updates = self.cuda and mode == "inductor"
-        if self.marks_updates and not _has_triton():
-            raise ConfigError("algo.compile_mode=inductor needs triton on a GPU (torch.compile "
-                              "generates its kernels with it): install triton, or use "
-                              "algo.compile_mode=graphs")
-        if not self.cuda or mode == "inductor":
-            how = "reduce-overhead" if self.cuda else None
-            self._scan = torch.compile(self._scan_module, dynamic=False, mode=how)
-            self._rollout = torch.compile(self._rollout_module, dynamic=False, mode=how)
-
-    def begin_update(self) -> None:
-        """Called at the start of every update: with torch.compile's CUDA graphs, the
-        previous update's loop outputs are no longer read, so the next replays may reuse
-        their memory."""
-        if self.marks_updates:
-            torch.compiler.cudagraph_mark_step_begin()
+        if not self.cuda:
+            self._scan = torch.compile(self._scan_module, dynamic=False)
+            self._rollout = torch.compile(self._rollout_module, dynamic=False)
 
     def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
                 generator: torch.Generator | None) -> tuple[Latent, torch.Tensor, torch.Tensor]:

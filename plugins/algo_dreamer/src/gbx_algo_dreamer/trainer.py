@@ -87,8 +87,8 @@ class DreamerTrainer:
         self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device,
                              reserved=cfg.replay_reserve())
         # algo.compile: the update's scan and rollout as compiled graphs (same math)
-        self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device,
-                                   cfg.compile_mode) if cfg.compile else None
+        self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device) \
+            if cfg.compile else None
         self.engine: Engine
         if cfg.engine == "overlapped":
             # the collecting player reads a copy refreshed per chunk, never the live weights
@@ -143,8 +143,6 @@ class DreamerTrainer:
         cfg = self.cfg
         batch = self._sample()
         loops = self.loops
-        if loops:
-            loops.begin_update()
         out = self.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
                            batch.is_terminal, self.bins, kl_dyn=cfg.kl_dyn, kl_rep=cfg.kl_rep,
                            free_bits=cfg.free_bits, generator=self.gen,
