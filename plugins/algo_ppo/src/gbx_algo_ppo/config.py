@@ -65,6 +65,15 @@ class PPOConfig:
             "comes after; 0 = off (needs run.init_from and env.milestone_dirs)"
         ),
     )
+    uniform_kl_coef: float = attrs.field(
+        default=0.0,
+        validator=v.ge(0.0),
+        metadata=field_help(
+            "weight of KL(uniform || policy): pulls every action's logit up by about "
+            "1/actions however unlikely the action is (the entropy bonus's pull vanishes "
+            "with its probability), so no action is ruled out for good; 0 = off"
+        ),
+    )
     adam_eps: float = attrs.field(
         default=1e-5, validator=v.gt(0.0), metadata=field_help("Adam epsilon")
     )

@@ -15,6 +15,7 @@ the truncated state ``trunc_values[t]``, i.e. the value of ``final_obs``).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -40,6 +41,7 @@ __all__ = [
     "normalize_advantages",
     "sample_categorical",
     "scale_rewards",
+    "uniform_kl",
     "value_loss",
 ]
 
@@ -107,6 +109,19 @@ def anchor_kl(
     weight = mask.to(kl.dtype)
     count = weight.sum()
     return (kl * weight).sum() / count.clamp(min=1.0), count / weight.numel()
+
+
+def uniform_kl(logits: torch.Tensor) -> torch.Tensor:
+    """KL(uniform || policy) averaged over the batch (``logits`` ``[B, A]``).
+
+    Its gradient on an action's logit is ``(p - 1/A) / B``: an action the policy all but
+    never takes is pulled up by about ``1/A`` however small its probability, where the
+    entropy's pull, ``p (log p + H)``, vanishes with ``p``. So no action's probability
+    collapses to nothing, and an action a state needs that an earlier stage taught the
+    policy never to take there is still sampled now and then.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -logp.mean(-1).mean() - math.log(logits.shape[-1])
 
 
 class RunningMeanStd:

@@ -226,6 +226,10 @@ class PPOTrainer(OnPolicyTrainer):
                     held, share = losses.anchor_kl(logits, anchor_logprobs[idx], b_before[idx])
                     loss = loss + cfg.anchor_coef * held
                     acc.add_scalars(anchor_kl=held.detach(), anchor_share=share)
+                if cfg.uniform_kl_coef > 0:
+                    floor = losses.uniform_kl(logits)
+                    loss = loss + cfg.uniform_kl_coef * floor
+                    acc.add_scalars(uniform_kl=floor.detach())
                 optimizer.zero_grad(set_to_none=False)
                 loss.backward()
                 grad_norm = guarded_step(
