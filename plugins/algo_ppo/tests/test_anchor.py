@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from ppo_small import TOY, small_config, trained_state
 
 from gbx.api import EpisodeProgressEnv
 from gbx.errors import ConfigError
@@ -16,16 +17,12 @@ from gbx.testing import (
     comparable,
     count_host_reads,
     no_cuda_syncs,
-    roundtrip,
     train_and_resume,
 )
-from gbx.toy import ToyConfig, ToyEnv
+from gbx.toy import ToyEnv
 from gbx_algo_ppo import losses
 from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer
-
-SMALL = {"channels": (8, 16, 16), "hidden": 32}
-TOY = ToyConfig(max_steps=12)
 
 
 class MilestoneToy(ToyEnv):
@@ -71,19 +68,10 @@ class MilestoneToy(ToyEnv):
         self.passed.copy_(state["passed"])
 
 
-def small_config(**over: Any) -> PPOConfig:
-    base: dict[str, Any] = dict(num_envs=8, rollout_steps=16, minibatches=2, update_epochs=2,
-                                lr=1e-3, model_options=SMALL, lr_anneal=False)
-    base.update(over)
-    return PPOConfig(**base)
-
-
 @pytest.fixture(scope="module")
 def start_state() -> dict[str, Any]:
     """The checkpoint state of a briefly trained policy (what run.init_from loads)."""
-    cfg = small_config()
-    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, env_config=TOY)
-    return roundtrip(ctx.run(PPOTrainer(cfg, ctx)).state_dict())
+    return trained_state()
 
 
 def anchored(cfg: PPOConfig, state: Mapping[str, Any], rule: str = "half", *,

@@ -8,15 +8,13 @@ from typing import Any
 
 import pytest
 import torch
+from ppo_small import TOY, small_config, trained_state
 
-from gbx.testing import InMemoryRunContext, roundtrip
-from gbx.toy import ToyConfig
+from gbx.testing import InMemoryRunContext
+from gbx.toy import ToyEnv
 from gbx_algo_ppo import losses
-from gbx_algo_ppo.config import PPOConfig
 from gbx_algo_ppo.trainer import PPOTrainer
 
-SMALL = {"channels": (8, 16, 16), "hidden": 32}
-TOY = ToyConfig(max_steps=12)
 RULED_OUT = 2  # the action whose policy-head bias the tests push far down
 
 
@@ -36,19 +34,10 @@ def test_uniform_kl_is_zero_for_the_uniform_policy_and_its_pull_does_not_vanish(
     assert abs(float(ent_grad[0, 1])) < 1e-9
 
 
-def small_config(**over: Any) -> PPOConfig:
-    base: dict[str, Any] = dict(num_envs=8, rollout_steps=16, minibatches=2, update_epochs=2,
-                                lr=1e-3, model_options=SMALL, lr_anneal=False)
-    base.update(over)
-    return PPOConfig(**base)
-
-
 @pytest.fixture(scope="module")
 def ruled_out_state() -> dict[str, Any]:
     """A briefly trained policy whose head gives one action a log-probability near -40."""
-    cfg = small_config()
-    ctx = InMemoryRunContext(cfg, steps=2 * cfg.batch_size, env_config=TOY)
-    state = roundtrip(ctx.run(PPOTrainer(cfg, ctx)).state_dict())
+    state = trained_state()
     state["model"]["policy_head.bias"][RULED_OUT] -= 40.0
     return state
 
@@ -68,7 +57,6 @@ def _ruled_out_logprob(coef: float, state: dict[str, Any], probe: torch.Tensor
 
 
 def test_the_term_brings_a_ruled_out_action_back_and_is_recorded(ruled_out_state) -> None:
-    from gbx.toy import ToyEnv
     probe = ToyEnv(TOY, 64, "cpu", 3).reset()
     before, plain, plain_records = _ruled_out_logprob(0.0, ruled_out_state, probe)
     assert before < -35.0
