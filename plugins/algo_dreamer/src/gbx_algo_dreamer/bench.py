@@ -15,6 +15,7 @@ import attrs
 import torch
 
 from gbx_algo_dreamer.config import DreamerConfig
+from gbx_algo_dreamer.precision import matmul_precision
 from gbx_algo_dreamer.trainer import DreamerTrainer
 from gbx_algo_dreamer.validate import LocalContext, registry_env_factory
 
@@ -38,7 +39,7 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
 def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any]:
     return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
             "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
-            "compile": cfg.compile}
+            "compile": cfg.compile, "matmul_precision": cfg.matmul_precision}
 
 
 def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
@@ -70,11 +71,13 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     batch = trainer._sample()
 
     def wm_fwd_bwd() -> None:
-        res = trainer.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
-                              batch.is_terminal, trainer.bins, kl_dyn=cfg.kl_dyn,
-                              kl_rep=cfg.kl_rep, free_bits=cfg.free_bits, generator=trainer.gen)
-        trainer.wm.zero_grad(set_to_none=True)
-        res.loss.backward()
+        with matmul_precision(cfg.matmul_precision):
+            res = trainer.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
+                                  batch.is_terminal, trainer.bins, kl_dyn=cfg.kl_dyn,
+                                  kl_rep=cfg.kl_rep, free_bits=cfg.free_bits,
+                                  generator=trainer.gen)
+            trainer.wm.zero_grad(set_to_none=True)
+            res.loss.backward()
 
     out.append({**common, "metric": "model_fwd_bwd_ms",
                 "value": 1e3 * _time(wm_fwd_bwd, device, repeats)})

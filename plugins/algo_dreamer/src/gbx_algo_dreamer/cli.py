@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from gbx_algo_dreamer.config import SIZES
+from gbx_algo_dreamer.precision import PRECISIONS
 
 
 def _device(name: str) -> Any:
@@ -219,9 +220,13 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
               help="algo.compile of the timed updates: eager, compiled (CUDA graphs on a "
                    "GPU, torch.compile on the CPU), or both (component timings of each and "
                    "compiled_over_eager_updates_per_s); the engine loops run as the first")
+@click.option("--matmul-precision", default="highest", show_default=True,
+              type=click.Choice(list(PRECISIONS)),
+              help="algo.matmul_precision of the timed updates and model passes")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
               batch_length: int, repeats: int, engine: str, train_ratio: float,
-              overlap_chunk: int, loop_iterations: int, compile_mode: str) -> None:
+              overlap_chunk: int, loop_iterations: int, compile_mode: str,
+              matmul_precision: str) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates (eager
     and/or compiled), and the training loop of the sync and overlapped engines."""
     from gbx_algo_dreamer.bench import print_records, run_compile_variants, run_engines
@@ -231,7 +236,8 @@ def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: 
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
                         learning_starts=num_envs * batch_length,
                         train_ratio=train_ratio, overlap_chunk=overlap_chunk,
-                        compile=compile_mode == "compiled")
+                        compile=compile_mode == "compiled",
+                        matmul_precision=matmul_precision)
     dev = _device(device)
     variants = {"eager": [False], "compiled": [True], "both": [False, True]}[compile_mode]
     print_records(run_compile_variants(dev, env_name, cfg, repeats, variants))

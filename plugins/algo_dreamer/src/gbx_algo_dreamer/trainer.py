@@ -21,6 +21,7 @@ from gbx_algo_dreamer.graphs import CompiledLoops
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
 from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
+from gbx_algo_dreamer.precision import matmul_precision
 from gbx_algo_dreamer.replay import Batch, Replay
 from gbx_algo_dreamer.world_model import WorldModel
 from gbx_toolkit.evaluation import (
@@ -139,7 +140,12 @@ class DreamerTrainer:
                                   self.train_streams)
 
     def update(self) -> dict[str, torch.Tensor]:
-        """One gradient step of the world model and (in full mode) the actor and critic."""
+        """One gradient step of the world model and (in full mode) the actor and critic,
+        its matmuls at ``algo.matmul_precision``."""
+        with matmul_precision(self.cfg.matmul_precision):
+            return self._update()
+
+    def _update(self) -> dict[str, torch.Tensor]:
         cfg = self.cfg
         batch = self._sample()
         loops = self.loops
