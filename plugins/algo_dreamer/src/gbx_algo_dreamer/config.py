@@ -169,7 +169,8 @@ class DreamerConfig:
         metadata=_help(
         "float32 matmul precision of the updates: highest (float32) | high (TF32 tensor "
         "cores on CUDA: an update of size S took 49 ms instead of 61 on an H200) | medium "
-        "(bfloat16 internally where the device has it); the CPU's matmuls do not change"))
+        "(bfloat16 internally where the device has it); torch.set_float32_matmul_precision "
+        "decides what each device does with it"))
     overlap_chunk: int = attrs.field(default=16, validator=in_range(1), metadata=_help(
         "env iterations collected per chunk with algo.engine=overlapped; the player acts "
         "with a copy of the weights taken at the start of each chunk"))
