@@ -1,4 +1,5 @@
-"""A small pixel env for CPU tests, and the shared run-context stand-in on it."""
+"""A small pixel env for CPU tests, the shared run-context stand-in on it, and the small
+``dreamer_v3`` config the trainer tests run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import torch
 
 from gbx.testing import InMemoryRunContext
+from gbx_algo_dreamer.config import DreamerConfig
 
 
 class DotEnv:
@@ -96,3 +98,12 @@ def dot_context(run_dir: Path | None = None, *, seed: int = 0,
 def load_state(checkpoint: tuple[int, dict[str, Any]]) -> dict[str, Any]:
     """The trainer state of one of the context's checkpoints ``(step, state)``."""
     return checkpoint[1]
+
+
+def small_cfg(**kw: Any) -> DreamerConfig:
+    """A tiny model on 4 envs that makes a few updates in 48 env steps; ``kw`` overrides."""
+    base: dict[str, Any] = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8,
+                                train_ratio=16.0, replay_capacity=512, learning_starts=32,
+                                record_every=8, total_env_steps=48)
+    base.update(kw)
+    return DreamerConfig(**base)

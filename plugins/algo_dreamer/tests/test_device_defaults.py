@@ -10,7 +10,7 @@ import attrs
 import pytest
 import torch
 from click.testing import CliRunner
-from fakes import dot_context, load_state
+from fakes import dot_context, load_state, small_cfg
 
 from gbx.api import DeviceDefaults
 from gbx.cli import build_cli
@@ -85,13 +85,6 @@ def test_the_run_trains_with_and_saves_the_resolved_values(tmp_path):
     assert (algo["batch_size"], algo["train_ratio"]) == (2, 8.0)
 
 
-def _cfg(**kw) -> DreamerConfig:
-    base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=16.0,
-                replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48)
-    base.update(kw)
-    return DreamerConfig(**base)
-
-
 def _bytes(state: dict) -> int:
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -99,7 +92,7 @@ def _bytes(state: dict) -> int:
 
 
 def _trained_state(tmp_path, **kw) -> dict:
-    tr = DreamerTrainer(_cfg(**kw), dot_context(tmp_path))
+    tr = DreamerTrainer(small_cfg(**kw), dot_context(tmp_path))
     tr.ctx.run(tr)
     return load_state(tr.ctx.checkpoints[-1])
 
@@ -117,7 +110,7 @@ def test_checkpoint_size_does_not_grow_with_the_replay_unless_asked(tmp_path):
 def test_resume_without_the_replay_refills_it_then_trains_again(tmp_path):
     state = _trained_state(tmp_path / "a")
     assert state["replay"] is None
-    b = DreamerTrainer(_cfg(total_env_steps=48 + 48), dot_context(tmp_path / "b"))
+    b = DreamerTrainer(small_cfg(total_env_steps=48 + 48), dot_context(tmp_path / "b"))
     b.load_state_dict(state)
     assert b.env_steps == 48 and b.opt_steps == state["counters"]["opt_steps"] > 0
     # only the live frame of every stream is in the new replay: no update until it refills
@@ -150,9 +143,9 @@ def test_a_cpu_run_sets_the_threads_it_is_given(tmp_path):
     assert DreamerConfig().for_device("cpu").cpu_threads == 1
     assert DreamerConfig().for_device("cuda").cpu_threads == 0
     torch.set_num_threads(3)
-    DreamerTrainer(_cfg(cpu_threads=0), dot_context(tmp_path / "a"))
+    DreamerTrainer(small_cfg(cpu_threads=0), dot_context(tmp_path / "a"))
     assert torch.get_num_threads() == 3
-    DreamerTrainer(_cfg(cpu_threads=2), dot_context(tmp_path / "b"))
+    DreamerTrainer(small_cfg(cpu_threads=2), dot_context(tmp_path / "b"))
     assert torch.get_num_threads() == 2
-    DreamerTrainer(_cfg(), dot_context(tmp_path / "c"))
+    DreamerTrainer(small_cfg(), dot_context(tmp_path / "c"))
     assert torch.get_num_threads() == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fakes import dot_context, load_state
+from fakes import dot_context, load_state, small_cfg
 
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import OverlappedEngine, PlayerWeights, SyncEngine
@@ -13,11 +13,7 @@ from gbx_algo_dreamer.trainer import DreamerTrainer
 
 
 def _cfg(**kw) -> DreamerConfig:
-    base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=16.0,
-                replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48,
-                engine="overlapped", overlap_chunk=4)
-    base.update(kw)
-    return DreamerConfig(**base)
+    return small_cfg(**{"engine": "overlapped", "overlap_chunk": 4, **kw})
 
 
 def _params(module: torch.nn.Module) -> torch.Tensor:

@@ -5,18 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fakes import dot_context
+from fakes import dot_context, small_cfg
 
-from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.precision import matmul_precision
 from gbx_algo_dreamer.trainer import DreamerTrainer
-
-
-def _cfg(**kw) -> DreamerConfig:
-    base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=16.0,
-                replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48)
-    base.update(kw)
-    return DreamerConfig(**base)
 
 
 def test_the_block_sets_the_precision_and_puts_the_previous_one_back():
@@ -31,7 +23,7 @@ def test_the_block_sets_the_precision_and_puts_the_previous_one_back():
 
 @pytest.mark.parametrize("precision", ["high", "highest"])
 def test_updates_run_at_the_configured_precision(tmp_path, precision):
-    tr = DreamerTrainer(_cfg(matmul_precision=precision), dot_context(tmp_path))
+    tr = DreamerTrainer(small_cfg(matmul_precision=precision), dot_context(tmp_path))
     seen: list[str] = []
     loss = tr.wm.loss
 
@@ -47,4 +39,4 @@ def test_updates_run_at_the_configured_precision(tmp_path, precision):
 
 def test_an_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="matmul_precision"):
-        _cfg(matmul_precision="tf32")
+        small_cfg(matmul_precision="tf32")

@@ -3,19 +3,12 @@ from __future__ import annotations
 import attrs
 import pytest
 import torch
-from fakes import dot_context, load_state
+from fakes import dot_context, load_state, small_cfg
 
 from gbx.memory import MemoryBudgetError
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.trainer import DreamerTrainer
 from gbx_toolkit.guard import NonFiniteError
-
-
-def _cfg(**kw) -> DreamerConfig:
-    base = dict(size="tiny", num_envs=4, batch_size=4, batch_length=8, train_ratio=16.0,
-                replay_capacity=512, learning_starts=32, record_every=8, total_env_steps=48)
-    base.update(kw)
-    return DreamerConfig(**base)
 
 
 def _params(module: torch.nn.Module) -> torch.Tensor:
@@ -24,7 +17,7 @@ def _params(module: torch.nn.Module) -> torch.Tensor:
 
 def test_one_training_run_updates_everything_and_records(tmp_path):
     ctx = dot_context(tmp_path)
-    tr = DreamerTrainer(_cfg(), ctx)
+    tr = DreamerTrainer(small_cfg(), ctx)
     wm0, actor0, critic0 = (_params(tr.wm), _params(tr.behavior.actor),
                             _params(tr.behavior.critic))
     ctx.run(tr)
@@ -47,7 +40,7 @@ def test_one_training_run_updates_everything_and_records(tmp_path):
 
 
 def test_checkpoint_round_trip_resumes_exactly(tmp_path):
-    cfg = _cfg(total_env_steps=40, checkpoint_replay=True)
+    cfg = small_cfg(total_env_steps=40, checkpoint_replay=True)
     a = DreamerTrainer(cfg, dot_context(tmp_path / "a"))
     a.ctx.run(a)
     state = load_state(a.ctx.checkpoints[-1])
@@ -64,16 +57,16 @@ def test_checkpoint_round_trip_resumes_exactly(tmp_path):
 
 
 def test_checkpoint_with_other_bins_is_refused(tmp_path):
-    a = DreamerTrainer(_cfg(total_env_steps=8), dot_context(tmp_path / "a"))
+    a = DreamerTrainer(small_cfg(total_env_steps=8), dot_context(tmp_path / "a"))
     state = a.state_dict()
-    b = DreamerTrainer(_cfg(bins=101, total_env_steps=8), dot_context(tmp_path / "b"))
+    b = DreamerTrainer(small_cfg(bins=101, total_env_steps=8), dot_context(tmp_path / "b"))
     with pytest.raises(ValueError, match="bins"):
         b.load_state_dict(state)
 
 
 def test_nonfinite_loss_raises_with_batch_payload(tmp_path, monkeypatch):
     ctx = dot_context(tmp_path)
-    tr = DreamerTrainer(_cfg(total_env_steps=64), ctx)
+    tr = DreamerTrainer(small_cfg(total_env_steps=64), ctx)
     with torch.no_grad():
         tr.wm.reward.out.bias.fill_(float("nan"))
     with pytest.raises(NonFiniteError) as info:
@@ -89,13 +82,13 @@ def test_nonfinite_loss_raises_with_batch_payload(tmp_path, monkeypatch):
 
 def test_standing_still_and_recon_check_modes(tmp_path):
     ctx = dot_context(tmp_path)
-    tr = DreamerTrainer(_cfg(mode="standing_still", fixed_action=2), ctx)
+    tr = DreamerTrainer(small_cfg(mode="standing_still", fixed_action=2), ctx)
     tr.train()
     hist = torch.tensor([r["action_hist"] for r in ctx.records]).sum(0)
     assert hist.tolist() == [0, 0, 48, 0, 0]
     assert "loss_actor" not in ctx.records[-1] and "loss_model" in ctx.records[-1]
     ctx2 = dot_context(tmp_path / "r")
-    tr2 = DreamerTrainer(_cfg(mode="recon_check"), ctx2)
+    tr2 = DreamerTrainer(small_cfg(mode="recon_check"), ctx2)
     tr2.train()
     rec = ctx2.records[-1]
     assert 0.0 <= rec["heldout_recon_accuracy"] <= 1.0 and rec["heldout_obs_nll"] > 0
@@ -103,7 +96,7 @@ def test_standing_still_and_recon_check_modes(tmp_path):
 
 
 def test_memory_estimate_refuses_cleanly(tmp_path):
-    cfg = _cfg(replay_capacity=4_000_000_000, num_envs=4)
+    cfg = small_cfg(replay_capacity=4_000_000_000, num_envs=4)
     # the shared toolkit's refusal: a GbxError, one line, naming what to lower
     with pytest.raises(MemoryBudgetError, match=r"^dreamer_v3 needs .* will not fit; lower "
                        r"algo.replay_capacity, algo.batch_size or algo.size$"):
@@ -120,7 +113,7 @@ def test_size_presets_follow_the_table():
 
 
 def test_act_and_evaluate(tmp_path):
-    tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
+    tr = DreamerTrainer(small_cfg(), dot_context(tmp_path))
     obs = torch.zeros(3, 1, 16, 16, dtype=torch.uint8)
     a = tr.act(obs)
     assert a.shape == (3,) and a.dtype == torch.int64
@@ -129,7 +122,7 @@ def test_act_and_evaluate(tmp_path):
 
 
 def test_checkpoint_holds_the_running_episode_sums(tmp_path):
-    cfg = _cfg(total_env_steps=40)
+    cfg = small_cfg(total_env_steps=40)
     a = DreamerTrainer(cfg, dot_context(tmp_path / "a"))
     a.ctx.run(a)
     sums = a.metrics.state_dict()
@@ -144,7 +137,7 @@ def test_checkpoint_holds_the_running_episode_sums(tmp_path):
 def test_evaluation_uses_its_own_seed_stream(tmp_path):
     """Evaluating and acting draw from the EVAL_RNG stream: they never move the training
     generator, and two evaluations of one policy replay the same episodes."""
-    tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
+    tr = DreamerTrainer(small_cfg(), dot_context(tmp_path))
     before = tr.gen.get_state()
     first = tr.evaluate(4, greedy=False)
     assert torch.equal(tr.gen.get_state(), before)
@@ -158,7 +151,7 @@ def test_checkpoint_keeps_the_shared_rng_and_env_batch_layout(tmp_path):
     (gbx_toolkit.rl_common), like PPO's and A2C's."""
     from gbx_toolkit.rl_common import capture_rng_state
 
-    tr = DreamerTrainer(_cfg(), dot_context(tmp_path))
+    tr = DreamerTrainer(small_cfg(), dot_context(tmp_path))
     assert tr.state_dict()["live"] is None  # nothing to save before the first reset
     tr._ensure_started()
     state = tr.state_dict()
@@ -198,7 +191,7 @@ def test_training_envs_are_asked_for_as_training_envs(tmp_path):
     archive starts); its evaluation envs are plain ones from the task's real start."""
     ctx = dot_context(tmp_path)
     ctx.made_envs.clear()
-    tr = DreamerTrainer(_cfg(), ctx)
+    tr = DreamerTrainer(small_cfg(), ctx)
     assert ctx.made_envs == [(tr.env.num_envs, True)]
     tr.evaluate(2, greedy=True)
     assert ctx.made_envs[1:] and all(not training for _, training in ctx.made_envs[1:])
