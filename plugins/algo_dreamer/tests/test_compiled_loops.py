@@ -3,6 +3,8 @@ losses and gradients on a fixed batch (CPU: torch.compile; CUDA: captured CUDA g
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -65,10 +67,10 @@ def _losses(wm: WorldModel, behavior: Behavior, batch: dict[str, torch.Tensor],
     return result
 
 
-def _check_same_losses(device: torch.device) -> None:
+def _check_same_losses(device: torch.device, fuse_steps: bool = False) -> None:
     wm, behavior, batch = _setup(device)
     eager = _losses(wm, behavior, batch, None, device)
-    loops = CompiledLoops(wm, behavior, behavior.cfg.horizon, device)
+    loops = CompiledLoops(wm, behavior, behavior.cfg.horizon, device, fuse_steps)
     for _ in range(2):  # the capture / compilation, then a replay of the same program
         compiled = _losses(wm, behavior, batch, loops, device)
         assert compiled.keys() == eager.keys()
@@ -85,6 +87,68 @@ def test_compiled_loops_give_the_eager_losses_on_the_cpu():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_graphs_give_the_eager_losses():
     _check_same_losses(torch.device("cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graphs_of_fused_steps_give_the_eager_losses():
+    _check_same_losses(torch.device("cuda"), fuse_steps=True)
+
+
+def _scan_and_rollout(wm: WorldModel, behavior: Behavior, batch: dict[str, torch.Tensor],
+                      post_step=None, imagine_step=None) -> list[torch.Tensor]:
+    """The scan and the rollout with fixed noise, through ``observe``'s and ``imagine``'s
+    own steps or the given replacements; every output and the scan's input gradients."""
+    device = batch["obs"].device
+    act = torch.nn.functional.one_hot(batch["actions"], ACTIONS).float()
+    embed = wm.embed(batch["obs"]).detach().requires_grad_()
+    noise = wm.rssm.scan_noise(B, T, device, torch.Generator().manual_seed(1))
+    seq, posts, priors, last = wm.rssm.observe(embed, act, batch["is_first"], noise=noise,
+                                               step=post_step)
+    grads = torch.autograd.grad((seq.feat().square().sum() + posts.tanh().sum()
+                                 + priors.tanh().sum()), (embed, wm.rssm.gru.proj.weight))
+    start = Latent(seq.deter.reshape(B * T, -1).detach(),
+                   seq.stoch.reshape(B * T, *seq.stoch.shape[2:]).detach())
+    noise2 = behavior.imagination_noise(wm, B * T, 5, device, torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        feats, actions = behavior.imagine(wm, start, 5, noise=noise2, step=imagine_step)
+    return [seq.deter, seq.stoch, posts, priors, last.deter, *grads, feats, actions]
+
+
+def test_a_replaced_step_runs_the_loops_as_their_own_step_does():
+    """``observe(step=...)`` and ``imagine(step=...)`` with the loops' own step functions
+    give the eager loops' results exactly, and a replaced step needs fed noise."""
+    wm, behavior, batch = _setup(torch.device("cpu"))
+    own = _scan_and_rollout(wm, behavior, batch)
+    replaced = _scan_and_rollout(wm, behavior, batch, wm.rssm.post_step,
+                                 functools.partial(behavior.imagine_step, wm))
+    for a, b in zip(own, replaced, strict=True):
+        assert torch.equal(a, b)
+    act = torch.nn.functional.one_hot(batch["actions"], ACTIONS).float()
+    with pytest.raises(ValueError, match="pass noise"):
+        wm.rssm.observe(wm.embed(batch["obs"]), act, batch["is_first"],
+                        step=wm.rssm.post_step)
+
+
+@pytest.mark.slow  # torch.compile builds two C++ programs
+def test_the_step_functions_compile_whole_and_give_the_eager_results():
+    """``algo.fuse_steps`` compiles ``post_step`` and ``imagine_step`` with
+    ``fullgraph=True``: a graph break would be an error. Here on the CPU (inductor's C++);
+    the CUDA test above runs them inside the captured graphs."""
+    wm, behavior, batch = _setup(torch.device("cpu"))
+    own = _scan_and_rollout(wm, behavior, batch)
+    fused = _scan_and_rollout(
+        wm, behavior, batch,
+        torch.compile(wm.rssm.post_step, fullgraph=True, dynamic=False),
+        torch.compile(functools.partial(behavior.imagine_step, wm), fullgraph=True,
+                      dynamic=False))
+    for a, b in zip(own, fused, strict=True):
+        torch.testing.assert_close(b, a, rtol=RTOL, atol=ATOL)
+
+
+def test_fuse_steps_needs_compile():
+    with pytest.raises(ValueError, match="algo.fuse_steps .* algo.compile=true"):
+        DreamerConfig(size="tiny", fuse_steps=True)
+    assert DreamerConfig(size="tiny", compile=True, fuse_steps=True).fuse_steps
 
 
 def test_fed_noise_samples_what_the_eager_loops_draw():
@@ -119,3 +183,12 @@ def test_bench_times_eager_and_compiled_updates_in_one_command():
     ratio = next(r["value"] for r in records
                  if r["metric"] == "compiled_over_eager_updates_per_s")
     assert ratio == pytest.approx(rate[True] / rate[False])
+
+
+def test_bench_refuses_fused_steps_without_compiled_updates():
+    from click.testing import CliRunner
+
+    from gbx_algo_dreamer.cli import bench_cmd
+
+    res = CliRunner().invoke(bench_cmd, ["--device", "cpu", "--fuse-steps"])
+    assert res.exit_code == 2 and "--fuse-steps" in res.output and "--compile" in res.output

@@ -40,6 +40,10 @@ class Actor(nn.Module):
         return unimix_logits(self.net(feat), self.unimix)
 
 
+# Behavior.imagine_step with the world model bound and without its generator: (deter,
+# stoch, features, action noise, latent noise) -> (deter, stoch, features, action)
+ImagineStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+
 # (start states, generator) -> (features [H+1, N, F], actions [H, N]): the rollout of
 # Behavior.imagine at the configured horizon, eager or captured
 Imagine = Callable[[Latent, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]]
@@ -74,25 +78,46 @@ class Behavior(nn.Module):
             slow.lerp_(fast, rate)
 
     @torch.no_grad()
+    def imagine_step(self, wm: WorldModel, deter: torch.Tensor, stoch: torch.Tensor,
+                     feat: torch.Tensor, act_noise: torch.Tensor | None,
+                     lat_noise: torch.Tensor | None, generator: torch.Generator | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step of :meth:`imagine` on plain tensors: the actor picks an action from
+        ``feat`` (the features of ``(deter, stoch)``) and the prior takes it; returns the
+        next ``(deter, stoch, feat)`` and the action. In this form, with the noise given,
+        ``torch.compile`` takes it whole (``algo.fuse_steps``)."""
+        act = sample_categorical(self.actor(feat), generator, act_noise)
+        state, _ = wm.rssm.img_step(Latent(deter, stoch),
+                                    F.one_hot(act, self.num_actions).float(), generator,
+                                    lat_noise)
+        return state.deter, state.stoch, state.feat(), act
+
     def imagine(self, wm: WorldModel, start: Latent, horizon: int,
                 generator: torch.Generator | None = None,
-                noise: tuple[torch.Tensor, torch.Tensor] | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+                noise: tuple[torch.Tensor, torch.Tensor] | None = None,
+                step: ImagineStep | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Roll the prior forward from ``start`` (flat batch) with actions from the actor.
 
         Returns features ``[H+1, N, F]`` of steps 0..H and actions ``[H, N]`` taken at
         steps 0..H-1. No gradients flow: the actor learns by REINFORCE (discrete actions).
-        ``noise`` (:meth:`imagination_noise`) replaces the draws from ``generator``.
+        ``noise`` (:meth:`imagination_noise`) replaces the draws from ``generator``;
+        ``step`` replaces :meth:`imagine_step` with ``wm`` bound (a compiled copy of it)
+        and needs ``noise``.
         """
-        state = start
-        feats = [state.feat()]
+        if step is not None and noise is None:
+            raise ValueError("a replaced step takes its randomness as input: pass noise")
+        deter, stoch, feat = start.deter, start.stoch, start.feat()
+        feats = [feat]
         actions = []
         for h in range(horizon):
-            logits = self.actor(feats[-1])
-            act = sample_categorical(logits, generator, None if noise is None else noise[0][h])
-            state, _ = wm.rssm.img_step(state, F.one_hot(act, self.num_actions).float(),
-                                        generator, None if noise is None else noise[1][h])
-            feats.append(state.feat())
+            act_noise, lat_noise = (None, None) if noise is None else (noise[0][h],
+                                                                     noise[1][h])
+            if step is None:
+                deter, stoch, feat, act = self.imagine_step(wm, deter, stoch, feat, act_noise,
+                                                            lat_noise, generator)
+            else:
+                deter, stoch, feat, act = step(deter, stoch, feat, act_noise, lat_noise)
+            feats.append(feat)
             actions.append(act)
         return torch.stack(feats), torch.stack(actions)
 

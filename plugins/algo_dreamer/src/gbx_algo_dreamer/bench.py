@@ -39,7 +39,8 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
 def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any]:
     return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
             "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
-            "compile": cfg.compile, "matmul_precision": cfg.matmul_precision}
+            "compile": cfg.compile, "fuse_steps": cfg.fuse_steps,
+            "matmul_precision": cfg.matmul_precision}
 
 
 def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
@@ -96,13 +97,16 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
 
 
 def run_compile_variants(device: torch.device, env: str, cfg: DreamerConfig, repeats: int,
-                         variants: list[bool]) -> list[dict[str, Any]]:
-    """Component timings with each ``algo.compile`` value (a fresh trainer each, same seed),
-    plus the ratio of compiled to eager updates/s when both ran."""
+                         variants: list[bool], fuse_steps: bool = False
+                         ) -> list[dict[str, Any]]:
+    """Component timings with each ``algo.compile`` value (a fresh trainer each, same seed;
+    ``fuse_steps``: ``algo.fuse_steps`` in the compiled one), plus the ratio of compiled to
+    eager updates/s when both ran."""
     out: list[dict[str, Any]] = []
     per_s: dict[bool, float] = {}
     for compiled in variants:
-        records = run_bench(device, env, attrs.evolve(cfg, compile=compiled), repeats)
+        variant = attrs.evolve(cfg, compile=compiled, fuse_steps=fuse_steps and compiled)
+        records = run_bench(device, env, variant, repeats)
         per_s[compiled] = next(r["value"] for r in records
                                if r["metric"] == "train_steps_per_s")
         out += records

@@ -223,23 +223,30 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
 @click.option("--matmul-precision", default="highest", show_default=True,
               type=click.Choice(list(PRECISIONS)),
               help="algo.matmul_precision of the timed updates and model passes")
+@click.option("--fuse-steps", is_flag=True,
+              help="algo.fuse_steps of the compiled updates (CUDA: each loop step one "
+                   "torch.compile program inside the graphs)")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
               batch_length: int, repeats: int, engine: str, train_ratio: float,
               overlap_chunk: int, loop_iterations: int, compile_mode: str,
-              matmul_precision: str) -> None:
+              matmul_precision: str, fuse_steps: bool) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates (eager
     and/or compiled), and the training loop of the sync and overlapped engines."""
     from gbx_algo_dreamer.bench import print_records, run_compile_variants, run_engines
     from gbx_algo_dreamer.config import DreamerConfig
 
+    if fuse_steps and compile_mode == "eager":
+        raise click.BadParameter("it fuses the steps of the compiled updates: add --compile "
+                                 "compiled (or both)", param_hint="--fuse-steps")
     cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
                         learning_starts=num_envs * batch_length,
                         train_ratio=train_ratio, overlap_chunk=overlap_chunk,
                         compile=compile_mode == "compiled",
+                        fuse_steps=fuse_steps and compile_mode == "compiled",
                         matmul_precision=matmul_precision)
     dev = _device(device)
     variants = {"eager": [False], "compiled": [True], "both": [False, True]}[compile_mode]
-    print_records(run_compile_variants(dev, env_name, cfg, repeats, variants))
+    print_records(run_compile_variants(dev, env_name, cfg, repeats, variants, fuse_steps))
     engines = {"both": ["sync", "overlapped"], "none": []}.get(engine, [engine])
     print_records(run_engines(dev, env_name, cfg, engines, loop_iterations))

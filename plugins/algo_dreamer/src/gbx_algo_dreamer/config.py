@@ -165,6 +165,10 @@ class DreamerConfig:
         "run the update's posterior scan and imagination rollout as compiled graphs (CUDA "
         "graphs on a GPU, torch.compile on the CPU): the same losses, fewer kernel launches; "
         "the first update captures or compiles them"))
+    fuse_steps: bool = attrs.field(default=False, metadata=_help(
+        "with algo.compile on CUDA: each step of the captured scan and rollout is one "
+        "torch.compile (inductor) program, which fuses the step's elementwise work into "
+        "fewer kernels; the CPU's algo.compile already compiles the whole loops"))
     matmul_precision: str = attrs.field(default="highest", validator=_in(*PRECISIONS),
         metadata=_help(
         "float32 matmul precision of the updates: highest (float32) | high (TF32 tensor "
@@ -304,6 +308,9 @@ class DreamerConfig:
                              "algo.batch_length >= 2")
         if self.overlap_chunk <= 0:
             raise ValueError("algo.overlap_chunk must be > 0")
+        if self.fuse_steps and not self.compile:
+            raise ValueError("algo.fuse_steps fuses the steps of the compiled loops: set "
+                             "algo.compile=true too, or leave algo.fuse_steps out")
         per_stream = self.replay_capacity // self.num_envs
         need = self.batch_length + self.replay_reserve()
         if per_stream < need:

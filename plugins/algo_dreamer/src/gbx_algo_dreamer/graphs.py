@@ -10,6 +10,11 @@ graph:
   input buffers;
 * on the CPU, both through ``torch.compile`` (one fused program per loop).
 
+With ``algo.fuse_steps`` the CUDA graphs are of loops whose step is itself a
+``torch.compile`` program (:meth:`RSSM.post_step`, :meth:`Behavior.imagine_step`): a graph
+removes the launches' host cost but not the kernels, and an eager step runs a few dozen
+small kernels one after another; the compiled step fuses its elementwise work.
+
 Randomness is an input: the uniforms each loop consumes are drawn before it, from the
 trainer's generator and in the order the eager loop draws them
 (:meth:`RSSM.scan_noise`, :meth:`Behavior.imagination_noise`), so the compiled loops
@@ -19,14 +24,15 @@ weights are read in place, so the optimiser steps between updates reach the grap
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from gbx_algo_dreamer.behavior import Behavior
-from gbx_algo_dreamer.world_model import RSSM, Latent, WorldModel
+from gbx_algo_dreamer.behavior import Behavior, ImagineStep
+from gbx_algo_dreamer.world_model import RSSM, Latent, PostStep, WorldModel
 
 
 class PosteriorScan(nn.Module):
@@ -34,13 +40,15 @@ class PosteriorScan(nn.Module):
     ``(embed [B, T, E], actions [B, T, A], is_first [B, T], noise [T, B, S, C])`` ->
     ``(deter [B, T, D], stoch [B, T, S, C], posterior logits, prior logits)``."""
 
-    def __init__(self, rssm: RSSM) -> None:
+    def __init__(self, rssm: RSSM, step: PostStep | None = None) -> None:
         super().__init__()
         self.rssm = rssm
+        self.step = step
 
     def forward(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
                 noise: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        seq, posts, priors, _ = self.rssm.observe(embed, actions, is_first, noise=noise)
+        seq, posts, priors, _ = self.rssm.observe(embed, actions, is_first, noise=noise,
+                                                  step=self.step)
         return seq.deter, seq.stoch, posts, priors
 
 
@@ -48,14 +56,16 @@ class Rollout(nn.Module):
     """The imagination rollout of :meth:`Behavior.imagine` at a fixed horizon:
     ``(deter [N, D], stoch [N, S, C], action noise, latent noise)`` -> ``(features, actions)``."""
 
-    def __init__(self, wm: WorldModel, behavior: Behavior, horizon: int) -> None:
+    def __init__(self, wm: WorldModel, behavior: Behavior, horizon: int,
+                 step: ImagineStep | None = None) -> None:
         super().__init__()
         self.wm, self.behavior, self.horizon = wm, behavior, horizon
+        self.step = step
 
     def forward(self, deter: torch.Tensor, stoch: torch.Tensor, act_noise: torch.Tensor,
                 lat_noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.behavior.imagine(self.wm, Latent(deter, stoch), self.horizon,
-                                     noise=(act_noise, lat_noise))
+                                     noise=(act_noise, lat_noise), step=self.step)
 
 
 class _CudaGraph:
@@ -96,12 +106,18 @@ class CompiledLoops:
     :meth:`WorldModel.loss` (``observe=``) and :meth:`Behavior.loss` (``imagine=``) take."""
 
     def __init__(self, wm: WorldModel, behavior: Behavior, horizon: int,
-                 device: torch.device) -> None:
+                 device: torch.device, fuse_steps: bool = False) -> None:
         self.wm, self.behavior, self.horizon = wm, behavior, horizon
         self.device = device
         self.cuda = device.type == "cuda"
-        self._scan_module = PosteriorScan(wm.rssm)
-        self._rollout_module = Rollout(wm, behavior, horizon)
+        post_step: PostStep | None = None
+        imagine_step: ImagineStep | None = None
+        if fuse_steps and self.cuda:  # on the CPU the whole loops are compiled below
+            post_step = torch.compile(wm.rssm.post_step, fullgraph=True, dynamic=False)
+            imagine_step = torch.compile(functools.partial(behavior.imagine_step, wm),
+                                         fullgraph=True, dynamic=False)
+        self._scan_module = PosteriorScan(wm.rssm, post_step)
+        self._rollout_module = Rollout(wm, behavior, horizon, imagine_step)
         self._scan: Callable[..., Any] | None = None
         self._rollout: Callable[..., Any] | None = None
         if not self.cuda:

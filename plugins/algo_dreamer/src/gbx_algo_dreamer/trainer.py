@@ -88,8 +88,8 @@ class DreamerTrainer:
         self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device,
                              reserved=cfg.replay_reserve())
         # algo.compile: the update's scan and rollout as compiled graphs (same math)
-        self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device) \
-            if cfg.compile else None
+        self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device,
+                                   cfg.fuse_steps) if cfg.compile else None
         self.engine: Engine
         if cfg.engine == "overlapped":
             # the collecting player reads a copy refreshed per chunk, never the live weights

@@ -52,6 +52,11 @@ def embed_frames(encoder: nn.Module, obs: torch.Tensor) -> torch.Tensor:
     return out.reshape(*lead, -1)
 
 
+# RSSM.post_step without its generator: (deter, stoch, action, embed, is_first, initial
+# deter, initial stoch, noise) -> (deter, stoch, posterior logits)
+PostStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
 class RSSM(nn.Module):
     def __init__(self, size: SizePreset, num_actions: int, embed_dim: int, unimix: float) -> None:
         super().__init__()
@@ -110,6 +115,18 @@ class RSSM(nn.Module):
         sample = straight_through_sample(post_logits, generator, noise)
         return Latent(deter, sample), post_logits
 
+    def post_step(self, deter: torch.Tensor, stoch: torch.Tensor, action: torch.Tensor,
+                  embed: torch.Tensor, is_first: torch.Tensor, init_deter: torch.Tensor,
+                  init_stoch: torch.Tensor, noise: torch.Tensor | None,
+                  generator: torch.Generator | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step of :meth:`observe` on plain tensors: ``(deter, stoch, posterior
+        logits)``. In this form, with ``noise`` given, ``torch.compile`` takes it whole
+        (``algo.fuse_steps``)."""
+        state, logits = self._post_step(Latent(deter, stoch), action, embed, is_first,
+                                        Latent(init_deter, init_stoch), generator, noise)
+        return state.deter, state.stoch, logits
+
     def obs_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
                  is_first: torch.Tensor, generator: torch.Generator | None = None
                  ) -> tuple[Latent, torch.Tensor, torch.Tensor]:
@@ -119,30 +136,37 @@ class RSSM(nn.Module):
 
     def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
                 state: Latent | None = None, generator: torch.Generator | None = None,
-                noise: torch.Tensor | None = None
+                noise: torch.Tensor | None = None, step: PostStep | None = None
                 ) -> tuple[Latent, torch.Tensor, torch.Tensor, Latent]:
         """Scan posterior steps over batch-major ``[B, T, ...]`` inputs.
 
         Returns stacked posterior states ``[B, T, ...]``, posterior and prior logits
         ``[B, T, S, C]`` and the last state. Only the posterior is needed inside the scan
         (its sample feeds the next step), so the prior head runs once on all steps after it.
-        ``noise [T, B, S, C]`` (:meth:`scan_noise`) replaces the draws from ``generator``.
+        ``noise [T, B, S, C]`` (:meth:`scan_noise`) replaces the draws from ``generator``;
+        ``step`` replaces :meth:`post_step` (a compiled copy of it) and needs ``noise``.
         """
+        if step is not None and noise is None:
+            raise ValueError("a replaced step takes its randomness as input: pass noise")
         batch, length = embed.shape[:2]
         init = self.initial(batch)
         if state is None:
             state = init
+        deter, stoch = state.deter, state.stoch
         deters, stochs, posts = [], [], []
         for t in range(length):
-            state, post = self._post_step(state, actions[:, t], embed[:, t], is_first[:, t],
-                                          init, generator,
-                                          None if noise is None else noise[t])
-            deters.append(state.deter)
-            stochs.append(state.stoch)
+            inputs = (deter, stoch, actions[:, t], embed[:, t], is_first[:, t], init.deter,
+                      init.stoch, None if noise is None else noise[t])
+            if step is None:
+                deter, stoch, post = self.post_step(*inputs, generator=generator)
+            else:
+                deter, stoch, post = step(*inputs)
+            deters.append(deter)
+            stochs.append(stoch)
             posts.append(post)
         seq = Latent(torch.stack(deters, 1), torch.stack(stochs, 1))
         priors = self._logits(self.prior_net, seq.deter)
-        return seq, torch.stack(posts, 1), priors, state
+        return seq, torch.stack(posts, 1), priors, Latent(deter, stoch)
 
     def scan_noise(self, batch: int, length: int, device: torch.device,
                    generator: torch.Generator | None) -> torch.Tensor:
