@@ -106,11 +106,11 @@ def _scan_and_rollout(wm: WorldModel, behavior: Behavior, batch: dict[str, torch
                                                step=post_step)
     grads = torch.autograd.grad((seq.feat().square().sum() + posts.tanh().sum()
                                  + priors.tanh().sum()), (embed, wm.rssm.gru.proj.weight))
-    start = Latent(seq.deter.reshape(B * T, -1).detach(),
-                   seq.stoch.reshape(B * T, *seq.stoch.shape[2:]).detach())
+    # start states that carry gradients: the rollout itself lets none through
+    start = Latent(seq.deter.reshape(B * T, -1), seq.stoch.reshape(B * T, *seq.stoch.shape[2:]))
     noise2 = behavior.imagination_noise(wm, B * T, 5, device, torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        feats, actions = behavior.imagine(wm, start, 5, noise=noise2, step=imagine_step)
+    feats, actions = behavior.imagine(wm, start, 5, noise=noise2, step=imagine_step)
+    assert not feats.requires_grad
     return [seq.deter, seq.stoch, posts, priors, last.deter, *grads, feats, actions]
 
 

@@ -77,7 +77,6 @@ class Behavior(nn.Module):
                               strict=True):
             slow.lerp_(fast, rate)
 
-    @torch.no_grad()
     def imagine_step(self, wm: WorldModel, deter: torch.Tensor, stoch: torch.Tensor,
                      feat: torch.Tensor, act_noise: torch.Tensor | None,
                      lat_noise: torch.Tensor | None, generator: torch.Generator | None = None
@@ -92,6 +91,7 @@ class Behavior(nn.Module):
                                     lat_noise)
         return state.deter, state.stoch, state.feat(), act
 
+    @torch.no_grad()
     def imagine(self, wm: WorldModel, start: Latent, horizon: int,
                 generator: torch.Generator | None = None,
                 noise: tuple[torch.Tensor, torch.Tensor] | None = None,
