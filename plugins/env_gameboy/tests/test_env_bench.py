@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from env_test_rom import write_env_test_rom
 
@@ -25,6 +26,9 @@ def test_bench_prints_json_records(tmp_path: Path) -> None:
     for r in recs:
         assert r["env_steps_per_s"] > 0
         assert abs(r["frames_per_s"] - 4 * r["env_steps_per_s"]) <= 0.01 * r["frames_per_s"]
+        n = r["num_envs"]
+        assert r["env_steps_per_s_per_env"] == pytest.approx(r["env_steps_per_s"] / n, rel=1e-3)
+        assert r["frames_per_s_per_env"] == pytest.approx(r["frames_per_s"] / n, rel=1e-3)
         assert r["reset_all_ms"] >= 0 and "rss" in r["mem_after_warmup"]
 
 

@@ -83,6 +83,9 @@ def test_bench_prints_one_json_record() -> None:
     assert rec["warmup_steps"] == 1 and len(rec["step_frames_per_s"]) == 3
     half = rec["step_frames_per_s"][1:]
     assert min(half) * 0.99 <= rec["steady_frames_per_s"] <= max(half) * 1.01
+    # per env beside the totals: the batch's rate shared by its 2 envs
+    assert rec["frames_per_s_per_env"] == pytest.approx(rec["frames_per_s"] / 2)
+    assert rec["steady_frames_per_s_per_env"] == pytest.approx(rec["steady_frames_per_s"] / 2)
 
 
 def test_bench_envs_list_prints_one_record_per_size() -> None:

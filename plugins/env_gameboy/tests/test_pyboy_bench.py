@@ -54,6 +54,7 @@ def test_each_env_replays_gbx_buttons_in_24_frame_steps(monkeypatch: pytest.Monk
     monkeypatch.setattr(pyboy, "PyBoy", FakePyBoy)
     rec = measure_pyboy("game.gb", envs=3, frames=48, game=True, seed=5, warmup_steps=1)
     assert rec["envs"] == 3 and rec["frames_per_env"] == 48 and rec["emulator"] == "pyboy"
+    assert rec["frames_per_s_per_env"] == pytest.approx(rec["frames_per_s"] / 3)
     log = FakePyBoy.log
     assert log[0] == ("init", False)  # sound off
     runs = [i for i, e in enumerate(log) if e == ("load",)]

@@ -190,6 +190,9 @@ def measure(
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": env_frames / run_s,
         "steady_frames_per_s": step_frames * len(second_half) / sum(second_half),
+        # one emulated Game Boy's speed (60 frames/s is real time), beside the totals
+        "frames_per_s_per_env": env_frames / run_s / envs,
+        "steady_frames_per_s_per_env": step_frames * len(second_half) / sum(second_half) / envs,
         "step_frames_per_s": [round(step_frames / s, 1) for s in step_s],
         "instructions_per_s": instrs / run_s,
         "instructions": instrs,

@@ -112,6 +112,9 @@ def measure(
         "build_s": round(build_s, 3),
         "env_steps_per_s": round(steps * num_envs / secs, 2),
         "frames_per_s": round(steps * num_envs * config.frames_per_step / secs, 2),
+        # one env's rates, beside the batch's
+        "env_steps_per_s_per_env": round(steps / secs, 3),
+        "frames_per_s_per_env": round(steps * config.frames_per_step / secs, 2),
         "step_ms": round(1000 * secs / steps, 3),
         "reset_none_ms": round(1000 * reset_s["none"], 3),
         "reset_all_ms": round(1000 * reset_s["all"], 3),

@@ -97,6 +97,7 @@ def measure_pyboy(rom: bytes | str, envs: int, frames: int, game: bool, seed: in
         "sound_emulated": False,
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": env_frames / run_s,
+        "frames_per_s_per_env": env_frames / run_s / envs,
         "run_s": run_s,
         "process_cpu_s": cpu_s,
         "frames_per_cpu_s": env_frames / cpu_s if cpu_s > 0 else None,
