@@ -177,6 +177,8 @@ def measure(
     env_frames = n_steps * STEP_FRAMES * envs
     step_frames = STEP_FRAMES * envs
     second_half = step_s[n_steps // 2:]
+    rate = env_frames / run_s
+    steady = step_frames * len(second_half) / sum(second_half)
     extra: dict[str, object] = {}
     if clocks is not None:
         extra["phase_clocks"] = summarize([int(v) for v in clocks.sum(dim=1).tolist()])
@@ -188,11 +190,11 @@ def measure(
         "kernel": batch.kernel,  # the run kernel's variant (cpu.HOST)
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
-        "frames_per_s": env_frames / run_s,
-        "steady_frames_per_s": step_frames * len(second_half) / sum(second_half),
+        "frames_per_s": rate,
+        "steady_frames_per_s": steady,
         # one emulated Game Boy's speed (60 frames/s is real time), beside the totals
-        "frames_per_s_per_env": env_frames / run_s / envs,
-        "steady_frames_per_s_per_env": step_frames * len(second_half) / sum(second_half) / envs,
+        "frames_per_s_per_env": rate / envs,
+        "steady_frames_per_s_per_env": steady / envs,
         "step_frames_per_s": [round(step_frames / s, 1) for s in step_s],
         "instructions_per_s": instrs / run_s,
         "instructions": instrs,
