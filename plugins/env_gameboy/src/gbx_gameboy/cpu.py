@@ -575,8 +575,16 @@ def hl_step(w2: int) -> int:
 def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[empty-body]
 
 
+# Four bytes at any offset. A CPU loads them at once whatever the alignment; a GPU faults
+# on an unaligned word load, so there (the CPU variant run on a GPU) they are four.
 @wp.func_native(
-    "uint32_t w; __builtin_memcpy(&w, ((const uint8_t*)base) + off, 4); return (int32_t)w;"
+    "#ifdef __CUDA_ARCH__\n"
+    "const uint8_t* p = ((const uint8_t*)base) + off;\n"
+    "return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)"
+    " | ((uint32_t)p[3] << 24));\n"
+    "#else\n"
+    "uint32_t w; __builtin_memcpy(&w, ((const uint8_t*)base) + off, 4); return (int32_t)w;\n"
+    "#endif\n"
 )
 def ld_u32(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
 
