@@ -17,6 +17,10 @@ from gbx_algo_dreamer.world_model import Latent, WorldModel
 # float32 programs that fuse or reorder reductions agree to about 1e-6 relative; the bound
 # leaves room for the sums over 32x32 latents and 72x80 pixels
 RTOL, ATOL = 1e-4, 1e-5
+# Fused steps (inductor kernels of the whole step on CUDA) sum the step's gradients in their
+# own order: on an H200 the losses kept the bound above and 0.5% of the world model's
+# gradient elements differed by up to 7.9e-5 absolute.
+FUSED_GRAD_ATOL = 2e-4
 OBS, ACTIONS, B, T = (1, 16, 16), 5, 3, 6
 
 
@@ -75,7 +79,8 @@ def _check_same_losses(device: torch.device, fuse_steps: bool = False) -> None:
         compiled = _losses(wm, behavior, batch, loops, device)
         assert compiled.keys() == eager.keys()
         for key, value in eager.items():
-            torch.testing.assert_close(compiled[key], value, rtol=RTOL, atol=ATOL,
+            atol = FUSED_GRAD_ATOL if fuse_steps and key.startswith("grad_") else ATOL
+            torch.testing.assert_close(compiled[key], value, rtol=RTOL, atol=atol,
                                        msg=lambda m, k=key: f"{k}: {m}")
 
 

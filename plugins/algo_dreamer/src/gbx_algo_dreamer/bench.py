@@ -37,6 +37,7 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
 
 
 def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any]:
+    cfg = cfg.for_device(device)  # records show the values that ran, not "auto"
     return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
             "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
             "compile": cfg.compile, "fuse_steps": cfg.fuse_steps,

@@ -220,9 +220,10 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
               help="algo.compile of the timed updates: eager, compiled (CUDA graphs on a "
                    "GPU, torch.compile on the CPU), or both (component timings of each and "
                    "compiled_over_eager_updates_per_s); the engine loops run as the first")
-@click.option("--matmul-precision", default="highest", show_default=True,
-              type=click.Choice(list(PRECISIONS)),
-              help="algo.matmul_precision of the timed updates and model passes")
+@click.option("--matmul-precision", default="auto", show_default=True,
+              type=click.Choice(["auto", *PRECISIONS]),
+              help="algo.matmul_precision of the timed updates and model passes (auto: "
+                   "the device's default, TF32 on CUDA)")
 @click.option("--fuse-steps", is_flag=True,
               help="algo.fuse_steps of the compiled updates (CUDA: each loop step one "
                    "torch.compile program inside the graphs)")

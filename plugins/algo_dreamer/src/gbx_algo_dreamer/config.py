@@ -63,6 +63,7 @@ class DevicePreset:
     critic_lr: float
     gamma: float
     cpu_threads: int
+    matmul_precision: str
 
 
 # cuda: the paper's settings. cpu: an update on a CPU costs about 1 ms per replayed 72x80
@@ -79,13 +80,18 @@ class DevicePreset:
 # Threads: the tiny model's many small operations gain little from a second thread, and two
 # threads wait on each other whenever another process holds a core (the README's toy run
 # took 211 s with torch's two threads and 137 s with one on the shared 2-core machine).
+# Matmul precision: TF32 on CUDA made an update of size S 1.24x faster on an H200, and a
+# run with it passed the regression gate of the float32 baseline (docs/dreamer.md); a CPU
+# has no TF32, so it keeps float32.
 DEVICE_PRESETS: dict[str, DevicePreset] = {
     "cuda": DevicePreset(size="S", batch_size=16, batch_length=64, train_ratio=32.0,
                          replay_capacity=1_000_000, learning_starts=1024, model_lr=1e-4,
-                         actor_lr=3e-5, critic_lr=3e-5, gamma=0.997, cpu_threads=0),
+                         actor_lr=3e-5, critic_lr=3e-5, gamma=0.997, cpu_threads=0,
+                         matmul_precision="high"),
     "cpu": DevicePreset(size="tiny", batch_size=8, batch_length=16, train_ratio=24.0,
                         replay_capacity=65_536, learning_starts=512, model_lr=1e-3,
-                        actor_lr=5e-4, critic_lr=1e-3, gamma=0.95, cpu_threads=1),
+                        actor_lr=5e-4, critic_lr=1e-3, gamma=0.95, cpu_threads=1,
+                        matmul_precision="highest"),
 }
 AUTO_FIELDS = tuple(attrs.fields_dict(DevicePreset))
 
@@ -98,13 +104,14 @@ def device_kind(device: torch.device | str) -> str:
 def _auto_help(field: str, text: str) -> dict[str, str]:
     per_device = ", ".join(f"{getattr(p, field)} on {'CUDA' if k == 'cuda' else 'the CPU'}"
                            for k, p in DEVICE_PRESETS.items())
-    unset = {"size": "auto", "learning_starts": "unset", "cpu_threads": "unset"}.get(field, "0")
+    unset = {"size": "auto", "matmul_precision": "auto", "learning_starts": "unset",
+             "cpu_threads": "unset"}.get(field, "0")
     return {"help": f"{text}; {unset} = the device's default: {per_device}"}
 
 
 # the value that leaves a setting to the device: 0 for numbers, except where 0 means itself
-_AUTO_MARKERS: dict[str, tuple[Any, ...]] = {"size": (AUTO,), "learning_starts": (None,),
-                                             "cpu_threads": (None,)}
+_AUTO_MARKERS: dict[str, tuple[Any, ...]] = {"size": (AUTO,), "matmul_precision": (AUTO,),
+                                             "learning_starts": (None,), "cpu_threads": (None,)}
 
 
 _POS = in_range(0, lo_open=True)  # > 0 and finite
@@ -169,12 +176,12 @@ class DreamerConfig:
         "with algo.compile on CUDA: each step of the captured scan and rollout is one "
         "torch.compile (inductor) program, which fuses the step's elementwise work into "
         "fewer kernels; the CPU's algo.compile already compiles the whole loops"))
-    matmul_precision: str = attrs.field(default="highest", validator=_in(*PRECISIONS),
-        metadata=_help(
-        "float32 matmul precision of the updates: highest (float32) | high (TF32 tensor "
-        "cores on CUDA: an update of size S took 49 ms instead of 61 on an H200) | medium "
-        "(bfloat16 internally where the device has it); torch.set_float32_matmul_precision "
-        "decides what each device does with it"))
+    matmul_precision: str = attrs.field(default=AUTO, validator=_in(AUTO, *PRECISIONS),
+        metadata=_auto_help(
+        "matmul_precision", "float32 matmul precision of the updates: highest (float32) | "
+        "high (TF32 tensor cores on CUDA: an update of size S took 49 ms instead of 61 on an "
+        "H200) | medium (bfloat16 internally where the device has it); "
+        "torch.set_float32_matmul_precision decides what each device does with it"))
     overlap_chunk: int = attrs.field(default=16, validator=in_range(1), metadata=_help(
         "env iterations collected per chunk with algo.engine=overlapped; the player acts "
         "with a copy of the weights taken at the start of each chunk"))
