@@ -107,6 +107,18 @@ def test_bench_kernel_option() -> None:
     assert json.loads(_last_line(res.output))["kernel"] == "cuda"
 
 
+def test_bench_without_drawing_times_the_same_emulation() -> None:
+    args = ["--envs", "2", "--frames", "48", "--warmup-steps", "1"]
+    records = {}
+    for flag in ("--draw", "--no-draw"):
+        res = CliRunner().invoke(emulator_bench, [*args, flag])
+        assert res.exit_code == 0, res.output
+        records[flag] = json.loads(_last_line(res.output))
+    assert records["--draw"]["draw"] is True and records["--no-draw"]["draw"] is False
+    # drawing reads the emulated state and changes none of it
+    assert records["--draw"]["instructions"] == records["--no-draw"]["instructions"] > 0
+
+
 @pytest.mark.parametrize("bad", ["0", "4,x", ",", "-2"])
 def test_bench_envs_list_refuses_bad_sizes(bad: str) -> None:
     res = CliRunner().invoke(emulator_bench, ["--envs", bad])

@@ -118,9 +118,12 @@ def button_indices(envs: int, steps: int, seed: int) -> torch.Tensor:
 def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
     cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
-    kernel: str = "auto",
+    kernel: str = "auto", draw: bool = True,
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate).
+
+    ``draw``: draw the last frame of every step, as an env's observation needs (False: no
+    frame is drawn, which prices the drawing against the same emulated work).
 
     Every timed step is timed on its own (the device is synchronised after each launch, which
     costs nothing next to a 24-frame launch), so the record shows whether the rate is steady:
@@ -146,9 +149,10 @@ def measure(
 
     def step(i: int) -> None:
         if game:
-            batch.step_frames(buttons[i], STEP_FRAMES, release_after=STEP_FRAMES // 2)
+            batch.step_frames(buttons[i], STEP_FRAMES, release_after=STEP_FRAMES // 2,
+                              render_last=draw)
         else:
-            batch.run_frames(STEP_FRAMES, render_last=True)
+            batch.run_frames(STEP_FRAMES, render_last=draw)
 
     if game:
         batch.run_frames(BOOT_FRAMES)
@@ -188,6 +192,7 @@ def measure(
         # CPU device: the worker threads the launches ran on (a GPU ignores the count)
         "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
         "kernel": batch.kernel,  # the run kernel's variant (cpu.HOST)
+        "draw": draw,  # the last frame of each step drawn
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": rate,
@@ -229,13 +234,16 @@ def measure(
               help="run-kernel variant: the one generated for the device (auto), or "
                    "either by name on either device (the CUDA variant on the CPU, the CPU "
                    "variant with its inner loop on a GPU) to compare the two")
+@click.option("--draw/--no-draw", default=True, show_default=True,
+              help="draw the last frame of each step, as the envs' observations need; "
+                   "--no-draw times the same emulation without drawing")
 @click.option("--emulator", type=click.Choice(["gbx", "pyboy"]), default="gbx",
               show_default=True,
               help="pyboy: PyBoy (sound off, one process) on the same work, each env's steps "
                    "in turn with the same buttons; frames_per_cpu_s compares per core")
 def emulator_bench(
     rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
-    warmup_steps: int, threads: int, kernel: str, emulator: str,
+    warmup_steps: int, threads: int, kernel: str, draw: bool, emulator: str,
 ) -> None:
     """Emulated frames/s and instructions/s; prints one JSON record per batch size.
 
@@ -253,9 +261,10 @@ def emulator_bench(
             raise click.BadParameter(str(exc), param_hint="--rom") from exc
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
     if emulator == "pyboy":
-        if cold or kernel != "auto" or threads != 0 or not device.startswith("cpu"):
-            raise click.BadParameter("PyBoy runs on one CPU core with no kernel: leave out "
-                                     "--cold, --kernel, --threads and --device",
+        if cold or kernel != "auto" or threads != 0 or not device.startswith("cpu") or not draw:
+            raise click.BadParameter("PyBoy runs on one CPU core with no kernel and draws "
+                                     "each step's last frame: leave out --cold, --kernel, "
+                                     "--threads, --device and --no-draw",
                                      param_hint="--emulator")
         from gbx_gameboy.pyboy_bench import measure_pyboy
 
@@ -267,5 +276,5 @@ def emulator_bench(
     for i, n in enumerate(envs):
         record = measure(image, n, frames, device, game if game is not None else rom is not None,
                          cold=cold and i == 0, warmup_steps=warmup_steps, threads=threads,
-                         kernel=kernel)
+                         kernel=kernel, draw=draw)
         click.echo(json.dumps(record))
