@@ -35,14 +35,16 @@ def test_auto_settings_take_the_values_of_the_device():
     assert (cuda.replay_capacity, cuda.model_lr, cuda.actor_lr, cuda.gamma) == (
         1_000_000, 1e-4, 3e-5, 0.997)
     assert cpu.gamma == 0.95  # a short run's horizon (docs/benchmarks.md)
+    assert (cuda.matmul_precision, cpu.matmul_precision) == ("high", "highest")  # TF32 on CUDA
 
 
 def test_an_explicit_value_always_wins():
-    cfg = DreamerConfig(size="XS", train_ratio=8.0, replay_capacity=4096)
+    cfg = DreamerConfig(size="XS", train_ratio=8.0, replay_capacity=4096,
+                        matmul_precision="highest")
     for device in ("cpu", "cuda"):
         resolved = cfg.for_device(device)
-        assert (resolved.size, resolved.train_ratio, resolved.replay_capacity) == (
-            "XS", 8.0, 4096)
+        assert (resolved.size, resolved.train_ratio, resolved.replay_capacity,
+                resolved.matmul_precision) == ("XS", 8.0, 4096, "highest")
         assert resolved.batch_length == DEVICE_PRESETS[device].batch_length
 
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 from fakes import dot_context, small_cfg
 
-from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.precision import matmul_precision
 from gbx_algo_dreamer.trainer import DreamerTrainer
 
@@ -42,16 +41,3 @@ def test_an_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="matmul_precision"):
         small_cfg(matmul_precision="tf32")
 
-
-def test_auto_takes_tf32_on_cuda_and_float32_on_the_cpu():
-    cfg = DreamerConfig()
-    assert cfg.matmul_precision == "auto" and not cfg.resolved
-    assert cfg.for_device("cuda").matmul_precision == "high"
-    assert cfg.for_device("cpu").matmul_precision == "highest"
-    assert DreamerConfig(matmul_precision="highest").for_device("cuda").matmul_precision == \
-        "highest"
-
-
-def test_a_cpu_run_with_the_defaults_updates_in_float32(tmp_path):
-    tr = DreamerTrainer(small_cfg(matmul_precision="auto"), dot_context(tmp_path))
-    assert tr.cfg.matmul_precision == "highest"
