@@ -196,3 +196,21 @@ def test_runs_of_nops_and_jr0_step_like_single_instructions() -> None:
     regs = batches["cpu"].regs(0)
     # About 106,000 cycles: timer interrupts were taken and the loop went round.
     assert regs["e"] > 100 and regs["d"] >= 2, regs
+
+
+def test_cuda_variant_draws_a_launchs_last_lines_after_it() -> None:
+    """The CUDA variant leaves the drawn frame's lines that a launch's last catch-up
+    reaches to draw_pending_kernel (the bundled game: all 144, at VBlank); the frame is
+    the CPU variant's, which draws every line at once."""
+    n = 4
+    batches = {k: GameBoyBatch(str(DEFAULT_ROM), n, "cpu", threads=1, kernel=k)
+               for k in ("cpu", "cuda")}
+    for batch in batches.values():
+        batch.run_frames(40)
+        batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32), 6, release_after=3)
+    pend = batches["cuda"]._g.pend.numpy()
+    assert (pend[:, 0] == 144).all() and (pend[:, 1] == 0).all(), pend
+    assert batches["cpu"]._g.pend.shape[0] == 1  # the CPU variant keeps no pending lines
+    host, cuda = (b.state_tensors()["fb"] for b in batches.values())
+    assert len(torch.unique(host)) >= 3, "the compared frame is blank"
+    assert torch.equal(host, cuda)

@@ -21,7 +21,7 @@ from gbx_gameboy.layout import (
     WX,
     WY,
 )
-from gbx_gameboy.render import render_frames, render_line
+from gbx_gameboy.render import render_frames, render_line, window_line_after
 from gbx_gameboy.tiles import tile_envs
 from gbx_gameboy.warp_setup import import_warp
 
@@ -208,3 +208,40 @@ def test_window_line_counter_pauses_while_window_hidden() -> None:
     assert w[19] == 0 and w[20] == 1
     assert w[69] == w[49] and w[89] == w[79]
     assert w[143] == 144 - 20 - 20 - 10
+
+
+@wp.kernel
+def _counters_with_line_io(
+    mem: wp.array3d(dtype=wp.uint8),
+    mem_ptr: wp.uint64,
+    line_io: wp.array3d(dtype=wp.uint8),
+    fb: wp.array3d(dtype=wp.uint8),
+    drawn: wp.array2d(dtype=wp.int32),
+    counted: wp.array2d(dtype=wp.int32),
+):
+    """For every line and register set: render_line's counter and window_line_after's."""
+    env = wp.tid()
+    for ly in range(-1, 146):
+        row = wp.clamp(ly, 0, 143)
+        for r in range(0x40, 0x4C):
+            mem[0, IO_OFF + r, env] = line_io[env, row, r]
+        drawn[env, ly + 1] = render_line(mem_ptr + wp.uint64(env), env, ly, 5, fb)
+        counted[env, ly + 1] = window_line_after(mem_ptr + wp.uint64(env), ly, 5)
+
+
+def test_window_line_after_counts_as_render_line_does() -> None:
+    rng = np.random.default_rng(11)
+    states = np.stack([random_state(rng) for _ in range(8)])
+    io = np.repeat(states[:, None, IO_OFF:IO_OFF + 0x80], 144, axis=1)
+    io[:, :, LCDC] = rng.integers(0, 256, (8, 144))  # LCD, BG and window bits in all mixes
+    io[:, :, WY] = rng.integers(0, 150, (8, 144))
+    io[:, :, WX] = rng.integers(0, 175, (8, 144))
+    mem = wp.array(tile_envs(torch.from_numpy(states)).numpy(), dtype=wp.uint8, device="cpu")
+    line_io = wp.array(io.copy(), dtype=wp.uint8, device="cpu")
+    fb = wp.zeros((8, 144, 160), dtype=wp.uint8, device="cpu")
+    drawn = wp.zeros((8, 147), dtype=wp.int32, device="cpu")
+    counted = wp.zeros((8, 147), dtype=wp.int32, device="cpu")
+    wp.launch(_counters_with_line_io, dim=8, inputs=[mem, mem.ptr, line_io, fb, drawn, counted],
+              device="cpu")
+    assert (drawn.numpy() == counted.numpy()).all()
+    assert set(np.unique(drawn.numpy())) == {5, 6}  # lines with and without the window

@@ -114,7 +114,7 @@ from gbx_gameboy.decode import (
     WVAL_SHIFT,
     WWAIT_SHIFT,
 )
-from gbx_gameboy.kstate import GB, ld_i32, ld_u8, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.kstate import GB, ld_i32, ld_u8, mem_base, mget, mset, sget, sset, tget, tset
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     FAULT_BUDGET,
@@ -170,7 +170,14 @@ from gbx_gameboy.phase_clock import (
     cycle_clock,
     live_lanes,
 )
-from gbx_gameboy.ppu_timing import SEEN_MARGIN, ppu_advance, ppu_cpu_event
+from gbx_gameboy.ppu_timing import (
+    SEEN_MARGIN,
+    flush_draw,
+    ppu_advance,
+    ppu_cpu_event,
+    render_line,
+    window_line_after,
+)
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import wp
 
@@ -618,7 +625,7 @@ def catch_up(g: GB, env: int, t: int, halted: int, limit: int):
         if halted != 0 and pending_irq(g, env) == 0:
             nxt = wp.min(sget(g, env, T_TIMER_NEXT), sget(g, env, T_SERIAL_END))
             unobserved = wp.min(nxt, limit)
-        ppu_advance(g.ref, env, t, unobserved)
+        ppu_advance(g.ref, env, t, unobserved, 1)
 
 
 @wp.func
@@ -637,6 +644,24 @@ def store_gb(dst: wp.array(dtype=GB), g: GB):
     Launched before every run_kernel launch (it is in the same module, so no extra
     compile); stream order makes the copy current for the launch that follows."""
     dst[0] = g
+
+
+@wp.kernel
+def draw_pending_kernel(g: GB):
+    """After a launch of the CUDA variant: draw the lines of the drawn frame that its last
+    catch-up left pending (``ppu_timing.flush_draw``), one thread per (env, line). The
+    state is the one they were due in, since no instruction ran after that catch-up; the
+    window line counter of each line follows from the first one's."""
+    env, ly = wp.tid()
+    count = g.pend[env, 0]
+    first = g.pend[env, 1]
+    if ly < first or ly >= first + count:
+        return
+    mb = mem_base(g, env)
+    win = g.pend[env, 2]
+    for k in range(first, ly):
+        win = window_line_after(mb, k, win)
+    render_line(mb, env, ly, win, g.fb)
 
 
 @wp.kernel(name="store_gb_host", module=HOST_MODULE)
@@ -706,6 +731,8 @@ def run_kernel(
         else:
             set_buttons(g.ref, env, 0)
 
+    if wp.static(not HOST):
+        g.pend[env, 0] = 0  # the previous launch's lines were drawn after it
     # The launch's cycle limit: the requested cycles, or the frames' cycle budget.
     limit = wp.min(amount, LAUNCH_TIME_LIMIT)
     if mode != RUN_CYCLES:
@@ -753,6 +780,8 @@ def run_kernel(
                     break
             elif t >= limit:
                 break
+            if wp.static(not HOST):
+                flush_draw(g.ref, env)  # the launch goes on: draw before the CPU runs
             next_ev = wp.min(
                 wp.min(ppu_cpu_event(g, env), sget(g, env, T_TIMER_NEXT)),
                 wp.min(sget(g, env, T_SERIAL_END), limit),

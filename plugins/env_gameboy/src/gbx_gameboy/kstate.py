@@ -59,6 +59,7 @@ class GB:
     apu: wp.array3d(dtype=wp.int32)  # (tiles, APU_COUNT, TILE)
     fb: wp.array3d(dtype=wp.uint8)  # (N, 144, 160)
     clocks: wp.array2d(dtype=wp.int64)  # (CLOCK_ROWS, N) with phase clocks, else (1, 1)
+    pend: wp.array2d(dtype=wp.int32)  # (N, 3) lines left to draw after a launch, else (1, 3)
     # Base addresses of the tiled arrays above (``array.ptr``) and the bytes of one tile
     # of the two whose row count depends on the cartridge / the batch.
     mem_ptr: wp.uint64

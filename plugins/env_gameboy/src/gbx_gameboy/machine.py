@@ -17,6 +17,7 @@ from gbx_gameboy.cpu import (
     MAX_FRAMES_PER_LAUNCH,
     RUN_CYCLES,
     RUN_FRAMES,
+    draw_pending_kernel,
     run_kernel,
     run_kernel_host,
     store_gb,
@@ -90,9 +91,11 @@ def batch_bytes(cart: Cartridge, num_envs: int,
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
     cannot fit before Warp allocates anything. ``cpu_variant``: the batch runs the run
-    kernel's CPU variant, which also keeps the predecoded ROM (4 bytes per ROM byte)."""
+    kernel's CPU variant, which also keeps the predecoded ROM (4 bytes per ROM byte); the
+    CUDA variant keeps 12 bytes per env of lines left to draw after a launch."""
     rom = len(cart.data) * (5 if cpu_variant else 1)
-    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom
+    pending = 0 if cpu_variant else num_envs * 3 * 4
+    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
 
 
 class GameBoyBatch:
@@ -160,6 +163,10 @@ class GameBoyBatch:
         g.tm = wp.zeros((nt, L.TM_COUNT, L.TILE), dtype=wp.int64, device=dev)
         clock_shape = (CLOCK_ROWS, n) if PHASE_CLOCKS else (1, 1)
         g.clocks = wp.zeros(clock_shape, dtype=wp.int64, device=dev)
+        # The CUDA variant's lines left to draw after a launch: count, first line, window
+        # line counter (ppu_timing.flush_draw); the CPU variant draws at once.
+        self._defer_draw = not host
+        g.pend = wp.zeros((n if self._defer_draw else 1, 3), dtype=wp.int32, device=dev)
         g.ser = wp.zeros((nt, serial_capacity, L.TILE), dtype=wp.uint8, device=dev)
         g.apu = wp.zeros((nt, L.APU_COUNT, L.TILE), dtype=wp.int32, device=dev)
         g.mem_ptr, g.st_ptr, g.tm_ptr, g.apu_ptr = g.mem.ptr, g.st.ptr, g.tm.ptr, g.apu.ptr
@@ -371,11 +378,14 @@ class GameBoyBatch:
         ]
         if not self.device.startswith("cpu"):
             wp.launch(self._run_kernel, dim=self.num_envs, inputs=[*inputs, 0], device=self.device)
-            return
-        if self._chunks is None:
-            self._chunks = ChunkedLaunch(self._run_kernel, self.device, self.num_envs, self.threads,
-                                         inputs)
-        self._chunks.launch(inputs)
+        else:
+            if self._chunks is None:
+                self._chunks = ChunkedLaunch(self._run_kernel, self.device, self.num_envs,
+                                             self.threads, inputs)
+            self._chunks.launch(inputs)
+        if self._defer_draw and render_frame >= 0:
+            wp.launch(draw_pending_kernel, dim=(self.num_envs, L.SCREEN_H), inputs=[g],
+                      device=self.device)
 
     def run_cycles(self, n: int) -> None:
         """Run every env for n T-cycles (each stops at the first instruction boundary >= n)."""

@@ -60,17 +60,49 @@ def _no_render(
     return win_line
 
 
+@wp.func
+def _no_window(mb: wp.uint64, ly: int, win_line: int) -> int:
+    return win_line
+
+
 # GBX_GAMEBOY_NO_RENDER=1 builds a timing-only kernel (no pixels; compiles faster), e.g. for
 # headless conformance runs. Without the renderer module the same fallback is used.
 if os.environ.get("GBX_GAMEBOY_NO_RENDER", "") == "1":
     render_line = _no_render
+    window_line_after = _no_window
 else:
     try:
-        from gbx_gameboy.render import render_line
+        from gbx_gameboy.render import render_line, window_line_after
     except ModuleNotFoundError as exc:
         if exc.name != "gbx_gameboy.render":
             raise
         render_line = _no_render
+        window_line_after = _no_window
+
+
+# Deferred drawing (the CUDA variant): the lines of the drawn frame that the run loop's
+# event catch-up reaches are recorded in g.pend, not drawn. If the launch goes on, the loop
+# draws them (flush_draw) before the next instruction; if it ends there, a kernel of one
+# thread per (env, line) draws them after the launch (cpu.draw_pending_kernel), instead of
+# one lane at a time while the rest of its warp waits. The state they are drawn from is
+# the one they were due in either way: no instruction runs in between. The CPU variant
+# (its copies of these functions see HOST = True, cpu._host_function) draws at once: a
+# CPU thread has no warp to wait for it.
+HOST = False
+
+
+@wp.func(inline=False)
+def flush_draw(ref: wp.uint64, env: int):
+    """Draw the lines left pending by the last catch-up (state unchanged since)."""
+    g = load_gb(ref)
+    count = g.pend[env, 0]
+    if count > 0:
+        mb = mem_base(g, env)
+        win = g.pend[env, 2]
+        first = g.pend[env, 1]
+        for k in range(count):
+            win = render_line(mb, env, first + k, win, g.fb)
+        g.pend[env, 0] = 0
 
 
 LINE_CYCLES = 456
@@ -254,7 +286,7 @@ def ppu_sync(ref: wp.uint64, env: int, t: int):
 
     Whatever the CPU saw of the PPU made it sync then, so lines whose mode 3 ended before
     t were not looked at: their object scans are skipped (see ``ppu_advance``)."""
-    ppu_advance(ref, env, t, t - SEEN_MARGIN)
+    ppu_advance(ref, env, t, t - SEEN_MARGIN, 0)
 
 
 @wp.func
@@ -282,7 +314,7 @@ def ppu_cpu_event(g: GB, env: int) -> int:
 
 
 @wp.func(inline=False)
-def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
+def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int, defer: int):
     """Apply every PPU transition at cycles <= t.
 
     ``unobserved_until``: the CPU provably neither reads PPU state (STAT, VRAM/OAM access
@@ -291,6 +323,8 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
     length only changes when mode 0 starts, which nothing can see then (the line is drawn
     from the same, unchanged registers and its end does not move). That keeps a halted
     CPU, the common case while a game waits for VBlank, free of the scan's cost.
+    ``defer`` (the run loop's event catch-up, in the CUDA variant): the drawn frame's lines
+    are recorded in ``g.pend`` instead of drawn (see flush_draw).
     """
     g = load_gb(ref)
     while sget(g, env, T_PPU_NEXT) <= t:
@@ -323,10 +357,22 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
             elif phase == PH_DRAW:
                 if g.render_frame == sget(g, env, S_LFRAMES):
                     mb = mem_base(g, env)
-                    win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
-                    sset(g, env, S_WIN_LINE, win_line)
-                    if (sget(g, env, S_PPU_FLAGS) & PPU_BLANK_FRAME) != 0 and ly < 144:
-                        blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown
+                    blank = (sget(g, env, S_PPU_FLAGS) & PPU_BLANK_FRAME) != 0
+                    later = int(0)
+                    if wp.static(not HOST):
+                        later = wp.where(defer != 0 and not blank, 1, 0)
+                    if later != 0:
+                        if g.pend[env, 0] == 0:
+                            g.pend[env, 1] = ly
+                            g.pend[env, 2] = sget(g, env, S_WIN_LINE)
+                        g.pend[env, 0] = g.pend[env, 0] + 1
+                        sset(g, env, S_WIN_LINE,
+                             window_line_after(mb, ly, sget(g, env, S_WIN_LINE)))
+                    else:
+                        win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
+                        sset(g, env, S_WIN_LINE, win_line)
+                        if blank and ly < 144:
+                            blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown
                 phase = PH_HBLANK
                 mode = 0
                 nxt = ev + (LINE_CYCLES - g.ppu_m3 - g.ppu_pre) - sget(g, env, S_MODE3_LEN)
@@ -373,9 +419,25 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     # frame not drawn) are skipped in one go: lazy catch-up reaches here
                     # with up to a frame's lines due, five transitions each.
                     skip = (t - ev) // LINE_CYCLES
-                    if skip > 0 and g.render_frame != sget(g, env, S_LFRAMES):
+                    drawn = g.render_frame == sget(g, env, S_LFRAMES)
+                    later = int(0)  # the drawn frame's lines may be left to draw later
+                    if wp.static(not HOST):
+                        later = wp.where(defer != 0 and flags == 0, 1, 0)
+                    if skip > 0 and (not drawn or later != 0):
                         if (mget(g, env, IO_OFF + STAT) & 0x78) == 0:
                             skip = wp.min(skip, 143 - ly)
+                            if drawn:
+                                # The skipped lines join the pending ones (ly follows
+                                # them), with the window counter they would have left.
+                                mb = mem_base(g, env)
+                                if g.pend[env, 0] == 0:
+                                    g.pend[env, 1] = ly
+                                    g.pend[env, 2] = sget(g, env, S_WIN_LINE)
+                                g.pend[env, 0] = g.pend[env, 0] + skip
+                                win = sget(g, env, S_WIN_LINE)
+                                for k in range(skip):
+                                    win = window_line_after(mb, ly + k, win)
+                                sset(g, env, S_WIN_LINE, win)
                             ly = ly + skip
                             ev = ev + skip * LINE_CYCLES
                     nxt = ev + g.ppu_m2

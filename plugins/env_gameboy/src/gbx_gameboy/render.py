@@ -104,6 +104,20 @@ def _palette(pal: int, colour: int) -> int:
 
 
 @wp.func
+def window_line_after(mb: wp.uint64, ly: int, win_line: int) -> int:
+    """The window line counter after line ``ly``: what ``render_line`` returns, without
+    drawing."""
+    if ly < 0 or ly >= _H:
+        return win_line
+    lcdc = _rd(mb, _LCDC)
+    if (lcdc & 0x80) == 0 or (lcdc & 0x21) != 0x21:
+        return win_line
+    if ly >= _rd(mb, _WY) and _rd(mb, _WX) <= 166:
+        return win_line + 1
+    return win_line
+
+
+@wp.func
 def render_line(
     mb: wp.uint64,
     env: int,
