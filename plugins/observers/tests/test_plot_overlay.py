@@ -13,7 +13,7 @@ from gbx.testing import InMemoryRunContext
 from gbx_observers.cli import log_group
 from gbx_observers.jsonl import JsonlObserver
 from gbx_observers.logfile import load_log
-from gbx_observers.plot import draw_figure
+from gbx_observers.plot import compact_count, draw_figure
 
 
 def _run_dir(root: Path, run_id: str, scale: float) -> Path:
@@ -136,3 +136,16 @@ def test_success_panel_shows_the_restarts_from_archived_cells(tmp_path: Path) ->
     real = lines["train, from the real start"]
     assert (restarts.get_linestyle(), restarts.get_marker()) != (real.get_linestyle(),
                                                                  real.get_marker())
+
+
+def test_x_ticks_are_short_whatever_the_run_length(tmp_path: Path) -> None:
+    """Env steps label their ticks 50k, 1.5M, ...: six-digit labels ran into each other."""
+    assert [compact_count(v) for v in (0, 800, 50_000, 250_000, 1_500_000, 2e9, -3000)] == [
+        "0", "800", "50k", "250k", "1.5M", "2G", "-3k"]
+    log = load_log(_run_dir(tmp_path, "run-a", 1.0) / "train_log.jsonl")
+    figure = draw_figure([(None, log)])
+    figure.canvas.draw()
+    bottom = figure.axes[-1]
+    labels = [t.get_text() for t in bottom.get_xticklabels() if t.get_text()]
+    assert labels and all(len(label) <= 5 for label in labels), labels
+    assert any(label.endswith("k") for label in labels), labels

@@ -187,6 +187,15 @@ def _heading(meta: Mapping[str, Any]) -> str:
     return " | ".join(str(p) for p in parts if p)
 
 
+def compact_count(value: float) -> str:
+    """A tick label of at most five characters: 50k, 1.5M, 800 (long plain numbers run
+    into their neighbours on a panel a quarter of the figure wide)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
 def draw_figure(runs: Runs, *, title: str | None = None, x: str = "env_steps") -> Any:
     """The panels of one run, or of several overlaid (one colour per run, named in one
     legend beside the panels; each panel's legend names its kinds of series).
@@ -205,8 +214,11 @@ def draw_figure(runs: Runs, *, title: str | None = None, x: str = "env_steps") -
     axes = figure.subplots(2, 4, sharex=True)
     for ax, panel in zip(axes.flat, PANELS, strict=True):
         _draw_panel(ax, runs, panel, x)
+    from matplotlib.ticker import FuncFormatter
+
     for ax in axes[-1]:
         ax.set_xlabel(X_AXES[x])
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: compact_count(v)))
     if len(runs) > 1:
         from matplotlib.lines import Line2D
 
