@@ -105,6 +105,20 @@ def flush_draw(ref: wp.uint64, env: int):
         g.pend[env, 0] = 0
 
 
+@wp.func
+def defer_lines(g: GB, env: int, mb: wp.uint64, ly: int, n: int):
+    """Lines ly .. ly + n - 1 join the pending ones (which end at ly - 1, if any), and the
+    window line counter moves on as drawing them would move it."""
+    if g.pend[env, 0] == 0:
+        g.pend[env, 1] = ly
+        g.pend[env, 2] = sget(g, env, S_WIN_LINE)
+    g.pend[env, 0] = g.pend[env, 0] + n
+    win = sget(g, env, S_WIN_LINE)
+    for k in range(n):
+        win = window_line_after(mb, ly + k, win)
+    sset(g, env, S_WIN_LINE, win)
+
+
 LINE_CYCLES = 456
 # Pan Docs (mode 3 length): when the window starts on a line the background fetcher is
 # set up again for it, which stalls the pixels 6 dots.
@@ -362,12 +376,7 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int, defer: 
                     if wp.static(not HOST):
                         later = wp.where(defer != 0 and not blank, 1, 0)
                     if later != 0:
-                        if g.pend[env, 0] == 0:
-                            g.pend[env, 1] = ly
-                            g.pend[env, 2] = sget(g, env, S_WIN_LINE)
-                        g.pend[env, 0] = g.pend[env, 0] + 1
-                        sset(g, env, S_WIN_LINE,
-                             window_line_after(mb, ly, sget(g, env, S_WIN_LINE)))
+                        defer_lines(g, env, mb, ly, 1)
                     else:
                         win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
                         sset(g, env, S_WIN_LINE, win_line)
@@ -427,17 +436,8 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int, defer: 
                         if (mget(g, env, IO_OFF + STAT) & 0x78) == 0:
                             skip = wp.min(skip, 143 - ly)
                             if drawn:
-                                # The skipped lines join the pending ones (ly follows
-                                # them), with the window counter they would have left.
-                                mb = mem_base(g, env)
-                                if g.pend[env, 0] == 0:
-                                    g.pend[env, 1] = ly
-                                    g.pend[env, 2] = sget(g, env, S_WIN_LINE)
-                                g.pend[env, 0] = g.pend[env, 0] + skip
-                                win = sget(g, env, S_WIN_LINE)
-                                for k in range(skip):
-                                    win = window_line_after(mb, ly + k, win)
-                                sset(g, env, S_WIN_LINE, win)
+                                # The skipped lines join the pending ones (ly follows them).
+                                defer_lines(g, env, mem_base(g, env), ly, skip)
                             ly = ly + skip
                             ev = ev + skip * LINE_CYCLES
                     nxt = ev + g.ppu_m2
