@@ -188,8 +188,9 @@ def _heading(meta: Mapping[str, Any]) -> str:
 
 
 def compact_count(value: float) -> str:
-    """A tick label of at most five characters: 50k, 1.5M, 800 (long plain numbers run
-    into their neighbours on a panel a quarter of the figure wide)."""
+    """A short tick label, three significant digits and a k / M / G suffix: 50k, 1.5M,
+    800 (long plain numbers run into their neighbours on a panel a quarter of the figure
+    wide)."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
             return f"{value / scale:.3g}{suffix}"
