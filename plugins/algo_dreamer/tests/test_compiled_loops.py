@@ -4,13 +4,14 @@ losses and gradients on a fixed batch (CPU: torch.compile; CUDA: captured CUDA g
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from gbx_algo_dreamer.behavior import Behavior
 from gbx_algo_dreamer.config import DreamerConfig
-from gbx_algo_dreamer.graphs import CompiledLoops
+from gbx_algo_dreamer.graphs import CompiledLoops, _compile
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
 from gbx_algo_dreamer.world_model import Latent, WorldModel
 
@@ -53,14 +54,17 @@ def _losses(wm: WorldModel, behavior: Behavior, batch: dict[str, torch.Tensor],
     behavior.zero_grad(set_to_none=True)
     out = wm.loss(batch["obs"], batch["actions"], batch["rewards"], batch["is_first"],
                   batch["is_terminal"], bins, kl_dyn=0.5, kl_rep=0.1, free_bits=1.0,
-                  generator=gen, observe=loops.observe if loops else None)
+                  generator=gen, observe=loops.observe if loops else None,
+                  embed=loops.embed if loops else None, terms=loops.terms if loops else None)
     out.loss.backward()
     start = out.post.detach()
     flat = Latent(start.deter.reshape(B * T, -1), start.stoch.reshape(B * T,
                                                                       *start.stoch.shape[2:]))
     beh = behavior.loss(wm, flat, (~batch["is_terminal"]).reshape(-1).float(), bins,
                         ReturnNorm(device, 0.99, 1.0), gen,
-                        imagine=loops.imagine if loops else None)
+                        imagine=loops.imagine if loops else None,
+                        targets=loops.targets if loops else None,
+                        terms=loops.policy_terms if loops else None)
     (beh.actor_loss + beh.critic_loss).backward()
     result = {k: v.detach().clone() for k, v in {**out.scalars, **beh.scalars}.items()}
     result["loss_actor"] = beh.actor_loss.detach().clone()
@@ -150,6 +154,26 @@ def test_the_step_functions_compile_whole_and_give_the_eager_results():
         torch.testing.assert_close(b, a, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.slow  # torch.compile builds four C++ programs and their backward passes
+def test_the_work_around_the_loops_compiles_whole_and_gives_the_eager_losses():
+    """``algo.fuse_steps`` also compiles the embedding, the world model's loss terms and
+    the actor-critic's targets and losses, each with ``fullgraph=True`` (a graph break
+    would be an error). Here on the CPU, with the eager loops, so that the four programs
+    are what differs; the CUDA test above runs them around the captured graphs."""
+    device = torch.device("cpu")
+    wm, behavior, batch = _setup(device)
+    eager = _losses(wm, behavior, batch, None, device)
+    programs = SimpleNamespace(
+        observe=None, imagine=None, embed=_compile(wm.embed), terms=_compile(wm.loss_terms),
+        targets=_compile(functools.partial(behavior.targets, wm)),
+        policy_terms=_compile(behavior.policy_terms))
+    compiled = _losses(wm, behavior, batch, programs, device)  # type: ignore[arg-type]
+    assert compiled.keys() == eager.keys()
+    for key, value in eager.items():
+        torch.testing.assert_close(compiled[key], value, rtol=RTOL, atol=ATOL,
+                                   msg=lambda m, k=key: f"{k}: {m}")
+
+
 def test_fuse_steps_needs_compile():
     with pytest.raises(ValueError, match="algo.fuse_steps .* algo.compile=true"):
         DreamerConfig(size="tiny", fuse_steps=True)
@@ -197,3 +221,21 @@ def test_bench_refuses_fused_steps_without_compiled_updates():
 
     res = CliRunner().invoke(bench_cmd, ["--device", "cpu", "--fuse-steps"])
     assert res.exit_code == 2 and "--fuse-steps" in res.output and "--compile" in res.output
+
+
+def test_bench_times_the_devices_default_updates_unless_told():
+    """``--compile auto`` (the default) times what ``gbx run`` would train with on the
+    device: on the CPU the eager updates, without fused steps."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gbx_algo_dreamer.cli import bench_cmd
+
+    res = CliRunner().invoke(bench_cmd, ["--device", "cpu", "--size", "tiny", "--num-envs",
+                                         "2", "--batch-size", "2", "--batch-length", "4",
+                                         "--repeats", "1", "--engine", "none"])
+    assert res.exit_code == 0, res.output
+    records = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
+    assert records and {(r["compile"], r["fuse_steps"]) for r in records} == {(False, False)}
+    assert any(r["metric"] == "train_steps_per_s" and r["value"] > 0 for r in records)

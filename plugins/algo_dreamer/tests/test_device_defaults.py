@@ -36,6 +36,18 @@ def test_auto_settings_take_the_values_of_the_device():
         1_000_000, 1e-4, 3e-5, 0.997)
     assert cpu.gamma == 0.95  # a short run's horizon (docs/benchmarks.md)
     assert (cuda.matmul_precision, cpu.matmul_precision) == ("high", "highest")  # TF32 on CUDA
+    # compiled updates with fused steps on CUDA; the CPU's compilation outlasts a short run
+    assert (cuda.compile, cuda.fuse_steps, cpu.compile, cpu.fuse_steps) == (True, True,
+                                                                           False, False)
+
+
+def test_fused_steps_follow_compile_where_it_is_turned_off():
+    off = DreamerConfig(compile=False).for_device("cuda")
+    assert (off.compile, off.fuse_steps) == (False, False)
+    on = DreamerConfig(compile=True).for_device("cpu")  # fusing is a CUDA setting
+    assert (on.compile, on.fuse_steps) == (True, False)
+    with pytest.raises(ValueError, match="algo.fuse_steps .* algo.compile=true"):
+        DreamerConfig(compile=False, fuse_steps=True).for_device("cuda")
 
 
 def test_an_explicit_value_always_wins():

@@ -48,6 +48,14 @@ ImagineStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor, torc
 # Behavior.imagine at the configured horizon, eager or captured
 Imagine = Callable[[Latent, torch.Generator | None], tuple[torch.Tensor, torch.Tensor]]
 
+# Behavior.targets with the world model bound, eager or compiled: (features, start
+# continues, bins) -> (rewards, values, returns, weights)
+Targets = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+
+# Behavior.policy_terms, eager or compiled: (features, actions, weights, returns, values,
+# return scale, bins) -> (actor loss, critic loss, entropies, advantages)
+PolicyTerms = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+
 
 @dataclass
 class BehaviorOutput:
@@ -133,28 +141,35 @@ class Behavior(nn.Module):
                                       generator))
         return torch.stack(acts), torch.stack(lats)
 
-    def loss(self, wm: WorldModel, start: Latent, start_cont: torch.Tensor,
-             bins: torch.Tensor, retnorm: ReturnNorm,
-             generator: torch.Generator | None = None,
-             imagine: Imagine | None = None) -> BehaviorOutput:
-        """Actor and critic losses on rollouts from ``start``; ``imagine`` replaces the eager
-        rollout (``algo.compile``: a captured graph, :mod:`gbx_algo_dreamer.graphs`)."""
+    @torch.no_grad()
+    def targets(self, wm: WorldModel, feats: torch.Tensor, start_cont: torch.Tensor,
+                bins: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the actor and critic learn from on rollout features ``[H+1, N, F]``:
+        predicted rewards ``[H, N]``, values ``[H+1, N]``, lambda-returns ``[H, N]`` and the
+        weight ``[H+1, N]`` of each step (the probability that the imagined trajectory is
+        still alive there). In this form ``torch.compile`` takes it whole
+        (``algo.fuse_steps``)."""
         cfg = self.cfg
-        if imagine is None:
-            feats, actions = self.imagine(wm, start, cfg.horizon, generator)
-        else:
-            feats, actions = imagine(start, generator)
-        with torch.no_grad():
-            rewards = twohot_mean(wm.reward(feats[1:]), bins)
-            cont = (wm.cont(feats[1:]).squeeze(-1) > 0).float()  # mode of the continue head
-            cont = torch.cat([start_cont[None], cont], 0)
-            discount = cfg.gamma * cont
-            # weight_t: probability the imagined trajectory is still alive at step t
-            weight = torch.cumprod(discount, 0) / cfg.gamma
-            values = twohot_mean(self.critic(feats), bins)
-            returns = lambda_returns(rewards, values, discount[1:], cfg.lam)
-            scale = retnorm.update(returns)
-            adv = (returns - values[:-1]) / scale
+        rewards = twohot_mean(wm.reward(feats[1:]), bins)
+        cont = (wm.cont(feats[1:]).squeeze(-1) > 0).float()  # mode of the continue head
+        cont = torch.cat([start_cont[None], cont], 0)
+        discount = cfg.gamma * cont
+        weight = torch.cumprod(discount, 0) / cfg.gamma
+        values = twohot_mean(self.critic(feats), bins)
+        returns = lambda_returns(rewards, values, discount[1:], cfg.lam)
+        return rewards, values, returns, weight
+
+    def policy_terms(self, feats: torch.Tensor, actions: torch.Tensor, weight: torch.Tensor,
+                     returns: torch.Tensor, values: torch.Tensor, scale: torch.Tensor,
+                     bins: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The actor's REINFORCE loss and the critic's loss (with its slow-critic
+        regulariser) given :meth:`targets` and the return scale: ``(actor loss, critic
+        loss, action entropies, advantages)``. In this form ``torch.compile`` takes it whole
+        (``algo.fuse_steps``)."""
+        cfg = self.cfg
+        adv = ((returns - values[:-1]) / scale).detach()
         logits = self.actor(feats[:-1])
         logp = torch.log_softmax(logits, -1).gather(-1, actions[..., None]).squeeze(-1)
         ent = categorical_entropy(logits)
@@ -166,6 +181,31 @@ class Behavior(nn.Module):
         critic_nll = twohot_nll(critic_logits, returns, bins)
         slow_nll = twohot_nll(critic_logits, slow_target, bins)
         critic_loss = (w * (critic_nll + cfg.slow_critic_reg * slow_nll)).mean()
+        return actor_loss, critic_loss, ent, adv
+
+    def loss(self, wm: WorldModel, start: Latent, start_cont: torch.Tensor,
+             bins: torch.Tensor, retnorm: ReturnNorm,
+             generator: torch.Generator | None = None,
+             imagine: Imagine | None = None, targets: Targets | None = None,
+             terms: PolicyTerms | None = None) -> BehaviorOutput:
+        """Actor and critic losses on rollouts from ``start``; ``imagine`` replaces the eager
+        rollout (``algo.compile``: a captured graph, :mod:`gbx_algo_dreamer.graphs`),
+        ``targets`` and ``terms`` replace :meth:`targets` (with ``wm`` bound) and
+        :meth:`policy_terms` (compiled copies of them)."""
+        cfg = self.cfg
+        if imagine is None:
+            feats, actions = self.imagine(wm, start, cfg.horizon, generator)
+        else:
+            feats, actions = imagine(start, generator)
+        if targets is None:
+            rewards, values, returns, weight = self.targets(wm, feats, start_cont, bins)
+        else:
+            rewards, values, returns, weight = targets(feats, start_cont, bins)
+        # the return scale's running statistics stay outside the compiled programs: a
+        # quantile and an in-place update of state that outlives the update
+        scale = retnorm.update(returns)
+        actor_loss, critic_loss, ent, adv = (terms or self.policy_terms)(
+            feats, actions, weight, returns, values, scale, bins)
         pct = torch.quantile(returns.reshape(-1), self.report_quantiles)
         scalars = {
             "loss_actor": actor_loss.detach(),

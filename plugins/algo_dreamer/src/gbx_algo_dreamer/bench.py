@@ -98,15 +98,15 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
 
 
 def run_compile_variants(device: torch.device, env: str, cfg: DreamerConfig, repeats: int,
-                         variants: list[bool], fuse_steps: bool = False
+                         variants: list[bool], fuse_steps: bool | None = None
                          ) -> list[dict[str, Any]]:
     """Component timings with each ``algo.compile`` value (a fresh trainer each, same seed;
-    ``fuse_steps``: ``algo.fuse_steps`` in the compiled one), plus the ratio of compiled to
-    eager updates/s when both ran."""
+    ``fuse_steps``: ``algo.fuse_steps`` in the compiled one, None: the device's default),
+    plus the ratio of compiled to eager updates/s when both ran."""
     out: list[dict[str, Any]] = []
     per_s: dict[bool, float] = {}
     for compiled in variants:
-        variant = attrs.evolve(cfg, compile=compiled, fuse_steps=fuse_steps and compiled)
+        variant = attrs.evolve(cfg, compile=compiled, fuse_steps=fuse_steps if compiled else False)
         records = run_bench(device, env, variant, repeats)
         per_s[compiled] = next(r["value"] for r in records
                                if r["metric"] == "train_steps_per_s")

@@ -215,38 +215,42 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
               help="env iterations per chunk of the overlapped engine")
 @click.option("--loop-iterations", default=128, show_default=True,
               help="env iterations per timed loop")
-@click.option("--compile", "compile_mode", default="eager", show_default=True,
-              type=click.Choice(["eager", "compiled", "both"]),
+@click.option("--compile", "compile_mode", default="auto", show_default=True,
+              type=click.Choice(["auto", "eager", "compiled", "both"]),
               help="algo.compile of the timed updates: eager, compiled (CUDA graphs on a "
-                   "GPU, torch.compile on the CPU), or both (component timings of each and "
-                   "compiled_over_eager_updates_per_s); the engine loops run as the first")
+                   "GPU, torch.compile on the CPU), both (component timings of each and "
+                   "compiled_over_eager_updates_per_s; the engine loops run as the first), "
+                   "or auto: the device's default (compiled on CUDA, eager on the CPU)")
 @click.option("--matmul-precision", default="auto", show_default=True,
               type=click.Choice(["auto", *PRECISIONS]),
               help="algo.matmul_precision of the timed updates and model passes (auto: "
                    "the device's default, TF32 on CUDA)")
-@click.option("--fuse-steps", is_flag=True,
-              help="algo.fuse_steps of the compiled updates (CUDA: each loop step one "
-                   "torch.compile program inside the graphs)")
+@click.option("--fuse-steps/--no-fuse-steps", default=None,
+              help="algo.fuse_steps of the compiled updates (CUDA: each loop step, and the "
+                   "update's work around the loops, torch.compile programs); unset: the "
+                   "device's default (on with CUDA)")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
               batch_length: int, repeats: int, engine: str, train_ratio: float,
               overlap_chunk: int, loop_iterations: int, compile_mode: str,
-              matmul_precision: str, fuse_steps: bool) -> None:
+              matmul_precision: str, fuse_steps: bool | None) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates (eager
     and/or compiled), and the training loop of the sync and overlapped engines."""
     from gbx_algo_dreamer.bench import print_records, run_compile_variants, run_engines
     from gbx_algo_dreamer.config import DreamerConfig
 
+    dev = _device(device)
+    if compile_mode == "auto":
+        compile_mode = "compiled" if DreamerConfig().for_device(dev).compile else "eager"
     if fuse_steps and compile_mode == "eager":
         raise click.BadParameter("it fuses the steps of the compiled updates: add --compile "
                                  "compiled (or both)", param_hint="--fuse-steps")
+    compiled = compile_mode == "compiled"
     cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
                         learning_starts=num_envs * batch_length,
                         train_ratio=train_ratio, overlap_chunk=overlap_chunk,
-                        compile=compile_mode == "compiled",
-                        fuse_steps=fuse_steps and compile_mode == "compiled",
+                        compile=compiled, fuse_steps=fuse_steps if compiled else False,
                         matmul_precision=matmul_precision)
-    dev = _device(device)
     variants = {"eager": [False], "compiled": [True], "both": [False, True]}[compile_mode]
     print_records(run_compile_variants(dev, env_name, cfg, repeats, variants, fuse_steps))
     engines = {"both": ["sync", "overlapped"], "none": []}.get(engine, [engine])

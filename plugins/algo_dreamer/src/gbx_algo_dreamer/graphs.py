@@ -13,7 +13,14 @@ graph:
 With ``algo.fuse_steps`` the CUDA graphs are of loops whose step is itself a
 ``torch.compile`` program (:meth:`RSSM.post_step`, :meth:`Behavior.imagine_step`): a graph
 removes the launches' host cost but not the kernels, and an eager step runs a few dozen
-small kernels one after another; the compiled step fuses its elementwise work.
+small kernels one after another; the compiled step fuses its elementwise work. The work
+around the loops is compiled too, as four programs with their backward passes: the frames'
+embedding (:meth:`WorldModel.embed`), the world model's loss after the scan
+(:meth:`WorldModel.loss_terms`: decoder, heads, reconstruction and KL terms), the
+actor-critic targets (:meth:`Behavior.targets`) and losses (:meth:`Behavior.policy_terms`).
+Eager, the normalisation layers of the encoder and decoder and the pixel-wise
+reconstruction terms run as separate passes over a thousand frames' activations; compiled,
+they are fused into the convolutions' neighbours.
 
 Randomness is an input: the uniforms each loop consumes are drawn before it, from the
 trainer's generator and in the order the eager loop draws them
@@ -31,8 +38,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from gbx_algo_dreamer.behavior import Behavior, ImagineStep
-from gbx_algo_dreamer.world_model import RSSM, Latent, PostStep, WorldModel
+from gbx_algo_dreamer.behavior import Behavior, ImagineStep, PolicyTerms, Targets
+from gbx_algo_dreamer.world_model import RSSM, Embed, Latent, LossTerms, PostStep, WorldModel
 
 
 class PosteriorScan(nn.Module):
@@ -101,6 +108,12 @@ class _CudaGraph:
         return self.outputs
 
 
+def _compile(fn: Callable[..., Any]) -> Any:
+    """One inductor program of ``fn`` for the update's fixed shapes; a graph break is an
+    error rather than a silent split into eager pieces."""
+    return torch.compile(fn, fullgraph=True, dynamic=False)
+
+
 class CompiledLoops:
     """The compiled scan and rollout of one trainer (``algo.compile=true``), in the shapes
     :meth:`WorldModel.loss` (``observe=``) and :meth:`Behavior.loss` (``imagine=``) take."""
@@ -112,10 +125,18 @@ class CompiledLoops:
         self.cuda = device.type == "cuda"
         post_step: PostStep | None = None
         imagine_step: ImagineStep | None = None
+        # the update's work around the loops; None: the eager methods
+        self.embed: Embed | None = None
+        self.terms: LossTerms | None = None
+        self.targets: Targets | None = None
+        self.policy_terms: PolicyTerms | None = None
         if fuse_steps and self.cuda:  # on the CPU the whole loops are compiled below
-            post_step = torch.compile(wm.rssm.post_step, fullgraph=True, dynamic=False)
-            imagine_step = torch.compile(functools.partial(behavior.imagine_step, wm),
-                                         fullgraph=True, dynamic=False)
+            post_step = _compile(wm.rssm.post_step)
+            imagine_step = _compile(functools.partial(behavior.imagine_step, wm))
+            self.embed = _compile(wm.embed)
+            self.terms = _compile(wm.loss_terms)
+            self.targets = _compile(functools.partial(behavior.targets, wm))
+            self.policy_terms = _compile(behavior.policy_terms)
         self._scan_module = PosteriorScan(wm.rssm, post_step)
         self._rollout_module = Rollout(wm, behavior, horizon, imagine_step)
         self._scan: Callable[..., Any] | None = None

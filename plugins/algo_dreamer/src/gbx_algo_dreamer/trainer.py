@@ -89,7 +89,7 @@ class DreamerTrainer:
                              reserved=cfg.replay_reserve())
         # algo.compile: the update's scan and rollout as compiled graphs (same math)
         self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device,
-                                   cfg.fuse_steps) if cfg.compile else None
+                                   bool(cfg.fuse_steps)) if cfg.compile else None
         self.engine: Engine
         if cfg.engine == "overlapped":
             # the collecting player reads a copy refreshed per chunk, never the live weights
@@ -152,7 +152,9 @@ class DreamerTrainer:
         out = self.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
                            batch.is_terminal, self.bins, kl_dyn=cfg.kl_dyn, kl_rep=cfg.kl_rep,
                            free_bits=cfg.free_bits, generator=self.gen,
-                           observe=loops.observe if loops else None)
+                           observe=loops.observe if loops else None,
+                           embed=loops.embed if loops else None,
+                           terms=loops.terms if loops else None)
         self.model_opt.zero_grad(set_to_none=True)
         out.loss.backward()
         gdist.average_gradients(self.wm.parameters())
@@ -167,7 +169,9 @@ class DreamerTrainer:
                                      start.stoch.reshape(-1, *start.stoch.shape[-2:]))
             start_cont = (~batch.is_terminal).reshape(-1).float()
             beh = self.behavior.loss(self.wm, flat_start, start_cont, self.bins, self.retnorm,
-                                     self.gen, imagine=loops.imagine if loops else None)
+                                     self.gen, imagine=loops.imagine if loops else None,
+                                     targets=loops.targets if loops else None,
+                                     terms=loops.policy_terms if loops else None)
             self.actor_opt.zero_grad(set_to_none=True)
             self.critic_opt.zero_grad(set_to_none=True)
             (beh.actor_loss + beh.critic_loss).backward()

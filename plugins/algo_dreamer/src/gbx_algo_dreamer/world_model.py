@@ -154,8 +154,11 @@ class RSSM(nn.Module):
             state = init
         deter, stoch = state.deter, state.stoch
         deters, stochs, posts = [], [], []
+        # one view per step: the backward pass stacks the steps' gradients of the embedding
+        # once, where indexing would add a full-size gradient per step
+        embeds, acts, firsts = embed.unbind(1), actions.unbind(1), is_first.unbind(1)
         for t in range(length):
-            inputs = (deter, stoch, actions[:, t], embed[:, t], is_first[:, t], init.deter,
+            inputs = (deter, stoch, acts[t], embeds[t], firsts[t], init.deter,
                       init.stoch, None if noise is None else noise[t])
             if step is None:
                 deter, stoch, post = self.post_step(*inputs, generator=generator)
@@ -180,6 +183,14 @@ class RSSM(nn.Module):
 # prior logits): the posterior scan, eager or captured
 Observe = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator | None],
                    tuple[Latent, torch.Tensor, torch.Tensor]]
+
+# uint8 frames [..., K, H, W] -> embeddings [..., E]: WorldModel.embed, eager or compiled
+Embed = Callable[[torch.Tensor], torch.Tensor]
+
+# WorldModel.loss_terms, eager or compiled: (frames, posterior deter and stoch, posterior
+# logits, prior logits, rewards, is_terminal, bins, kl_dyn, kl_rep, free_bits) ->
+# (loss, scalars, reconstruction accuracy)
+LossTerms = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]]
 
 
 @dataclass
@@ -225,19 +236,34 @@ class WorldModel(nn.Module):
              is_first: torch.Tensor, is_terminal: torch.Tensor, bins: torch.Tensor, *,
              kl_dyn: float, kl_rep: float, free_bits: float,
              generator: torch.Generator | None = None,
-             observe: Observe | None = None) -> ModelOutput:
+             observe: Observe | None = None, embed: Embed | None = None,
+             terms: LossTerms | None = None) -> ModelOutput:
         """World-model loss on a batch-major sequence batch.
 
         ``obs uint8 [B, T, K, H, W]``; ``actions int64 [B, T]`` (action that led to
         each step); ``rewards [B, T]``; ``is_first``/``is_terminal`` bool ``[B, T]``.
         ``observe`` replaces the eager posterior scan (``algo.compile``: the same scan
-        as a captured graph, :mod:`gbx_algo_dreamer.graphs`).
+        as a captured graph, :mod:`gbx_algo_dreamer.graphs`); ``embed`` and ``terms``
+        replace :meth:`embed` and :meth:`loss_terms` (compiled copies of them).
         """
         act = F.one_hot(actions, self.num_actions).to(torch.float32)
-        embed = self.embed(obs)
         scan = observe or self.observe
-        post, post_logits, prior_logits = scan(embed, act, is_first, generator)
-        feat = post.feat()
+        post, post_logits, prior_logits = scan((embed or self.embed)(obs), act, is_first,
+                                               generator)
+        loss, scalars, accuracy = (terms or self.loss_terms)(
+            obs, post.deter, post.stoch, post_logits, prior_logits, rewards, is_terminal,
+            bins, kl_dyn, kl_rep, free_bits)
+        return ModelOutput(loss, post, scalars, accuracy)
+
+    def loss_terms(self, obs: torch.Tensor, deter: torch.Tensor, stoch: torch.Tensor,
+                   post_logits: torch.Tensor, prior_logits: torch.Tensor,
+                   rewards: torch.Tensor, is_terminal: torch.Tensor, bins: torch.Tensor,
+                   kl_dyn: float, kl_rep: float, free_bits: float
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        """What :meth:`loss` computes after the scan, on plain tensors: ``(loss, scalars,
+        reconstruction accuracy)``. In this form ``torch.compile`` takes it whole
+        (``algo.fuse_steps``): the decoder, the heads and the losses as one program."""
+        feat = Latent(deter, stoch).feat()
         # [B, T, K, 4, H, W]: the decoder's own memory layout (its [..., H, W, 4] output is
         # a permuted view), where the softmax over the 4 shades runs on contiguous planes;
         # over a strided last axis it costs several times more on the CPU
@@ -269,7 +295,7 @@ class WorldModel(nn.Module):
             "posterior_entropy": categorical_entropy(post_logits.detach()).sum(-1).mean(),
             "recon_accuracy": accuracy.detach(),
         }
-        return ModelOutput(loss, post, scalars, accuracy.detach())
+        return loss, scalars, accuracy.detach()
 
     @property
     def num_shades(self) -> int:
