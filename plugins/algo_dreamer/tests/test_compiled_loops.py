@@ -239,3 +239,16 @@ def test_bench_times_the_devices_default_updates_unless_told():
     records = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
     assert records and {(r["compile"], r["fuse_steps"]) for r in records} == {(False, False)}
     assert any(r["metric"] == "train_steps_per_s" and r["value"] > 0 for r in records)
+
+
+def test_fused_steps_on_cuda_without_triton_are_refused_in_one_line(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "triton" else real(name, *a))
+    wm, behavior, _ = _setup(torch.device("cpu"))
+    with pytest.raises(ValueError, match="lacks: install .* algo.fuse_steps=false") as err:
+        CompiledLoops(wm, behavior, 5, torch.device("cuda"), fuse_steps=True)
+    assert "\n" not in str(err.value)
+    CompiledLoops(wm, behavior, 5, torch.device("cuda"), fuse_steps=False)  # graphs alone

@@ -32,6 +32,7 @@ weights are read in place, so the optimiser steps between updates reach the grap
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +132,13 @@ class CompiledLoops:
         self.targets: Targets | None = None
         self.policy_terms: PolicyTerms | None = None
         if fuse_steps and self.cuda:  # on the CPU the whole loops are compiled below
+            if importlib.util.find_spec("triton") is None:
+                # inductor writes a CUDA program's kernels in Triton; without it the first
+                # update would fail deep inside torch.compile
+                raise ValueError("algo.fuse_steps compiles the update's GPU kernels with "
+                                 "Triton, which this Python environment lacks: install the "
+                                 "triton version your torch build names, or --set "
+                                 "algo.fuse_steps=false")
             post_step = _compile(wm.rssm.post_step)
             imagine_step = _compile(functools.partial(behavior.imagine_step, wm))
             self.embed = _compile(wm.embed)
