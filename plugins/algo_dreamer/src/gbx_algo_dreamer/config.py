@@ -86,7 +86,7 @@ class DevicePreset:
 # run with it passed the regression gate of the float32 baseline (docs/dreamer.md); a CPU
 # has no TF32, so it keeps float32.
 # Compiled updates: on CUDA the captured loops with fused steps and the compiled work around
-# them made an update of size S 4.9x faster than eager on an H200, and a run with them passed
+# them made an update of size S 5.2x faster than eager on an H200, and a run with them passed
 # the regression gates of the eager and graphed baselines (docs/dreamer.md); the first
 # update pays for the compilation (seconds to a minute). On the CPU, compiling the loops
 # takes about a minute on two cores, longer than the README's whole toy run.
