@@ -39,6 +39,9 @@ def test_auto_settings_take_the_values_of_the_device():
     # compiled updates with fused steps on CUDA; the CPU's compilation outlasts a short run
     assert (cuda.compile, cuda.fuse_steps, cpu.compile, cpu.fuse_steps) == (True, True,
                                                                            False, False)
+    # bfloat16 convolutions with cuDNN's timed algorithm choice on CUDA
+    assert (cuda.conv_dtype, cuda.cudnn_benchmark) == ("bfloat16", True)
+    assert (cpu.conv_dtype, cpu.cudnn_benchmark) == ("float32", False)
 
 
 def test_fused_steps_follow_compile_where_it_is_turned_off():

@@ -15,7 +15,7 @@ import attrs
 import torch
 
 from gbx_algo_dreamer.config import DreamerConfig
-from gbx_algo_dreamer.precision import matmul_precision
+from gbx_algo_dreamer.precision import update_numerics
 from gbx_algo_dreamer.trainer import DreamerTrainer
 from gbx_algo_dreamer.validate import LocalContext, registry_env_factory
 
@@ -41,7 +41,8 @@ def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any
     return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
             "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
             "compile": cfg.compile, "fuse_steps": cfg.fuse_steps,
-            "matmul_precision": cfg.matmul_precision}
+            "matmul_precision": cfg.matmul_precision, "conv_dtype": cfg.conv_dtype,
+            "cudnn_benchmark": cfg.cudnn_benchmark}
 
 
 def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
@@ -73,7 +74,7 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     batch = trainer._sample()
 
     def wm_fwd_bwd() -> None:
-        with matmul_precision(cfg.matmul_precision):
+        with update_numerics(cfg.matmul_precision, bool(cfg.cudnn_benchmark)):
             res = trainer.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
                                   batch.is_terminal, trainer.bins, kl_dyn=cfg.kl_dyn,
                                   kl_rep=cfg.kl_rep, free_bits=cfg.free_bits,

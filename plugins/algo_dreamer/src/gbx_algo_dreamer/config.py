@@ -16,7 +16,7 @@ import attrs
 import torch
 
 from gbx.config import in_range
-from gbx_algo_dreamer.precision import PRECISIONS
+from gbx_algo_dreamer.precision import CONV_DTYPES, PRECISIONS
 
 MODES = ("full", "standing_still", "recon_check")
 ENGINES = ("sync", "overlapped")
@@ -66,6 +66,8 @@ class DevicePreset:
     matmul_precision: str
     compile: bool
     fuse_steps: bool
+    conv_dtype: str
+    cudnn_benchmark: bool
 
 
 # cuda: the paper's settings. cpu: an update on a CPU costs about 1 ms per replayed 72x80
@@ -90,15 +92,24 @@ class DevicePreset:
 # the regression gates of the eager and graphed baselines (docs/dreamer.md); the first
 # update pays for the compilation (seconds to a minute). On the CPU, compiling the loops
 # takes about a minute on two cores, longer than the README's whole toy run.
+# Convolutions: the encoder's and decoder's convolutions over a thousand frames are the
+# largest kernels of an update of size S. In bfloat16 and with cuDNN choosing their
+# algorithms by timing them, an update took 22.7 - 25.4 ms on H200s where the same
+# machines took 27.4 - 28.9 before (1.12x - 1.21x; either one alone gained on some machines
+# and nothing on others), with less memory, and a run with both passed the regression
+# gates of every earlier GPU baseline (docs/dreamer.md). The CPU keeps float32 and cuDNN's
+# own choice: its defaults were measured there, and cuDNN is CUDA's.
 DEVICE_PRESETS: dict[str, DevicePreset] = {
     "cuda": DevicePreset(size="S", batch_size=16, batch_length=64, train_ratio=32.0,
                          replay_capacity=1_000_000, learning_starts=1024, model_lr=1e-4,
                          actor_lr=3e-5, critic_lr=3e-5, gamma=0.997, cpu_threads=0,
-                         matmul_precision="high", compile=True, fuse_steps=True),
+                         matmul_precision="high", compile=True, fuse_steps=True,
+                         conv_dtype="bfloat16", cudnn_benchmark=True),
     "cpu": DevicePreset(size="tiny", batch_size=8, batch_length=16, train_ratio=24.0,
                         replay_capacity=65_536, learning_starts=512, model_lr=1e-3,
                         actor_lr=5e-4, critic_lr=1e-3, gamma=0.95, cpu_threads=1,
-                        matmul_precision="highest", compile=False, fuse_steps=False),
+                        matmul_precision="highest", compile=False, fuse_steps=False,
+                        conv_dtype="float32", cudnn_benchmark=False),
 }
 AUTO_FIELDS = tuple(attrs.fields_dict(DevicePreset))
 
@@ -116,15 +127,18 @@ def _auto_help(field: str, text: str) -> dict[str, str]:
     per_device = ", ".join(f"{_shown(getattr(p, field))} on "
                            f"{'CUDA' if k == 'cuda' else 'the CPU'}"
                            for k, p in DEVICE_PRESETS.items())
-    unset = {"size": "auto", "matmul_precision": "auto", "learning_starts": "unset",
-             "cpu_threads": "unset", "compile": "unset", "fuse_steps": "unset"}.get(field, "0")
+    unset = {"size": "auto", "matmul_precision": "auto", "conv_dtype": "auto",
+             "learning_starts": "unset", "cpu_threads": "unset", "compile": "unset",
+             "fuse_steps": "unset", "cudnn_benchmark": "unset"}.get(field, "0")
     return {"help": f"{text}; {unset} = the device's default: {per_device}"}
 
 
 # the value that leaves a setting to the device: 0 for numbers, except where 0 means itself
 _AUTO_MARKERS: dict[str, tuple[Any, ...]] = {"size": (AUTO,), "matmul_precision": (AUTO,),
+                                             "conv_dtype": (AUTO,),
                                              "learning_starts": (None,), "cpu_threads": (None,),
-                                             "compile": (None,), "fuse_steps": (None,)}
+                                             "compile": (None,), "fuse_steps": (None,),
+                                             "cudnn_benchmark": (None,)}
 
 
 _POS = in_range(0, lo_open=True)  # > 0 and finite
@@ -197,6 +211,16 @@ class DreamerConfig:
         "high (TF32 tensor cores on CUDA: an update of size S took 49 ms instead of 61 on an "
         "H200) | medium (bfloat16 internally where the device has it); "
         "torch.set_float32_matmul_precision decides what each device does with it"))
+    conv_dtype: str = attrs.field(default=AUTO, validator=_in(AUTO, *CONV_DTYPES),
+        metadata=_auto_help(
+        "conv_dtype", "dtype of the frame encoder's and decoder's layers (an autocast "
+        "region): float32 | bfloat16; their outputs, the normalisation layers, the weights, "
+        "the RSSM and the losses stay float32 (docs/dreamer.md)"))
+    cudnn_benchmark: bool | None = attrs.field(default=None, metadata=_auto_help(
+        "cudnn_benchmark", "let cuDNN time its algorithms for each convolution shape of "
+        "the updates once and keep the fastest (torch.backends.cudnn.benchmark, set around "
+        "the updates); with float32 layers the chosen algorithms took 2.3 GiB more device "
+        "memory at size S (docs/dreamer.md)"))
     overlap_chunk: int = attrs.field(default=16, validator=in_range(1), metadata=_help(
         "env iterations collected per chunk with algo.engine=overlapped; the player acts "
         "with a copy of the weights taken at the start of each chunk"))

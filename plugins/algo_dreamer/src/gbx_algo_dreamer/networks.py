@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gbx_algo_dreamer.precision import conv_autocast
+
 NUM_SHADES = 4
 
 
@@ -75,12 +77,15 @@ def _frame_geometry(height: int, width: int) -> tuple[int, int, int]:
 
 class ShadeEncoder(nn.Module):
     """``uint8 [B, K, H, W]`` shades -> embedding. Frames are centred in a square canvas
-    whose side is a multiple of 16, then four stride-2 convolutions reach side / 16."""
+    whose side is a multiple of 16, then four stride-2 convolutions reach side / 16. The
+    convolutions run at ``conv_dtype`` (``algo.conv_dtype``); the embedding is float32."""
 
-    def __init__(self, frames: int, height: int, width: int, depth: int) -> None:
+    def __init__(self, frames: int, height: int, width: int, depth: int,
+                 conv_dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         self.side, self.pad_h, self.pad_w = _frame_geometry(height, width)
         self.height, self.width = height, width
+        self.conv_dtype = conv_dtype
         chans = [frames, depth, 2 * depth, 4 * depth, 8 * depth]
         mods: list[nn.Module] = []
         for cin, cout in zip(chans[:-1], chans[1:], strict=True):
@@ -92,15 +97,20 @@ class ShadeEncoder(nn.Module):
         x = shades.to(torch.float32) / (NUM_SHADES - 1) - 0.5
         x = F.pad(x, (self.pad_w, self.side - self.width - self.pad_w,
                       self.pad_h, self.side - self.height - self.pad_h))
-        return self.net(x).flatten(1)
+        with conv_autocast(x.device, self.conv_dtype):
+            out = self.net(x)
+        return out.flatten(1).float()
 
 
 class ShadeDecoder(nn.Module):
     """Latent features -> logits ``[B, K, H, W, 4]`` of a categorical over the four
-    shades of every pixel (mirror of :class:`ShadeEncoder`, cropped back to H x W)."""
+    shades of every pixel (mirror of :class:`ShadeEncoder`, cropped back to H x W). Its
+    layers run at ``conv_dtype`` (``algo.conv_dtype``); the logits are float32."""
 
-    def __init__(self, in_dim: int, frames: int, height: int, width: int, depth: int) -> None:
+    def __init__(self, in_dim: int, frames: int, height: int, width: int, depth: int,
+                 conv_dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
+        self.conv_dtype = conv_dtype
         self.side, self.pad_h, self.pad_w = _frame_geometry(height, width)
         self.frames, self.height, self.width = frames, height, width
         self.base = self.side // 16
@@ -115,8 +125,10 @@ class ShadeDecoder(nn.Module):
         self.net = nn.Sequential(*mods)
 
     def forward(self, feat: torch.Tensor) -> torch.Tensor:
-        x = self.inp(feat).reshape(-1, 8 * self.depth, self.base, self.base)
-        x = self.net(x)[:, :, self.pad_h:self.pad_h + self.height,
-                        self.pad_w:self.pad_w + self.width]
+        with conv_autocast(feat.device, self.conv_dtype):
+            x = self.inp(feat).reshape(-1, 8 * self.depth, self.base, self.base)
+            x = self.net(x)
+        x = x.float()[:, :, self.pad_h:self.pad_h + self.height,
+                      self.pad_w:self.pad_w + self.width]
         x = x.reshape(-1, self.frames, NUM_SHADES, self.height, self.width)
         return x.permute(0, 1, 3, 4, 2)

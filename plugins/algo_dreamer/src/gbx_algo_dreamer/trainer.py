@@ -21,7 +21,7 @@ from gbx_algo_dreamer.graphs import CompiledLoops
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
 from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
-from gbx_algo_dreamer.precision import matmul_precision
+from gbx_algo_dreamer.precision import CONV_DTYPES, update_numerics
 from gbx_algo_dreamer.replay import Batch, Replay
 from gbx_algo_dreamer.world_model import WorldModel
 from gbx_toolkit.evaluation import (
@@ -74,8 +74,8 @@ class DreamerTrainer:
         self.memory = check_memory(cfg, self.obs_shape, self.num_actions, self.device)
         self.gen = seed_everything(derive(ctx.seed, Stream.TRAIN_RNG), self.device)
         size = cfg.preset()
-        self.wm = WorldModel(self.obs_shape, self.num_actions, size, cfg.unimix,
-                             cfg.bins).to(self.device)
+        self.wm = WorldModel(self.obs_shape, self.num_actions, size, cfg.unimix, cfg.bins,
+                             CONV_DTYPES[cfg.conv_dtype]).to(self.device)
         self.behavior = Behavior(self.wm.rssm.feat_dim, self.num_actions, cfg).to(self.device)
         # Several ranks (torchrun) start from rank 0's weights; update() averages gradients.
         gdist.sync_parameters(self.wm)
@@ -141,8 +141,9 @@ class DreamerTrainer:
 
     def update(self) -> dict[str, torch.Tensor]:
         """One gradient step of the world model and (in full mode) the actor and critic,
-        its matmuls at ``algo.matmul_precision``."""
-        with matmul_precision(self.cfg.matmul_precision):
+        its matmuls at ``algo.matmul_precision``, its convolutions' algorithms searched
+        with ``algo.cudnn_benchmark``."""
+        with update_numerics(self.cfg.matmul_precision, bool(self.cfg.cudnn_benchmark)):
             return self._update()
 
     def _update(self) -> dict[str, torch.Tensor]:

@@ -52,8 +52,8 @@ def embed_frames(encoder: nn.Module, obs: torch.Tensor) -> torch.Tensor:
     return out.reshape(*lead, -1)
 
 
-# RSSM.post_step without its generator: (deter, stoch, action, embed, is_first, initial
-# deter, initial stoch, noise) -> (deter, stoch, posterior logits)
+# RSSM.post_step without its generator: (deter, stoch, action, the embedding's posterior
+# input, is_first, initial deter, initial stoch, noise) -> (deter, stoch, posterior logits)
 PostStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
@@ -104,26 +104,48 @@ class RSSM(nn.Module):
         logits = self._logits(self.prior_net, deter)
         return Latent(deter, straight_through_sample(logits, generator, noise)), logits
 
-    def _post_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
+    def _post_first(self) -> nn.Linear:
+        first = self.post_net.torso[0]
+        assert isinstance(first, nn.Linear)
+        return first
+
+    def posterior_inputs(self, embed: torch.Tensor) -> torch.Tensor:
+        """The embedding's part of the posterior head's first layer: ``[..., E] ->
+        [..., units]``. The head reads ``[deter, embed]``, and the embedding is most of
+        those columns (all but the GRU state's 512 at size S); its part is known
+        before the scan, so :meth:`observe` projects all steps at once, and the scan's
+        backward gets that weight's gradient from one product instead of adding one per
+        step."""
+        return F.linear(embed, self._post_first().weight[:, self.deter_dim:])
+
+    def _post_logits(self, deter: torch.Tensor, embed_part: torch.Tensor) -> torch.Tensor:
+        """The posterior head on ``[deter, embed]``, the embedding's part given
+        (:meth:`posterior_inputs`)."""
+        x = F.linear(deter, self._post_first().weight[:, :self.deter_dim]) + embed_part
+        raw = self.post_net.out(self.post_net.torso[1:](x))
+        return unimix_logits(raw.reshape(*x.shape[:-1], self.stoch, self.classes),
+                             self.unimix)
+
+    def _post_step(self, state: Latent, action: torch.Tensor, embed_part: torch.Tensor,
                    is_first: torch.Tensor, init: Latent | None,
                    generator: torch.Generator | None, noise: torch.Tensor | None = None
                    ) -> tuple[Latent, torch.Tensor]:
         state, action = self.reset_where(state, action, is_first, init)
         x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
         deter = self.gru(x.float(), state.deter.float())
-        post_logits = self._logits(self.post_net, torch.cat([deter, embed], -1))
+        post_logits = self._post_logits(deter, embed_part)
         sample = straight_through_sample(post_logits, generator, noise)
         return Latent(deter, sample), post_logits
 
     def post_step(self, deter: torch.Tensor, stoch: torch.Tensor, action: torch.Tensor,
-                  embed: torch.Tensor, is_first: torch.Tensor, init_deter: torch.Tensor,
+                  embed_part: torch.Tensor, is_first: torch.Tensor, init_deter: torch.Tensor,
                   init_stoch: torch.Tensor, noise: torch.Tensor | None,
                   generator: torch.Generator | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step of :meth:`observe` on plain tensors: ``(deter, stoch, posterior
-        logits)``. In this form, with ``noise`` given, ``torch.compile`` takes it whole
-        (``algo.fuse_steps``)."""
-        state, logits = self._post_step(Latent(deter, stoch), action, embed, is_first,
+        logits)``, ``embed_part`` from :meth:`posterior_inputs`. In this form, with
+        ``noise`` given, ``torch.compile`` takes it whole (``algo.fuse_steps``)."""
+        state, logits = self._post_step(Latent(deter, stoch), action, embed_part, is_first,
                                         Latent(init_deter, init_stoch), generator, noise)
         return state.deter, state.stoch, logits
 
@@ -131,7 +153,8 @@ class RSSM(nn.Module):
                  is_first: torch.Tensor, generator: torch.Generator | None = None
                  ) -> tuple[Latent, torch.Tensor, torch.Tensor]:
         """Posterior step; returns ``(posterior state, posterior logits, prior logits)``."""
-        post, post_logits = self._post_step(state, action, embed, is_first, None, generator)
+        post, post_logits = self._post_step(state, action, self.posterior_inputs(embed),
+                                            is_first, None, generator)
         return post, post_logits, self._logits(self.prior_net, post.deter)
 
     def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
@@ -156,7 +179,8 @@ class RSSM(nn.Module):
         deters, stochs, posts = [], [], []
         # one view per step: the backward pass stacks the steps' gradients of the embedding
         # once, where indexing would add a full-size gradient per step
-        embeds, acts, firsts = embed.unbind(1), actions.unbind(1), is_first.unbind(1)
+        embeds = self.posterior_inputs(embed).unbind(1)
+        acts, firsts = actions.unbind(1), is_first.unbind(1)
         for t in range(length):
             inputs = (deter, stoch, acts[t], embeds[t], firsts[t], init.deter,
                       init.stoch, None if noise is None else noise[t])
@@ -205,14 +229,15 @@ class ModelOutput:
 
 class WorldModel(nn.Module):
     def __init__(self, obs_shape: tuple[int, int, int], num_actions: int, size: SizePreset,
-                 unimix: float, num_bins: int) -> None:
+                 unimix: float, num_bins: int, conv_dtype: torch.dtype = torch.float32
+                 ) -> None:
         super().__init__()
         frames, height, width = obs_shape
         self.obs_shape, self.num_actions = tuple(obs_shape), num_actions
-        self.encoder = ShadeEncoder(frames, height, width, size.depth)
+        self.encoder = ShadeEncoder(frames, height, width, size.depth, conv_dtype)
         self.rssm = RSSM(size, num_actions, self.encoder.out_dim, unimix)
         feat = self.rssm.feat_dim
-        self.decoder = ShadeDecoder(feat, frames, height, width, size.depth)
+        self.decoder = ShadeDecoder(feat, frames, height, width, size.depth, conv_dtype)
         self.reward = Head(feat, size.units, size.layers, num_bins, zero_init=True)
         self.cont = Head(feat, size.units, size.layers, 1)
 
