@@ -42,7 +42,7 @@ def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any
             "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
             "compile": cfg.compile, "fuse_steps": cfg.fuse_steps,
             "matmul_precision": cfg.matmul_precision, "conv_dtype": cfg.conv_dtype,
-            "cudnn_benchmark": cfg.cudnn_benchmark}
+            "cudnn_benchmark": cfg.cudnn_benchmark, "update_order": cfg.update_order}
 
 
 def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from gbx_algo_dreamer.config import SIZES
+from gbx_algo_dreamer.config import SIZES, UPDATE_ORDERS
 from gbx_algo_dreamer.precision import CONV_DTYPES, PRECISIONS
 
 
@@ -236,11 +236,15 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
 @click.option("--cudnn-benchmark/--no-cudnn-benchmark", default=None,
               help="algo.cudnn_benchmark of the timed updates and model passes; unset: the "
                    "device's default (on with CUDA)")
+@click.option("--update-order", default="sequential", show_default=True,
+              type=click.Choice(list(UPDATE_ORDERS)),
+              help="algo.update_order of the timed updates (concurrent: the actor-critic "
+                   "on a second CUDA stream beside the world model's backward)")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
               batch_length: int, repeats: int, engine: str, train_ratio: float,
               overlap_chunk: int, loop_iterations: int, compile_mode: str,
               matmul_precision: str, fuse_steps: bool | None, conv_dtype: str,
-              cudnn_benchmark: bool | None) -> None:
+              cudnn_benchmark: bool | None, update_order: str) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates (eager
     and/or compiled), and the training loop of the sync and overlapped engines."""
     from gbx_algo_dreamer.bench import print_records, run_compile_variants, run_engines
@@ -259,7 +263,7 @@ def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: 
                         train_ratio=train_ratio, overlap_chunk=overlap_chunk,
                         compile=compiled, fuse_steps=fuse_steps if compiled else False,
                         matmul_precision=matmul_precision, conv_dtype=conv_dtype,
-                        cudnn_benchmark=cudnn_benchmark)
+                        cudnn_benchmark=cudnn_benchmark, update_order=update_order)
     variants = {"eager": [False], "compiled": [True], "both": [False, True]}[compile_mode]
     print_records(run_compile_variants(dev, env_name, cfg, repeats, variants, fuse_steps))
     engines = {"both": ["sync", "overlapped"], "none": []}.get(engine, [engine])

@@ -46,6 +46,7 @@ SIZES: dict[str, SizePreset] = {
 
 
 AUTO = "auto"
+UPDATE_ORDERS = ("sequential", "concurrent")
 
 
 @attrs.frozen
@@ -195,6 +196,13 @@ class DreamerConfig:
         "sync (collect one env step, then its updates) | overlapped (on CUDA: collect the "
         "next chunk on a side stream while the committed replay trains on the main stream; "
         "on the CPU the same schedule runs sequentially)"))
+    update_order: str = attrs.field(default="sequential", validator=_in(*UPDATE_ORDERS),
+        metadata=_help(
+        "sequential (the world model takes its optimiser step, then the actor and critic "
+        "imagine with the stepped model) | concurrent (the actor and critic imagine with "
+        "the world model's weights before its step, as DreamerV3's published code does; on "
+        "CUDA their forward and backward run on a second stream beside the world model's "
+        "backward)"))
     compile: bool | None = attrs.field(default=None, metadata=_auto_help(
         "compile", "run the update's posterior scan and imagination rollout as compiled "
         "graphs (CUDA graphs on a GPU, torch.compile on the CPU): the same losses, fewer "

@@ -144,7 +144,8 @@ class SyncEngine:
 
 
 class StreamPair:
-    """The main stream and a side stream for collection on CUDA; no-ops on the CPU."""
+    """The main stream and a side stream on CUDA (the overlapped engine's collection, the
+    concurrent update's actor-critic); no-ops on the CPU."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device

@@ -14,16 +14,22 @@ import torch
 from gbx import distributed as gdist
 from gbx.api import WindowMetrics
 from gbx.seeds import Stream, derive
-from gbx_algo_dreamer.behavior import Behavior
+from gbx_algo_dreamer.behavior import Behavior, BehaviorOutput
 from gbx_algo_dreamer.config import DreamerConfig
-from gbx_algo_dreamer.engine import Engine, OverlappedEngine, PlayerWeights, SyncEngine
+from gbx_algo_dreamer.engine import (
+    Engine,
+    OverlappedEngine,
+    PlayerWeights,
+    StreamPair,
+    SyncEngine,
+)
 from gbx_algo_dreamer.graphs import CompiledLoops
 from gbx_algo_dreamer.math_ops import ReturnNorm, make_bins
 from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
 from gbx_algo_dreamer.precision import CONV_DTYPES, update_numerics
 from gbx_algo_dreamer.replay import Batch, Replay
-from gbx_algo_dreamer.world_model import WorldModel
+from gbx_algo_dreamer.world_model import ModelOutput, WorldModel
 from gbx_toolkit.evaluation import (
     eval_batch_size,
     eval_generator,
@@ -87,6 +93,9 @@ class DreamerTrainer:
         self.retnorm = ReturnNorm(self.device, cfg.retnorm_decay, cfg.retnorm_limit)
         self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device,
                              reserved=cfg.replay_reserve())
+        # algo.update_order=concurrent: a side stream for the actor-critic (none on the CPU)
+        self.behavior_streams = StreamPair(self.device) \
+            if cfg.update_order == "concurrent" else None
         # algo.compile: the update's scan and rollout as compiled graphs (same math)
         self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device,
                                    bool(cfg.fuse_steps)) if cfg.compile else None
@@ -157,7 +166,19 @@ class DreamerTrainer:
                            embed=loops.embed if loops else None,
                            terms=loops.terms if loops else None)
         self.model_opt.zero_grad(set_to_none=True)
-        out.loss.backward()
+        beh: BehaviorOutput | None = None
+        if cfg.mode == "full" and self.behavior_streams is not None:
+            # algo.update_order=concurrent: the actor-critic imagines with the world model's
+            # weights before its step; on CUDA its work runs on the side stream while the
+            # world model's backward runs on the main stream (neither writes what the other
+            # reads: the imagination and the targets take no gradients)
+            self.behavior_streams.fork()  # the side stream sees the posterior states
+            out.loss.backward()
+            with self.behavior_streams.on_side():
+                beh = self._behavior_backward(out, batch)
+            self.behavior_streams.join()
+        else:
+            out.loss.backward()
         gdist.average_gradients(self.wm.parameters())
         model_norm = torch.nn.utils.clip_grad_norm_(self.wm.parameters(), cfg.model_clip)
         self.model_opt.step()
@@ -165,17 +186,8 @@ class DreamerTrainer:
         scalars["grad_norm_model"] = model_norm
         finite = [torch.isfinite(out.loss), torch.isfinite(model_norm)]
         if cfg.mode == "full":
-            start = out.post.detach()
-            flat_start = type(start)(start.deter.reshape(-1, start.deter.shape[-1]),
-                                     start.stoch.reshape(-1, *start.stoch.shape[-2:]))
-            start_cont = (~batch.is_terminal).reshape(-1).float()
-            beh = self.behavior.loss(self.wm, flat_start, start_cont, self.bins, self.retnorm,
-                                     self.gen, imagine=loops.imagine if loops else None,
-                                     targets=loops.targets if loops else None,
-                                     terms=loops.policy_terms if loops else None)
-            self.actor_opt.zero_grad(set_to_none=True)
-            self.critic_opt.zero_grad(set_to_none=True)
-            (beh.actor_loss + beh.critic_loss).backward()
+            if beh is None:  # sequential: imagine with the stepped world model
+                beh = self._behavior_backward(out, batch)
             gdist.average_gradients(self.behavior.parameters())
             actor_norm = torch.nn.utils.clip_grad_norm_(self.behavior.actor.parameters(),
                                                         cfg.ac_clip)
@@ -197,6 +209,23 @@ class DreamerTrainer:
         scalars["nonfinite"] = (~ok).float()
         self.opt_steps += 1
         return scalars
+
+    def _behavior_backward(self, out: ModelOutput, batch: Batch) -> BehaviorOutput:
+        """The actor-critic's losses from the posterior states of ``out`` and their
+        backward pass (gradients of the actor and critic only)."""
+        loops = self.loops
+        start = out.post.detach()
+        flat_start = type(start)(start.deter.reshape(-1, start.deter.shape[-1]),
+                                 start.stoch.reshape(-1, *start.stoch.shape[-2:]))
+        start_cont = (~batch.is_terminal).reshape(-1).float()
+        beh = self.behavior.loss(self.wm, flat_start, start_cont, self.bins, self.retnorm,
+                                 self.gen, imagine=loops.imagine if loops else None,
+                                 targets=loops.targets if loops else None,
+                                 terms=loops.policy_terms if loops else None)
+        self.actor_opt.zero_grad(set_to_none=True)
+        self.critic_opt.zero_grad(set_to_none=True)
+        (beh.actor_loss + beh.critic_loss).backward()
+        return beh
 
     # -- collection ----------------------------------------------------------------
 
