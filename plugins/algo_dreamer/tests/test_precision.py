@@ -100,3 +100,16 @@ def test_bfloat16_convolutions_give_float32_outputs_near_the_float32_layers():
 def test_an_unknown_conv_dtype_is_refused():
     with pytest.raises(ValueError, match="conv_dtype"):
         small_cfg(conv_dtype="float16")
+
+
+def test_a_run_with_bfloat16_layers_trains_them_in_bfloat16(tmp_path):
+    """``algo.conv_dtype`` reaches the trainer's world model: its encoder and decoder run
+    in bfloat16 (here on the CPU, where autocast has bfloat16 too) and the run trains."""
+    tr = DreamerTrainer(small_cfg(conv_dtype="bfloat16"), dot_context(tmp_path))
+    assert tr.wm.encoder.conv_dtype == tr.wm.decoder.conv_dtype == torch.bfloat16
+    conv_out: list[torch.dtype] = []
+    first_conv = tr.wm.encoder.net[0]
+    first_conv.register_forward_hook(lambda _m, _i, out: conv_out.append(out.dtype))
+    tr.ctx.run(tr)
+    assert tr.opt_steps >= 1 and tr.ctx.records[-1]["nonfinite_seen"] == 0
+    assert conv_out and set(conv_out) == {torch.bfloat16}
