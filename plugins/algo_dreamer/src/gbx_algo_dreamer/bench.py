@@ -45,9 +45,45 @@ def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any
             "cudnn_benchmark": cfg.cudnn_benchmark, "update_order": cfg.update_order}
 
 
-def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
-              ) -> list[dict[str, Any]]:
-    """Component timings (sync engine): env, collection, sampling, model, update."""
+def profile_updates(update: Callable[[], Any], device: torch.device, updates: int,
+                    top: int = 25) -> dict[str, Any]:
+    """Where ``updates`` calls of ``update`` spend their time, per update: on CUDA the GPU
+    kernels (launches, busy time, the ``top`` kernels by time), on the CPU the operators
+    (calls, their own CPU time)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    _sync(device)
+    with profile(activities=activities) as prof:
+        for _ in range(updates):
+            update()
+        _sync(device)
+    totals: dict[str, list[float]] = {}  # name -> [calls, microseconds]
+    if cuda:
+        for e in prof.events():
+            if e.device_type == DeviceType.CUDA:
+                row = totals.setdefault(e.name, [0, 0.0])
+                row[0] += 1
+                row[1] += e.device_time
+    else:
+        for e in prof.key_averages():
+            totals[e.key] = [e.count, e.self_cpu_time_total]
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][1])[:top]
+    return {"profiled_updates": updates, "clock": "gpu" if cuda else "cpu",
+            "calls_per_update": sum(c for c, _ in totals.values()) / updates,
+            "busy_ms_per_update": sum(us for _, us in totals.values()) / 1e3 / updates,
+            "top": [{"name": name, "calls_per_update": calls / updates,
+                     "ms_per_update": us / 1e3 / updates}
+                    for name, (calls, us) in rows]}
+
+
+def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int,
+              profile: int = 0) -> list[dict[str, Any]]:
+    """Component timings (sync engine): env, collection, sampling, model, update; with
+    ``profile`` > 0 also where that many updates spend their time
+    (:func:`profile_updates`)."""
     ctx = LocalContext(registry_env_factory(env, device), device)
     trainer = DreamerTrainer(attrs.evolve(cfg, engine="sync"), ctx)
     cfg = trainer.cfg  # with the device's values of the auto settings
@@ -95,12 +131,16 @@ def run_bench(device: torch.device, env: str, cfg: DreamerConfig, repeats: int
     if device.type == "cuda":
         out.append({**common, "metric": "max_memory_gib",
                     "value": torch.cuda.max_memory_allocated(device) / 2**30})
+    if profile:
+        where = profile_updates(trainer.update, device, profile)
+        out.append({**common, "metric": "update_profile",
+                    "value": where["busy_ms_per_update"], **where})
     return out
 
 
 def run_compile_variants(device: torch.device, env: str, cfg: DreamerConfig, repeats: int,
-                         variants: list[bool], fuse_steps: bool | None = None
-                         ) -> list[dict[str, Any]]:
+                         variants: list[bool], fuse_steps: bool | None = None,
+                         profile: int = 0) -> list[dict[str, Any]]:
     """Component timings with each ``algo.compile`` value (a fresh trainer each, same seed;
     ``fuse_steps``: ``algo.fuse_steps`` in the compiled one, None: the device's default),
     plus the ratio of compiled to eager updates/s when both ran."""
@@ -108,7 +148,7 @@ def run_compile_variants(device: torch.device, env: str, cfg: DreamerConfig, rep
     per_s: dict[bool, float] = {}
     for compiled in variants:
         variant = attrs.evolve(cfg, compile=compiled, fuse_steps=fuse_steps if compiled else False)
-        records = run_bench(device, env, variant, repeats)
+        records = run_bench(device, env, variant, repeats, profile)
         per_s[compiled] = next(r["value"] for r in records
                                if r["metric"] == "train_steps_per_s")
         out += records

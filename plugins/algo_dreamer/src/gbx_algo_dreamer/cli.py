@@ -240,11 +240,15 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
               type=click.Choice(list(UPDATE_ORDERS)),
               help="algo.update_order of the timed updates (concurrent: the actor-critic "
                    "on a second CUDA stream beside the world model's backward)")
+@click.option("--profile", default=0, show_default=True, type=click.IntRange(min=0),
+              help="after the timings, profile this many updates and add an "
+                   "update_profile record: GPU kernels per update, their busy time and the "
+                   "top 25 by time (on the CPU: operators by their own CPU time)")
 def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: int,
               batch_length: int, repeats: int, engine: str, train_ratio: float,
               overlap_chunk: int, loop_iterations: int, compile_mode: str,
               matmul_precision: str, fuse_steps: bool | None, conv_dtype: str,
-              cudnn_benchmark: bool | None, update_order: str) -> None:
+              cudnn_benchmark: bool | None, update_order: str, profile: int) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates (eager
     and/or compiled), and the training loop of the sync and overlapped engines."""
     from gbx_algo_dreamer.bench import print_records, run_compile_variants, run_engines
@@ -265,6 +269,7 @@ def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: 
                         matmul_precision=matmul_precision, conv_dtype=conv_dtype,
                         cudnn_benchmark=cudnn_benchmark, update_order=update_order)
     variants = {"eager": [False], "compiled": [True], "both": [False, True]}[compile_mode]
-    print_records(run_compile_variants(dev, env_name, cfg, repeats, variants, fuse_steps))
+    print_records(run_compile_variants(dev, env_name, cfg, repeats, variants, fuse_steps,
+                                       profile))
     engines = {"both": ["sync", "overlapped"], "none": []}.get(engine, [engine])
     print_records(run_engines(dev, env_name, cfg, engines, loop_iterations))
