@@ -274,6 +274,7 @@ def test_bench_times_the_devices_default_updates_unless_told():
     assert records and {(r["compile"], r["fuse_steps"]) for r in records} == {(False, False)}
     assert {(r["conv_dtype"], r["cudnn_benchmark"]) for r in records} == {("float32", False)}
     assert {r["update_order"] for r in records} == {"sequential"}
+    assert {r["torch"] for r in records} == {torch.__version__}  # the machine's build
     assert any(r["metric"] == "train_steps_per_s" and r["value"] > 0 for r in records)
 
 

@@ -36,9 +36,20 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
     return (time.perf_counter() - start) / repeats
 
 
+def _machine(device: torch.device) -> dict[str, Any]:
+    """The machine behind a record beyond the code: the GPU's name and the torch, CUDA
+    and cuDNN builds (on the CPU the torch build), so records from several machines show
+    what differed between them."""
+    if device.type != "cuda":
+        return {"torch": torch.__version__}
+    return {"gpu": torch.cuda.get_device_name(device), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+
+
 def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any]:
     cfg = cfg.for_device(device)  # records show the values that ran, not "auto"
-    return {"bench": "dreamer", "device": str(device), "env": env, "size": cfg.size,
+    return {"bench": "dreamer", "device": str(device), **_machine(device), "env": env,
+            "size": cfg.size,
             "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
             "compile": cfg.compile, "fuse_steps": cfg.fuse_steps,
             "matmul_precision": cfg.matmul_precision, "conv_dtype": cfg.conv_dtype,
