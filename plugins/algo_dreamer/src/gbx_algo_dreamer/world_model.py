@@ -75,8 +75,12 @@ class RSSM(nn.Module):
         return self.deter_dim + self.stoch * self.classes
 
     def _logits(self, net: Head, x: torch.Tensor) -> torch.Tensor:
-        raw = net(x).reshape(*x.shape[:-1], self.stoch, self.classes)
-        return unimix_logits(raw, self.unimix)
+        return self._categorical(net(x))
+
+    def _categorical(self, raw: torch.Tensor) -> torch.Tensor:
+        """A head's flat output ``[..., S * C]`` as the latents' mixed logits ``[..., S, C]``."""
+        return unimix_logits(raw.reshape(*raw.shape[:-1], self.stoch, self.classes),
+                             self.unimix)
 
     def initial(self, batch: int) -> Latent:
         deter = torch.tanh(self.init_deter).expand(batch, -1)
@@ -122,9 +126,7 @@ class RSSM(nn.Module):
         """The posterior head on ``[deter, embed]``, the embedding's part given
         (:meth:`posterior_inputs`)."""
         x = F.linear(deter, self._post_first().weight[:, :self.deter_dim]) + embed_part
-        raw = self.post_net.out(self.post_net.torso[1:](x))
-        return unimix_logits(raw.reshape(*x.shape[:-1], self.stoch, self.classes),
-                             self.unimix)
+        return self._categorical(self.post_net.out(self.post_net.torso[1:](x)))
 
     def _post_step(self, state: Latent, action: torch.Tensor, embed_part: torch.Tensor,
                    is_first: torch.Tensor, init: Latent | None,
