@@ -30,6 +30,7 @@ def test_bench_prints_json_records(tmp_path: Path) -> None:
         assert r["env_steps_per_s_per_env"] == pytest.approx(r["env_steps_per_s"] / n, rel=1e-3)
         assert r["frames_per_s_per_env"] == pytest.approx(r["frames_per_s"] / n, rel=1e-3)
         assert r["reset_all_ms"] >= 0 and "rss" in r["mem_after_warmup"]
+        assert r["kernel"] == "cpu" and r["block_threads"] is None  # the CPU device's
 
 
 def test_bench_fails_on_memory_growth(tmp_path: Path) -> None:

@@ -12,7 +12,13 @@ import torch
 from gbx_gameboy.cpu import alu, alu_host, run_kernel, run_kernel_host
 from gbx_gameboy.decode import OP_ADD, OP_CCF
 from gbx_gameboy.env import DEFAULT_ROM
-from gbx_gameboy.machine import GameBoyBatch
+from gbx_gameboy.machine import (
+    BLOCK_THREADS,
+    CPU_VARIANT_MAX_WARP_THREADS,
+    RESIDENT_WARPS_PER_SM,
+    GameBoyBatch,
+    launch_plan,
+)
 from gbx_gameboy.tiles import env_rows
 from gbx_gameboy.warp_setup import wp
 
@@ -21,12 +27,14 @@ BUILD_OPTIONS = ("GBX_GAMEBOY_PHASE_CLOCKS", "GBX_GAMEBOY_CHECK_BOUNDS",
                  "GBX_GAMEBOY_CUDA_MAX_REGISTERS")
 
 
-def _played(rom: str, kernel: str, n: int, boot: int, device: str = "cpu"
-            ) -> dict[str, torch.Tensor]:
+def _played(rom: str, kernel: str, n: int, boot: int, device: str = "cpu",
+            block_threads: int | None = None) -> dict[str, torch.Tensor]:
     """n envs booted (``boot`` frames, then START), then stepped with a different random
     button sequence per env."""
-    batch = GameBoyBatch(rom, n, device, threads=1, kernel=kernel)
+    batch = GameBoyBatch(rom, n, device, threads=1, kernel=kernel, block_threads=block_threads)
     assert batch.kernel == kernel
+    if block_threads is not None:
+        assert batch.block_threads == block_threads
     batch.run_frames(boot)
     batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32, device=device), 6,
                       release_after=3)
@@ -61,22 +69,59 @@ def test_cpu_variant_matches_on_flappyboy() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 @pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
-@pytest.mark.parametrize("gpu_kernel", ["cuda", "cpu"])
-def test_cpu_variant_on_the_cpu_matches_either_variant_on_a_gpu(gpu_kernel: str) -> None:
+@pytest.mark.parametrize(("gpu_kernel", "block"), [("cuda", 32), ("cuda", 1), ("cuda", 16),
+                                                    ("cpu", 32), ("cpu", 1), ("cpu", 4)])
+def test_cpu_variant_on_the_cpu_matches_either_variant_on_a_gpu(gpu_kernel: str,
+                                                                 block: int) -> None:
     """cuda: the GPU's own variant; cpu: the CPU variant (inner loop, predecoded ROM,
-    tile-row drawing) compiled for CUDA."""
+    tile-row drawing) compiled for CUDA; each in warps of ``block`` Game Boys (70 envs:
+    a last block that is not full, and a 32-env tile split over several blocks)."""
     host = _played(str(FLAPPY), "cpu", 70, 120)
-    on_gpu = _played(str(FLAPPY), gpu_kernel, 70, 120, device="cuda")
+    on_gpu = _played(str(FLAPPY), gpu_kernel, 70, 120, device="cuda", block_threads=block)
     for name, tensor in host.items():
         assert torch.equal(tensor, on_gpu[name]), f"{name} differs between CPU and CUDA"
 
 
 def test_auto_picks_the_devices_variant() -> None:
-    assert GameBoyBatch(str(DEFAULT_ROM), 1, "cpu").kernel == "cpu"
+    batch = GameBoyBatch(str(DEFAULT_ROM), 1, "cpu")
+    assert (batch.kernel, batch.block_threads) == ("cpu", 32)
     with pytest.raises(ValueError, match="kernel must be one of"):
         GameBoyBatch(str(DEFAULT_ROM), 1, "cpu", kernel="fast")
     if torch.cuda.is_available():
-        assert GameBoyBatch(str(DEFAULT_ROM), 1, "cuda").kernel == "cuda"
+        sms = wp.get_device("cuda").sm_count
+        for n in (1, 40 * sms * RESIDENT_WARPS_PER_SM):
+            batch = GameBoyBatch(str(DEFAULT_ROM), n, "cuda")
+            assert (batch.kernel, batch.block_threads) == launch_plan(n, sms)
+
+
+def test_block_threads_are_checked() -> None:
+    with pytest.raises(ValueError, match="block_threads must be one of 1, 2, 4, 8, 16, 32"):
+        GameBoyBatch(str(DEFAULT_ROM), 1, "cpu", block_threads=3)
+    with pytest.raises(ValueError, match=r"on the CPU device .* \(threads=\)"):
+        GameBoyBatch(str(DEFAULT_ROM), 1, "cpu", block_threads=8)
+
+
+def test_launch_plan_fits_the_batch_in_the_resident_warps() -> None:
+    """The smallest block that makes the whole batch resident at once, the CPU variant
+    for a few Game Boys per warp and the CUDA variant for more (132 SMs: an H200)."""
+    warps = 132 * RESIDENT_WARPS_PER_SM
+    assert warps == 1056  # 255 registers: 8 warps per SM
+    assert launch_plan(1, 132) == ("cpu", 1)
+    assert launch_plan(1024, 132) == ("cpu", 1)
+    assert launch_plan(warps, 132) == ("cpu", 1)
+    assert launch_plan(warps + 1, 132) == ("cpu", 2)
+    assert launch_plan(4096, 132) == ("cpu", 4)
+    assert launch_plan(8192, 132) == ("cuda", 8)
+    assert launch_plan(16384, 132) == ("cuda", 16)
+    assert launch_plan(65536, 132) == ("cuda", 32)  # more than the GPU holds: full warps
+    assert launch_plan(10**7, 132) == ("cuda", 32)
+    assert launch_plan(64, 0) == launch_plan(64, 1) == ("cuda", 8)  # no SM count: one
+    for n in range(1, 40000, 997):
+        kernel, block = launch_plan(n, 132)
+        assert block in BLOCK_THREADS
+        assert (kernel == "cpu") == (block <= CPU_VARIANT_MAX_WARP_THREADS)
+        assert block == 32 or block * warps >= n  # resident at once
+        assert block == 1 or (block // 2) * warps < n  # and no larger than that needs
 
 
 @wp.kernel(module="unique")

@@ -318,12 +318,14 @@ def test_serial_ring_buffer_keeps_the_last_bytes() -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-def test_cuda_matches_cpu() -> None:
+@pytest.mark.parametrize("gpu_kernel", ["auto", "cuda"])
+def test_cuda_matches_cpu(gpu_kernel: str) -> None:
+    """auto: what a GPU picks for 8 envs (docs/emulator.md, "Launch plan on a GPU")."""
     rom = micro_rom(INPUT_HASH)
     inputs = _random_buttons(3, 3, 8)
     out = []
     for dev in ("cpu", "cuda"):
-        batch = GameBoyBatch(rom, 8, dev)
+        batch = GameBoyBatch(rom, 8, dev, kernel="auto" if dev == "cpu" else gpu_kernel)
         for s in range(3):
             batch.step_frames(inputs[s].to(dev), frames=6, release_after=3)
         out.append({k: v.cpu() for k, v in batch.state_tensors().items()})

@@ -79,6 +79,7 @@ def test_bench_prints_one_json_record() -> None:
     assert {"compile_s", "run_s", "warp", "torch", "device", "threads", "loadavg_1m"} <= rec.keys()
     assert rec["process_cpu_s"] > 0 and rec["frames_per_cpu_s"] > 0
     assert rec["kernel"] == "cpu"  # the CPU device's own variant of the run kernel
+    assert rec["block_threads"] is None  # a GPU launch's figure
     # One rate per timed step; the steady rate covers the second half of them.
     assert rec["warmup_steps"] == 1 and len(rec["step_frames_per_s"]) == 3
     half = rec["step_frames_per_s"][1:]
@@ -105,6 +106,13 @@ def test_bench_kernel_option() -> None:
                                               "0", "--kernel", "cuda"])
     assert res.exit_code == 0, res.output
     assert json.loads(_last_line(res.output))["kernel"] == "cuda"
+
+
+@pytest.mark.parametrize(("value", "message"), [("3", "3 is not a block size"),
+                                              ("8", "on the CPU device use --threads")])
+def test_bench_block_threads_are_checked(value: str, message: str) -> None:
+    res = CliRunner().invoke(emulator_bench, ["--envs", "1", "--block-threads", value])
+    assert res.exit_code == 2 and "--block-threads" in res.output and message in res.output
 
 
 def test_bench_without_drawing_times_the_same_emulation() -> None:

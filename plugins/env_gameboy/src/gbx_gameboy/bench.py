@@ -118,7 +118,7 @@ def button_indices(envs: int, steps: int, seed: int) -> torch.Tensor:
 def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
     cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
-    kernel: str = "auto", draw: bool = True,
+    kernel: str = "auto", draw: bool = True, block_threads: int | None = None,
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate).
 
@@ -138,7 +138,8 @@ def measure(
         wp.config.kernel_cache_dir = tempfile.mkdtemp(prefix="gbx-warp-cache-")
     from gbx_gameboy.machine import GameBoyBatch
 
-    batch = GameBoyBatch(rom, envs, device, threads=threads, kernel=kernel)
+    batch = GameBoyBatch(rom, envs, device, threads=threads, kernel=kernel,
+                         block_threads=block_threads)
     compile_s = batch.compile()
     tdev = "cuda" if batch.device.startswith("cuda") else "cpu"
     n_steps = max(1, frames // STEP_FRAMES)
@@ -192,6 +193,9 @@ def measure(
         # CPU device: the worker threads the launches ran on (a GPU ignores the count)
         "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
         "kernel": batch.kernel,  # the run kernel's variant (cpu.HOST)
+        # GPU: threads per block of the run kernel's launch (a block under 32 is a warp
+        # of that many Game Boys)
+        "block_threads": None if batch.device.startswith("cpu") else batch.block_threads,
         "draw": draw,  # the last frame of each step drawn
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -231,9 +235,14 @@ def measure(
                    "(0: every core)")
 @click.option("--kernel", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True,
-              help="run-kernel variant: the one generated for the device (auto), or "
-                   "either by name on either device (the CUDA variant on the CPU, the CPU "
-                   "variant with its inner loop on a GPU) to compare the two")
+              help="run-kernel variant: auto (the CPU variant on the CPU device, the "
+                   "launch plan's on a GPU), or either by name on either device (the CUDA "
+                   "variant on the CPU, the CPU variant with its inner loop on a GPU) to "
+                   "compare the two")
+@click.option("--block-threads", type=EnvCounts(), default=None,
+              help="GPU: threads per block of the run kernel's launch, comma separated "
+                   "(1,8,32; each of 1, 2, 4, 8, 16, 32): one record per batch size and "
+                   "block size (default: the batch's own choice)")
 @click.option("--draw/--no-draw", default=True, show_default=True,
               help="draw the last frame of each step, as the envs' observations need; "
                    "--no-draw times the same emulation without drawing")
@@ -243,7 +252,8 @@ def measure(
                    "in turn with the same buttons; frames_per_cpu_s compares per core")
 def emulator_bench(
     rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
-    warmup_steps: int, threads: int, kernel: str, draw: bool, emulator: str,
+    warmup_steps: int, threads: int, kernel: str, block_threads: list[int] | None, draw: bool,
+    emulator: str,
 ) -> None:
     """Emulated frames/s and instructions/s; prints one JSON record per batch size.
 
@@ -261,10 +271,11 @@ def emulator_bench(
             raise click.BadParameter(str(exc), param_hint="--rom") from exc
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
     if emulator == "pyboy":
-        if cold or kernel != "auto" or threads != 0 or not device.startswith("cpu") or not draw:
+        if (cold or kernel != "auto" or threads != 0 or not device.startswith("cpu") or not draw
+                or block_threads is not None):
             raise click.BadParameter("PyBoy runs on one CPU core with no kernel and draws "
                                      "each step's last frame: leave out --cold, --kernel, "
-                                     "--threads, --device and --no-draw",
+                                     "--threads, --block-threads, --device and --no-draw",
                                      param_hint="--emulator")
         from gbx_gameboy.pyboy_bench import measure_pyboy
 
@@ -273,8 +284,24 @@ def emulator_bench(
                 image, n, frames, game if game is not None else rom is not None,
                 warmup_steps=warmup_steps)))
         return
-    for i, n in enumerate(envs):
-        record = measure(image, n, frames, device, game if game is not None else rom is not None,
-                         cold=cold and i == 0, warmup_steps=warmup_steps, threads=threads,
-                         kernel=kernel, draw=draw)
-        click.echo(json.dumps(record))
+    from gbx_gameboy.machine import BLOCK_THREADS
+
+    if block_threads is not None:
+        bad = sorted(set(block_threads) - set(BLOCK_THREADS))
+        if bad:
+            raise click.BadParameter(f"{bad[0]} is not a block size; use "
+                                     f"{', '.join(map(str, BLOCK_THREADS))}",
+                                     param_hint="--block-threads")
+        if device.startswith("cpu"):
+            raise click.BadParameter("blocks are a GPU launch's; on the CPU device use "
+                                     "--threads", param_hint="--block-threads")
+    blocks: list[int | None] = list(block_threads) if block_threads else [None]
+    first = True
+    for n in envs:
+        for b in blocks:
+            record = measure(image, n, frames, device,
+                             game if game is not None else rom is not None,
+                             cold=cold and first, warmup_steps=warmup_steps, threads=threads,
+                             kernel=kernel, draw=draw, block_threads=b)
+            first = False
+            click.echo(json.dumps(record))

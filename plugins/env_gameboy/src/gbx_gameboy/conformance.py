@@ -351,9 +351,10 @@ def report(
 ) -> list[RomReport]:
     """Every case on the CPU and/or CUDA: ``device`` is "all" (CPU, then CUDA where a GPU is
     present), "cpu", or a CUDA device ("cuda", "cuda:N"). The CPU runs the ROMs one after
-    the other (``run_all``), CUDA all at once (``run_together``); both give the same
-    results and frame counts. ``cpu_kernel="cuda"`` runs the CUDA variant of the run
-    kernel on the CPU device (the GPU's code path, checked without a GPU)."""
+    the other (``run_all``), CUDA all at once (``run_together``) with the run kernel's
+    CUDA variant; both give the same results and frame counts. ``cpu_kernel="cuda"`` runs
+    the CUDA variant of the run kernel on the CPU device (the GPU's code path, checked
+    without a GPU)."""
     cases = list(cases)
     on_cpu = device in ("all", "cpu")
     gpu = "cuda" if device == "all" else device
@@ -362,8 +363,10 @@ def report(
     none: list[RomResult | None] = [None] * len(cases)
     cpu: list[RomResult | None] = (list(run_all(cases, "cpu", root, on_result, cpu_kernel))
                                    if on_cpu else none)
-    cuda: list[RomResult | None] = (list(run_together(cases, gpu, root, on_result)) if on_gpu
-                                    else none)
+    # The CUDA column runs the CUDA variant, the code of a GPU's large batches (a one-env
+    # batch on a GPU would pick the CPU variant, which the CPU column already runs).
+    cuda: list[RomResult | None] = (list(run_together(cases, gpu, root, on_result, "cuda"))
+                                    if on_gpu else none)
     variant = "cpu" if cpu_kernel == "auto" else cpu_kernel
     return [RomReport(c, a, b, reason, variant)
             for c, a, b in zip(cases, cpu, cuda, strict=True)]

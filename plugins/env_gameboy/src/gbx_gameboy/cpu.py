@@ -181,12 +181,13 @@ from gbx_gameboy.ppu_timing import (
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import wp
 
-# Threads per block of this module's launches: one warp. Each thread is a whole Game Boy
-# that runs for a whole launch and the kernel's register use allows only a few warps per
-# SM, so the launch must spread over many small blocks to reach every SM: with Warp's
-# default of 256, 16,384 envs made 64 blocks and left half of a 132-SM GPU idle (1,024
-# envs used 4 SMs). One-warp blocks also let the SMs balance warps that finish their
-# frames at different times. A module option, so every launch and load uses one variant.
+# Threads per block of this module's launches by default: one warp (the CPU device's, the
+# helper kernels' and the digest's). Each thread is a whole Game Boy that runs for a whole
+# launch and the kernel's register use allows only a few warps per SM, so a launch must
+# spread over many small blocks to reach every SM: with Warp's default of 256, 16,384 envs
+# made 64 blocks and left half of a 132-SM GPU idle. A GPU batch launches the run kernel
+# with blocks of its own size, one warp or less (machine.launch_plan); Warp builds the
+# module once per block size.
 RUN_BLOCK_DIM = 32
 wp.set_module_options({"enable_backward": False, "block_dim": RUN_BLOCK_DIM})
 # The run kernel is generated from one source for each device: ``run_kernel`` for CUDA

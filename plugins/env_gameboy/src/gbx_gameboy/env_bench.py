@@ -96,6 +96,7 @@ def measure(
             torch.cuda.synchronize(dev)
         reset_s[name] = (time.perf_counter() - t0) / 10
     workers = env.batch.cpu_workers if dev.type == "cpu" else None
+    kernel, block = env.batch.kernel, env.batch.block_threads
     env.close()
     key = "rss" if dev.type == "cpu" else "device_used"
     return {
@@ -103,6 +104,9 @@ def measure(
         "device": str(dev),
         "num_envs": num_envs,
         "threads": workers,
+        # the run kernel's variant and, on a GPU, its launch's threads per block
+        "kernel": kernel,
+        "block_threads": None if dev.type == "cpu" else block,
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_step": config.frames_per_step,
         "obs_size": config.obs_size,

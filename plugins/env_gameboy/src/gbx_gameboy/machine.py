@@ -15,6 +15,7 @@ from gbx_gameboy.cartridge import Cartridge, RomError, load_rom_bytes, parse_car
 from gbx_gameboy.cpu import (
     LAUNCH_TIME_LIMIT,
     MAX_FRAMES_PER_LAUNCH,
+    RUN_BLOCK_DIM,
     RUN_CYCLES,
     RUN_FRAMES,
     draw_pending_kernel,
@@ -39,6 +40,36 @@ assert MAX_CYCLES_PER_LAUNCH < LAUNCH_TIME_LIMIT
 # Run-kernel variants (cpu.HOST): the one for the batch's device, or either by name
 # on either device (to compare what each variant's code costs on the other).
 KERNEL_VARIANTS = ("auto", "cpu", "cuda")
+# Threads per block of a GPU launch of the run kernel. A block smaller than a warp makes a
+# warp of that many threads: fewer Game Boys share (and wait for) one instruction stream,
+# and a batch spreads over more warps and SMs (cpu.RUN_BLOCK_DIM is a full warp).
+BLOCK_THREADS = (1, 2, 4, 8, 16, 32)
+# Warps of the run kernel an SM holds at once: its 255 registers per thread are allocated
+# as 256 per lane of a warp, whatever the warp's live lanes, and an SM has 65,536.
+RESIDENT_WARPS_PER_SM = 65536 // (256 * 32)
+# Up to this many Game Boys per warp, the kernel's CPU variant is the faster one on a GPU:
+# alone in its warp a thread runs its inner loop and short lanes at full speed, while
+# among many threads their different paths run one after the other (docs/emulator.md,
+# "Launch plan on a GPU").
+CPU_VARIANT_MAX_WARP_THREADS = 4
+
+
+def launch_plan(num_envs: int, sm_count: int) -> tuple[str, int]:
+    """The run kernel's variant and threads per block for ``num_envs`` Game Boys on a GPU
+    of ``sm_count`` SMs (``kernel="auto"``).
+
+    Each thread runs one Game Boy for a whole launch and each warp holds its SM's issue
+    slots until its threads finish, so the batch goes fastest when it is resident at once
+    in as many warps as the GPU holds, with as few Game Boys sharing a warp as that allows:
+    the smallest block (a power of two up to a warp) that fits the batch in
+    ``sm_count * RESIDENT_WARPS_PER_SM`` warps. With at most
+    ``CPU_VARIANT_MAX_WARP_THREADS`` per warp the CPU variant runs them (its branches cost
+    little when few threads share them), with more the CUDA variant."""
+    warps = max(1, sm_count) * RESIDENT_WARPS_PER_SM
+    block = 1
+    while block < BLOCK_THREADS[-1] and block * warps < num_envs:
+        block *= 2
+    return ("cpu" if block <= CPU_VARIANT_MAX_WARP_THREADS else "cuda"), block
 # Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
 POST_BOOT_DIV = 0xABC8
 
@@ -102,7 +133,9 @@ class GameBoyBatch:
     """``num_envs`` DMG machines sharing one ROM, stepped by one kernel launch per call.
 
     On the CPU device a launch runs as ``threads`` chunks of envs in parallel (default:
-    every core, see cpu_threads.py); a GPU launch is one launch over the whole batch.
+    every core, see cpu_threads.py); a GPU launch is one launch over the whole batch, with
+    the run kernel's variant (``kernel``) and threads per block (``block_threads``) of
+    :func:`launch_plan` unless given.
 
     Per-env state (layout.py) is tiled ``(tiles, rows, TILE)``: the envs of a warp touching
     the same address coalesce, and kernels reach every row of an env at a constant offset.
@@ -118,6 +151,7 @@ class GameBoyBatch:
         serial_capacity: int = DEFAULT_SERIAL_CAPACITY,
         threads: int | None = None,
         kernel: str = "auto",
+        block_threads: int | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -135,10 +169,23 @@ class GameBoyBatch:
         wp.init()
         self.device = str(wp.get_device(device))
         on_cpu = self.device.startswith("cpu")
-        # The run kernel's variant (cpu.HOST): the one generated for this
-        # device unless asked for the other; both run on both devices.
-        self.kernel = ("cpu" if on_cpu else "cuda") if kernel == "auto" else kernel
+        self._on_cpu = on_cpu
+        if block_threads is not None and block_threads not in BLOCK_THREADS:
+            raise ValueError(f"block_threads must be one of "
+                             f"{', '.join(map(str, BLOCK_THREADS))}, got {block_threads!r}")
+        if on_cpu and block_threads not in (None, RUN_BLOCK_DIM):
+            raise ValueError("block_threads sets a GPU launch's blocks; on the CPU device a "
+                             "batch is split over worker threads instead (threads=)")
+        # The run kernel's variant (cpu.HOST) and a GPU launch's threads per block, where
+        # not given: on the CPU device its own variant (its launches keep the module's
+        # blocks), on a GPU the launch plan for the batch's size. Both variants run on
+        # both devices and give the same state bit for bit.
+        plan_kernel, plan_block = (
+            ("cpu", RUN_BLOCK_DIM) if on_cpu
+            else launch_plan(num_envs, wp.get_device(device).sm_count))
+        self.kernel = plan_kernel if kernel == "auto" else kernel
         host = self.kernel == "cpu"
+        self.block_threads = plan_block if block_threads is None else block_threads
         self._run_kernel = run_kernel_host if host else run_kernel
         self._store_gb = store_gb_host if host else store_gb
         self.num_envs = num_envs
@@ -353,7 +400,8 @@ class GameBoyBatch:
     def compile(self) -> float:
         """Build (or load from the kernel cache) the run kernel; returns seconds taken."""
         t0 = time.perf_counter()
-        wp.load_module(self._run_kernel.module, device=self.device)
+        wp.load_module(self._run_kernel.module, device=self.device,
+                       block_dim=None if self._on_cpu else self.block_threads)
         self.last_compile_s = time.perf_counter() - t0
         return self.last_compile_s
 
@@ -376,8 +424,9 @@ class GameBoyBatch:
             1 if buttons is not None else 0,
             release_after,
         ]
-        if not self.device.startswith("cpu"):
-            wp.launch(self._run_kernel, dim=self.num_envs, inputs=[*inputs, 0], device=self.device)
+        if not self._on_cpu:
+            wp.launch(self._run_kernel, dim=self.num_envs, inputs=[*inputs, 0],
+                      device=self.device, block_dim=self.block_threads)
         else:
             if self._chunks is None:
                 self._chunks = ChunkedLaunch(self._run_kernel, self.device, self.num_envs,
