@@ -108,8 +108,10 @@ def test_bench_kernel_option() -> None:
     assert json.loads(_last_line(res.output))["kernel"] == "cuda"
 
 
-@pytest.mark.parametrize(("value", "message"), [("3", "3 is not a block size"),
-                                              ("8", "on the CPU device use --threads")])
+@pytest.mark.parametrize(("value", "message"), [
+    ("3", "must be one of 1, 2, 4, 8, 16, 32, got 3"),
+    ("8", "on the CPU device a batch is split over worker threads"),
+])
 def test_bench_block_threads_are_checked(value: str, message: str) -> None:
     res = CliRunner().invoke(emulator_bench, ["--envs", "1", "--block-threads", value])
     assert res.exit_code == 2 and "--block-threads" in res.output and message in res.output

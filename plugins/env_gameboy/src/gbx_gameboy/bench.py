@@ -284,18 +284,13 @@ def emulator_bench(
                 image, n, frames, game if game is not None else rom is not None,
                 warmup_steps=warmup_steps)))
         return
-    from gbx_gameboy.machine import BLOCK_THREADS
+    from gbx_gameboy.machine import block_threads_problem
 
-    if block_threads is not None:
-        bad = sorted(set(block_threads) - set(BLOCK_THREADS))
-        if bad:
-            raise click.BadParameter(f"{bad[0]} is not a block size; use "
-                                     f"{', '.join(map(str, BLOCK_THREADS))}",
-                                     param_hint="--block-threads")
-        if device.startswith("cpu"):
-            raise click.BadParameter("blocks are a GPU launch's; on the CPU device use "
-                                     "--threads", param_hint="--block-threads")
     blocks: list[int | None] = list(block_threads) if block_threads else [None]
+    for b in blocks:  # every size checked before the first is measured
+        problem = block_threads_problem(b, device.startswith("cpu"))
+        if problem:
+            raise click.BadParameter(problem, param_hint="--block-threads")
     first = True
     for n in envs:
         for b in blocks:

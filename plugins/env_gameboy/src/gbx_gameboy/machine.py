@@ -70,6 +70,19 @@ def launch_plan(num_envs: int, sm_count: int) -> tuple[str, int]:
     while block < BLOCK_THREADS[-1] and block * warps < num_envs:
         block *= 2
     return ("cpu" if block <= CPU_VARIANT_MAX_WARP_THREADS else "cuda"), block
+
+
+def block_threads_problem(block_threads: int | None, on_cpu: bool) -> str | None:
+    """Why ``block_threads`` cannot be a batch's threads per block (None: it can)."""
+    if block_threads is not None and block_threads not in BLOCK_THREADS:
+        return (f"block_threads must be one of {', '.join(map(str, BLOCK_THREADS))}, "
+                f"got {block_threads!r}")
+    if on_cpu and block_threads not in (None, RUN_BLOCK_DIM):
+        return ("block_threads sets a GPU launch's blocks; on the CPU device a batch is "
+                "split over worker threads instead (threads=)")
+    return None
+
+
 # Divider value at PC=0x0100 after the DMG boot ROM (DIV reads 0xAB).
 POST_BOOT_DIV = 0xABC8
 
@@ -170,19 +183,16 @@ class GameBoyBatch:
         self.device = str(wp.get_device(device))
         on_cpu = self.device.startswith("cpu")
         self._on_cpu = on_cpu
-        if block_threads is not None and block_threads not in BLOCK_THREADS:
-            raise ValueError(f"block_threads must be one of "
-                             f"{', '.join(map(str, BLOCK_THREADS))}, got {block_threads!r}")
-        if on_cpu and block_threads not in (None, RUN_BLOCK_DIM):
-            raise ValueError("block_threads sets a GPU launch's blocks; on the CPU device a "
-                             "batch is split over worker threads instead (threads=)")
+        problem = block_threads_problem(block_threads, on_cpu)
+        if problem:
+            raise ValueError(problem)
         # The run kernel's variant (cpu.HOST) and a GPU launch's threads per block, where
         # not given: on the CPU device its own variant (its launches keep the module's
         # blocks), on a GPU the launch plan for the batch's size. Both variants run on
         # both devices and give the same state bit for bit.
         plan_kernel, plan_block = (
             ("cpu", RUN_BLOCK_DIM) if on_cpu
-            else launch_plan(num_envs, wp.get_device(device).sm_count))
+            else launch_plan(num_envs, wp.get_device(self.device).sm_count))
         self.kernel = plan_kernel if kernel == "auto" else kernel
         host = self.kernel == "cpu"
         self.block_threads = plan_block if block_threads is None else block_threads
