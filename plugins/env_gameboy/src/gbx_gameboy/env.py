@@ -309,8 +309,10 @@ class GameBoyEnv:
         self._rom_title = self.batch.cart.title
 
         # Start snapshots, built on a one-env batch so setup cost does not grow with N:
-        # each start state, then 1..random_noop_max no-op frames after it.
-        probe = GameBoyBatch(self.batch.cart, 1, wdev)
+        # each start state, then 1..random_noop_max no-op frames after it. It runs the
+        # batch's kernel build (variant and block size), so an env compiles only one.
+        probe = GameBoyBatch(self.batch.cart, 1, wdev, kernel=self.batch.kernel,
+                             block_threads=self.batch.block_threads)
         starts = []
         with self._on_torch_stream():
             paths: list[str | Path] = [config.state, *start_state_files(config.start_states)]
