@@ -105,6 +105,10 @@ def test_kernel_digest_ptxas_reports_the_run_kernel(tmp_path: Path) -> None:
         path = run["loop_path"]
         assert path["instructions"] > 100 and path["local_loads"] <= path["instructions"]
     assert "run_kernel_cuda_kernel_forward" in out.read_text()
+    # the CPU variant compiled for the same GPU: its own entry's figures, no loop path
+    host = record["run_kernel_host"]
+    assert 1 <= host["registers"] <= 255 and host["spill_loads"] >= 0
+    assert host["loop_path"] is None
 
 
 def test_cuda_tools_are_found_in_nvidia_pip_wheels(tmp_path: Path, monkeypatch) -> None:

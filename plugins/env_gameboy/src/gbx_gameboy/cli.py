@@ -177,11 +177,13 @@ def lockstep(rom: str, frames: int, every: int, buttons: str | None, seed: int, 
 @click.option("--arch", type=int, default=None, help="CUDA architecture (default: 90)")
 @click.option("--ptxas", "with_ptxas", is_flag=True,
               help="also assemble the PTX with ptxas -v and print the run kernel's registers, "
-                   "stack frame and spill stores/loads (needs ptxas: the CUDA toolkit's or "
+                   "stack frame and spill stores/loads, for the CUDA variant (run_kernel) "
+                   "and for the CPU variant as a GPU runs it for small batches "
+                   "(run_kernel_host) (needs ptxas: the CUDA toolkit's or "
                    "the pip wheel nvidia-cuda-nvcc-cu12's; with nvdisasm, also from the "
-                   "toolkit or the wheel nvidia-cuda-nvdisasm, the run loop's always-run "
-                   "path: instructions and local loads/stores every emulated instruction "
-                   "executes)")
+                   "toolkit or the wheel nvidia-cuda-nvdisasm, the CUDA variant's "
+                   "always-run path: instructions and local loads/stores every emulated "
+                   "instruction executes)")
 @click.option("--ptx-out", type=click.Path(dir_okay=False), default=None,
               help="write the PTX to this file")
 def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> None:
@@ -207,6 +209,9 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
         write_atomic(ptx_out, ptx.replace("\0", ""))  # without the C string's NUL
     if with_ptxas:
         record["run_kernel"] = kd.run_ptxas(ptx, arch).to_json()
+        host = kd.run_ptxas(kd.cuda_ptx(arch, variant="cpu"), arch,
+                            entry=kd.RUN_KERNEL_HOST_ENTRY, with_loop_path=False)
+        record["run_kernel_host"] = host.to_json(kd.RUN_KERNEL_HOST_ENTRY)
     click.echo(json.dumps(record))
     if same is False:
         sys.exit(1)

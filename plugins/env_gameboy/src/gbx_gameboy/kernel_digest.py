@@ -36,18 +36,22 @@ DIGEST_ARCH = 90
 CUDA_PTX_SHA256 = "c53bcf2859fba94bbb46e2d2ae990f9900ccd7d789d10e1a44fd99f0fd9a7b00"
 
 
-def cuda_ptx(arch: int = DIGEST_ARCH) -> str:
-    """The CUDA variant's module compiled to PTX for ``arch``, names without hashes.
+def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda") -> str:
+    """The run kernel's module compiled to PTX for ``arch``, names without hashes:
+    ``variant`` "cuda" (the CUDA variant, whose digest is recorded) or "cpu" (the CPU
+    variant, which a GPU runs for small batches: ``machine.launch_plan``).
 
     Compiled into a fresh directory, so neither the kernel cache nor an earlier build is
     read. Kernel-building options taken from the environment at import
     (``GBX_GAMEBOY_PHASE_CLOCKS``, ``GBX_GAMEBOY_CHECK_BOUNDS``, a register cap) change it.
     """
-    from gbx_gameboy.cpu import run_kernel
+    from gbx_gameboy.cpu import run_kernel, run_kernel_host
     from gbx_gameboy.warp_setup import wp
 
+    if variant not in ("cuda", "cpu"):
+        raise ValueError(f"variant must be cuda or cpu, got {variant!r}")
     wp.init()
-    module = run_kernel.module
+    module = (run_kernel if variant == "cuda" else run_kernel_host).module
     before = module.options.get("strip_hash")
     with tempfile.TemporaryDirectory(prefix="gbx-ptx-") as tmp:
         try:
@@ -73,8 +77,10 @@ def ptx_digest(arch: int = DIGEST_ARCH) -> str:
 
 # ---- ptxas's resource figures -------------------------------------------------------------
 
-# The CUDA run kernel's entry function in PTX compiled with strip_hash=True.
+# The run kernel's entry functions in PTX compiled with strip_hash=True: the CUDA
+# variant's, and the CPU variant's compiled for a GPU.
 RUN_KERNEL_ENTRY = "run_kernel_cuda_kernel_forward"
+RUN_KERNEL_HOST_ENTRY = "run_kernel_host_cuda_kernel_forward"
 
 
 @dataclass(frozen=True)
@@ -172,10 +178,12 @@ def find_ptxas() -> str | None:
 
 
 def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None,
-              nvdisasm: str | None = None, entry: str = RUN_KERNEL_ENTRY) -> PtxasReport:
+              nvdisasm: str | None = None, entry: str = RUN_KERNEL_ENTRY,
+              with_loop_path: bool = True) -> PtxasReport:
     """Assemble ``ptx`` with ``ptxas -v -arch=sm_<arch>`` and parse its figures; where
-    ``nvdisasm`` is given or found, also ``entry``'s always-run loop path
-    (:mod:`gbx_gameboy.sass_path`) in the assembled code.
+    ``nvdisasm`` is given or found and ``with_loop_path``, also ``entry``'s always-run
+    loop path (:mod:`gbx_gameboy.sass_path`, which reads the CUDA variant's loop) in the
+    assembled code.
 
     NVRTC may write a newer PTX ISA version than the installed ptxas reads; when ptxas
     says so, the ``.version`` line is lowered to the one it names and the PTX assembled
@@ -185,7 +193,7 @@ def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None,
     tool = ptxas or find_ptxas()
     if tool is None:
         raise FileNotFoundError("ptxas not found: put the CUDA toolkit's bin on PATH")
-    disasm = nvdisasm or find_cuda_tool("nvdisasm")
+    disasm = (nvdisasm or find_cuda_tool("nvdisasm")) if with_loop_path else None
     ptx = ptx.replace("\0", "")  # Warp's PTX text ends with the C string's NUL
     declared = re.search(r"^\.version (\S+)", ptx, re.M)
     version = declared.group(1) if declared else "?"
