@@ -53,7 +53,8 @@ def _common(device: torch.device, env: str, cfg: DreamerConfig) -> dict[str, Any
             "num_envs": cfg.num_envs, "batch": [cfg.batch_size, cfg.batch_length],
             "compile": cfg.compile, "fuse_steps": cfg.fuse_steps,
             "matmul_precision": cfg.matmul_precision, "conv_dtype": cfg.conv_dtype,
-            "cudnn_benchmark": cfg.cudnn_benchmark, "update_order": cfg.update_order}
+            "cudnn_benchmark": cfg.cudnn_benchmark, "update_order": cfg.update_order,
+            "update_graph": cfg.update_graph}
 
 
 def profile_updates(update: Callable[[], Any], device: torch.device, updates: int,
@@ -158,7 +159,8 @@ def run_compile_variants(device: torch.device, env: str, cfg: DreamerConfig, rep
     out: list[dict[str, Any]] = []
     per_s: dict[bool, float] = {}
     for compiled in variants:
-        variant = attrs.evolve(cfg, compile=compiled, fuse_steps=fuse_steps if compiled else False)
+        variant = attrs.evolve(cfg, compile=compiled, fuse_steps=fuse_steps if compiled else False,
+                               update_graph=cfg.update_graph if compiled else False)
         records = run_bench(device, env, variant, repeats, profile)
         per_s[compiled] = next(r["value"] for r in records
                                if r["metric"] == "train_steps_per_s")

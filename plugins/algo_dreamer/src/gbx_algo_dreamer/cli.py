@@ -240,6 +240,10 @@ def compare_cmd(run_dir: Path, baseline_path: Path, as_json: bool) -> None:
               type=click.Choice(list(UPDATE_ORDERS)),
               help="algo.update_order of the timed updates (concurrent: the actor-critic "
                    "on a second CUDA stream beside the world model's backward)")
+@click.option("--update-graph/--no-update-graph", default=None,
+              help="algo.update_graph of the compiled updates (CUDA: the whole update as "
+                   "one CUDA graph); unset: the device's default (on with CUDA, off with "
+                   "--update-order concurrent)")
 @click.option("--profile", default=0, show_default=True, type=click.IntRange(min=0),
               help="after the timings, profile this many updates and add an "
                    "update_profile record: GPU kernels per update, their busy time and the "
@@ -248,7 +252,8 @@ def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: 
               batch_length: int, repeats: int, engine: str, train_ratio: float,
               overlap_chunk: int, loop_iterations: int, compile_mode: str,
               matmul_precision: str, fuse_steps: bool | None, conv_dtype: str,
-              cudnn_benchmark: bool | None, update_order: str, profile: int) -> None:
+              cudnn_benchmark: bool | None, update_order: str, update_graph: bool | None,
+              profile: int) -> None:
     """Time dreamer_v3: env steps, replay sampling, model fwd/bwd, whole updates (eager
     and/or compiled), and the training loop of the sync and overlapped engines."""
     from gbx_algo_dreamer.bench import print_records, run_compile_variants, run_engines
@@ -260,6 +265,9 @@ def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: 
     if fuse_steps and compile_mode == "eager":
         raise click.BadParameter("it fuses the steps of the compiled updates: add --compile "
                                  "compiled (or both)", param_hint="--fuse-steps")
+    if update_graph and compile_mode == "eager":
+        raise click.BadParameter("it captures the compiled update: add --compile compiled "
+                                 "(or both)", param_hint="--update-graph")
     compiled = compile_mode == "compiled"
     cfg = DreamerConfig(size=size, num_envs=num_envs, batch_size=batch_size,
                         batch_length=batch_length, replay_capacity=num_envs * 4096,
@@ -267,7 +275,8 @@ def bench_cmd(device: str, env_name: str, size: str, num_envs: int, batch_size: 
                         train_ratio=train_ratio, overlap_chunk=overlap_chunk,
                         compile=compiled, fuse_steps=fuse_steps if compiled else False,
                         matmul_precision=matmul_precision, conv_dtype=conv_dtype,
-                        cudnn_benchmark=cudnn_benchmark, update_order=update_order)
+                        cudnn_benchmark=cudnn_benchmark, update_order=update_order,
+                        update_graph=update_graph if compiled else False)
     variants = {"eager": [False], "compiled": [True], "both": [False, True]}[compile_mode]
     print_records(run_compile_variants(dev, env_name, cfg, repeats, variants, fuse_steps,
                                        profile))

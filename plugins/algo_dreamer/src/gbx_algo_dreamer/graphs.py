@@ -165,6 +165,21 @@ class CompiledLoops:
         deter, stoch, posts, priors = self._scan(embed, actions, is_first, noise)
         return Latent(deter, stoch), posts, priors
 
+    def observe_drawn(self, embed: torch.Tensor, actions: torch.Tensor,
+                      is_first: torch.Tensor, generator: torch.Generator | None, *,
+                      noise: torch.Tensor) -> tuple[Latent, torch.Tensor, torch.Tensor]:
+        """:meth:`observe` on uniforms drawn beforehand (``generator`` unused), not
+        captured on its own: the form a captured whole update runs (``algo.update_graph``)."""
+        deter, stoch, posts, priors = self._scan_module(embed, actions, is_first, noise)
+        return Latent(deter, stoch), posts, priors
+
+    def imagine_drawn(self, start: Latent, generator: torch.Generator | None, *,
+                      act_noise: torch.Tensor, lat_noise: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`imagine` on uniforms drawn beforehand, not captured on its own."""
+        with torch.no_grad():
+            return self._rollout_module(start.deter, start.stoch, act_noise, lat_noise)
+
     def imagine(self, start: Latent, generator: torch.Generator | None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         act_noise, lat_noise = self.behavior.imagination_noise(

@@ -50,12 +50,17 @@ class LayerNormGRUCell(nn.Module):
         self.norm = nn.LayerNorm(3 * hidden)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        parts = self.norm(self.proj(torch.cat([x, h], -1)))
-        reset, cand, update = parts.split(self.hidden, -1)
-        reset = torch.sigmoid(reset)
-        cand = torch.tanh(reset * cand)
-        update = torch.sigmoid(update - 1.0)
-        return update * cand + (1.0 - update) * h
+        return gru_gates(self.norm(self.proj(torch.cat([x, h], -1))), h)
+
+
+def gru_gates(parts: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """The GRU's next state from its normalised projection ``[..., 3 * hidden]`` (reset,
+    candidate, update) and its state ``h``."""
+    reset, cand, update = parts.split(h.shape[-1], -1)
+    reset = torch.sigmoid(reset)
+    cand = torch.tanh(reset * cand)
+    update = torch.sigmoid(update - 1.0)
+    return update * cand + (1.0 - update) * h
 
 
 class ChannelNorm(nn.Module):

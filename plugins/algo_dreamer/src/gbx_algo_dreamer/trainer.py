@@ -4,6 +4,7 @@ overlapped with training; see :mod:`gbx_algo_dreamer.engine`)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -14,7 +15,7 @@ import torch
 from gbx import distributed as gdist
 from gbx.api import WindowMetrics
 from gbx.seeds import Stream, derive
-from gbx_algo_dreamer.behavior import Behavior, BehaviorOutput
+from gbx_algo_dreamer.behavior import Behavior, BehaviorOutput, Imagine
 from gbx_algo_dreamer.config import DreamerConfig
 from gbx_algo_dreamer.engine import (
     Engine,
@@ -29,7 +30,8 @@ from gbx_algo_dreamer.memory import check_memory
 from gbx_algo_dreamer.player import Player
 from gbx_algo_dreamer.precision import CONV_DTYPES, update_numerics
 from gbx_algo_dreamer.replay import Batch, Replay
-from gbx_algo_dreamer.world_model import ModelOutput, WorldModel
+from gbx_algo_dreamer.update_graph import UpdateGraph
+from gbx_algo_dreamer.world_model import ModelOutput, Observe, WorldModel
 from gbx_toolkit.evaluation import (
     eval_batch_size,
     eval_generator,
@@ -53,8 +55,22 @@ from gbx_toolkit.shades import unpack_shades
 STATE_VERSION = 1
 
 
-def _adam(params: Any, lr: float, eps: float) -> torch.optim.Adam:
-    return torch.optim.Adam(params, lr=lr, eps=eps)
+def _adam(params: Any, lr: float, eps: float, capturable: bool) -> torch.optim.Adam:
+    return torch.optim.Adam(params, lr=lr, eps=eps, capturable=capturable)
+
+
+def _match_capturable(opt: torch.optim.Optimizer, capturable: bool,
+                      device: torch.device) -> None:
+    """Give a loaded optimiser this trainer's ``capturable`` (a checkpoint carries the
+    setting of the run that wrote it) and its step counts where that setting keeps them:
+    on the device for a captured update, on the host otherwise."""
+    for group in opt.param_groups:
+        group["capturable"] = capturable
+    for state in opt.state.values():
+        step = state.get("step")
+        if torch.is_tensor(step):
+            state["step"] = step.to(device if capturable else torch.device("cpu"),
+                                    torch.float32)
 
 
 class DreamerTrainer:
@@ -87,9 +103,17 @@ class DreamerTrainer:
         gdist.sync_parameters(self.wm)
         gdist.sync_parameters(self.behavior)
         self.bins = make_bins(cfg.bins).to(self.device)
-        self.model_opt = _adam(self.wm.parameters(), cfg.model_lr, cfg.model_eps)
-        self.actor_opt = _adam(self.behavior.actor.parameters(), cfg.actor_lr, cfg.ac_eps)
-        self.critic_opt = _adam(self.behavior.critic.parameters(), cfg.critic_lr, cfg.ac_eps)
+        if cfg.update_graph and (self.device.type != "cuda" or not cfg.compile):
+            raise ValueError("algo.update_graph captures the update as a CUDA graph around "
+                             "the compiled loops: it needs a CUDA device and "
+                             "algo.compile=true; leave algo.update_graph out")
+        # algo.update_graph: Adam's step counts on the device, as a captured step needs
+        graphed = bool(cfg.update_graph)
+        self.model_opt = _adam(self.wm.parameters(), cfg.model_lr, cfg.model_eps, graphed)
+        self.actor_opt = _adam(self.behavior.actor.parameters(), cfg.actor_lr, cfg.ac_eps,
+                               graphed)
+        self.critic_opt = _adam(self.behavior.critic.parameters(), cfg.critic_lr, cfg.ac_eps,
+                                graphed)
         self.retnorm = ReturnNorm(self.device, cfg.retnorm_decay, cfg.retnorm_limit)
         self.replay = Replay(cfg.num_envs, self.per_stream, self.obs_shape, self.device,
                              reserved=cfg.replay_reserve())
@@ -99,6 +123,8 @@ class DreamerTrainer:
         # algo.compile: the update's scan and rollout as compiled graphs (same math)
         self.loops = CompiledLoops(self.wm, self.behavior, cfg.horizon, self.device,
                                    bool(cfg.fuse_steps)) if cfg.compile else None
+        # algo.update_graph: the whole update as one CUDA graph, captured at the first update
+        self.update_graph: UpdateGraph | None = None
         self.engine: Engine
         if cfg.engine == "overlapped":
             # the collecting player reads a copy refreshed per chunk, never the live weights
@@ -156,13 +182,56 @@ class DreamerTrainer:
             return self._update()
 
     def _update(self) -> dict[str, torch.Tensor]:
-        cfg = self.cfg
         batch = self._sample()
+        if self.cfg.update_graph:
+            if self.update_graph is None:
+                self.update_graph = UpdateGraph(self)
+            scalars = self.update_graph(batch)
+        else:
+            scalars = self.train_step(batch)
+        self.opt_steps += 1
+        return scalars
+
+    def draw_update_noise(self) -> tuple[torch.Tensor, ...]:
+        """The uniforms an update's compiled loops draw from the trainer's generator, in
+        their order: the posterior scan's, then (in full mode) the imagination's actions
+        and latents."""
+        cfg = self.cfg
+        noise = [self.wm.rssm.scan_noise(cfg.batch_size, cfg.batch_length, self.device,
+                                         self.gen)]
+        if cfg.mode == "full":
+            noise += self.behavior.imagination_noise(
+                self.wm, cfg.batch_size * cfg.batch_length, cfg.horizon, self.device,
+                self.gen)
+        return tuple(noise)
+
+    def optimisers(self) -> tuple[torch.optim.Optimizer, ...]:
+        return self.model_opt, self.actor_opt, self.critic_opt
+
+    def bad_state(self) -> tuple[torch.Tensor, ...]:
+        """The non-finite bookkeeping an update changes in place."""
+        return self._bad, self._bad_stream, self._bad_index
+
+    def train_step(self, batch: Batch, noise: tuple[torch.Tensor, ...] | None = None
+                   ) -> dict[str, torch.Tensor]:
+        """The update on one replayed batch: losses, backward passes, clipping, optimiser
+        steps. ``noise`` (:meth:`draw_update_noise`) gives the compiled loops their
+        uniforms, drawn beforehand; that form runs inside a captured graph
+        (``algo.update_graph``) and changes state only in place."""
+        cfg = self.cfg
         loops = self.loops
+        observe: Observe | None = loops.observe if loops else None
+        imagine: Imagine | None = loops.imagine if loops else None
+        if noise is not None:
+            assert loops is not None, "drawn noise feeds the compiled loops"
+            observe = functools.partial(loops.observe_drawn, noise=noise[0])
+            if len(noise) == 3:
+                imagine = functools.partial(loops.imagine_drawn, act_noise=noise[1],
+                                            lat_noise=noise[2])
         out = self.wm.loss(batch.obs, batch.actions, batch.rewards, batch.is_first,
                            batch.is_terminal, self.bins, kl_dyn=cfg.kl_dyn, kl_rep=cfg.kl_rep,
                            free_bits=cfg.free_bits, generator=self.gen,
-                           observe=loops.observe if loops else None,
+                           observe=observe,
                            embed=loops.embed if loops else None,
                            terms=loops.terms if loops else None)
         self.model_opt.zero_grad(set_to_none=True)
@@ -175,7 +244,7 @@ class DreamerTrainer:
             self.behavior_streams.fork()  # the side stream sees the posterior states
             out.loss.backward()
             with self.behavior_streams.on_side():
-                beh = self._behavior_backward(out, batch)
+                beh = self._behavior_backward(out, batch, imagine)
             self.behavior_streams.join()
         else:
             out.loss.backward()
@@ -187,7 +256,7 @@ class DreamerTrainer:
         finite = [torch.isfinite(out.loss), torch.isfinite(model_norm)]
         if cfg.mode == "full":
             if beh is None:  # sequential: imagine with the stepped world model
-                beh = self._behavior_backward(out, batch)
+                beh = self._behavior_backward(out, batch, imagine)
             gdist.average_gradients(self.behavior.parameters())
             actor_norm = torch.nn.utils.clip_grad_norm_(self.behavior.actor.parameters(),
                                                         cfg.ac_clip)
@@ -203,14 +272,15 @@ class DreamerTrainer:
                        torch.isfinite(actor_norm), torch.isfinite(critic_norm)]
         ok = torch.stack(finite).all()
         newly_bad = (~ok) & (~self._bad)
-        self._bad_stream = torch.where(newly_bad, batch.stream, self._bad_stream)
-        self._bad_index = torch.where(newly_bad, batch.index, self._bad_index)
-        self._bad = self._bad | ~ok
+        # in place: a captured update reads and writes these tensors at every replay
+        self._bad_stream.copy_(torch.where(newly_bad, batch.stream, self._bad_stream))
+        self._bad_index.copy_(torch.where(newly_bad, batch.index, self._bad_index))
+        self._bad.logical_or_(~ok)
         scalars["nonfinite"] = (~ok).float()
-        self.opt_steps += 1
         return scalars
 
-    def _behavior_backward(self, out: ModelOutput, batch: Batch) -> BehaviorOutput:
+    def _behavior_backward(self, out: ModelOutput, batch: Batch,
+                           imagine: Imagine | None) -> BehaviorOutput:
         """The actor-critic's losses from the posterior states of ``out`` and their
         backward pass (gradients of the actor and critic only)."""
         loops = self.loops
@@ -219,7 +289,7 @@ class DreamerTrainer:
                                  start.stoch.reshape(-1, *start.stoch.shape[-2:]))
         start_cont = (~batch.is_terminal).reshape(-1).float()
         beh = self.behavior.loss(self.wm, flat_start, start_cont, self.bins, self.retnorm,
-                                 self.gen, imagine=loops.imagine if loops else None,
+                                 self.gen, imagine=imagine,
                                  targets=loops.targets if loops else None,
                                  terms=loops.policy_terms if loops else None)
         self.actor_opt.zero_grad(set_to_none=True)
@@ -515,9 +585,11 @@ class DreamerTrainer:
                              "bin count it was trained with")
         self.wm.load_state_dict(state["world_model"])
         self.behavior.load_state_dict(state["behavior"])
-        self.model_opt.load_state_dict(state["model_opt"])
-        self.actor_opt.load_state_dict(state["actor_opt"])
-        self.critic_opt.load_state_dict(state["critic_opt"])
+        for opt, key in zip(self.optimisers(), ("model_opt", "actor_opt", "critic_opt"),
+                            strict=True):
+            opt.load_state_dict(state[key])
+            _match_capturable(opt, bool(self.cfg.update_graph), self.device)
+        self.update_graph = None  # it read the optimiser state the load replaced
         self.retnorm.load_state_dict(state["retnorm"])
         with_replay = state.get("replay") is not None
         if with_replay:

@@ -4,13 +4,14 @@ reward and continue heads, and its loss on a replayed batch."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gbx_algo_dreamer import scan_grads
 from gbx_algo_dreamer.config import SizePreset
 from gbx_algo_dreamer.math_ops import (
     kl_balanced,
@@ -25,6 +26,7 @@ from gbx_algo_dreamer.networks import (
     LayerNormGRUCell,
     ShadeDecoder,
     ShadeEncoder,
+    gru_gates,
     mlp,
 )
 from gbx_toolkit.metrics import categorical_entropy
@@ -53,8 +55,10 @@ def embed_frames(encoder: nn.Module, obs: torch.Tensor) -> torch.Tensor:
 
 
 # RSSM.post_step without its generator: (deter, stoch, action, the embedding's posterior
-# input, is_first, initial deter, initial stoch, noise) -> (deter, stoch, posterior logits)
-PostStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+# input, is_first, initial deter, initial stoch, noise, sinks) -> (deter, stoch, posterior
+# logits, the sites' inputs)
+PostStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                tuple[torch.Tensor, ...]]]
 
 
 class RSSM(nn.Module):
@@ -103,8 +107,7 @@ class RSSM(nn.Module):
                  ) -> tuple[Latent, torch.Tensor]:
         """Prior step: ``(state, one-hot action) -> (next prior state, prior logits)``;
         ``noise`` replaces the sample's draw from ``generator``."""
-        x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
-        deter = self.gru(x.float(), state.deter.float())
+        deter, _ = self._next_deter(state, action, None)
         logits = self._logits(self.prior_net, deter)
         return Latent(deter, straight_through_sample(logits, generator, noise)), logits
 
@@ -125,38 +128,93 @@ class RSSM(nn.Module):
     def _post_logits(self, deter: torch.Tensor, embed_part: torch.Tensor) -> torch.Tensor:
         """The posterior head on ``[deter, embed]``, the embedding's part given
         (:meth:`posterior_inputs`)."""
-        x = F.linear(deter, self._post_first().weight[:, :self.deter_dim]) + embed_part
-        return self._categorical(self.post_net.out(self.post_net.torso[1:](x)))
+        return self._post_head(deter, embed_part, None)[0]
+
+    def _post_head(self, deter: torch.Tensor, embed_part: torch.Tensor,
+                   sinks: Sequence[torch.Tensor] | None
+                   ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """:meth:`_post_logits` and, with the sinks of its three layers, their inputs."""
+        first, norm, out = self._post_first(), self.post_net.torso[1], self.post_net.out
+        assert isinstance(norm, nn.LayerNorm)
+        s4, s5, s6 = sinks or (None, None, None)
+        x = scan_grads.linear(deter, first.weight[:, :self.deter_dim], None, s4) + embed_part
+        x, unit = scan_grads.layer_norm(x, norm, s5)
+        x = F.silu(x)
+        raw = scan_grads.linear(x, out.weight, out.bias, s6)
+        return self._categorical(raw), () if unit is None else (deter, unit, x)
+
+    def scan_sites(self) -> tuple[scan_grads.Site, ...]:
+        """The step's layers whose gradients a scan sums after its last step
+        (:mod:`gbx_algo_dreamer.scan_grads`), in the order :meth:`post_step` takes their
+        sinks: the input layer, the GRU and the posterior head."""
+        img_lin, img_norm = self.img_in[0], self.img_in[1]
+        post_norm, out = self.post_net.torso[1], self.post_net.out
+        assert isinstance(img_lin, nn.Linear) and isinstance(img_norm, nn.LayerNorm)
+        assert isinstance(post_norm, nn.LayerNorm)
+        return (scan_grads.linear_site(img_lin.weight), scan_grads.norm_site(img_norm),
+                scan_grads.linear_site(self.gru.proj.weight),
+                scan_grads.norm_site(self.gru.norm),
+                scan_grads.linear_site(self._post_first().weight[:, :self.deter_dim]),
+                scan_grads.norm_site(post_norm),
+                scan_grads.linear_site(out.weight, out.bias))
 
     def _post_step(self, state: Latent, action: torch.Tensor, embed_part: torch.Tensor,
                    is_first: torch.Tensor, init: Latent | None,
-                   generator: torch.Generator | None, noise: torch.Tensor | None = None
-                   ) -> tuple[Latent, torch.Tensor]:
+                   generator: torch.Generator | None, noise: torch.Tensor | None = None,
+                   sinks: Sequence[torch.Tensor] | None = None
+                   ) -> tuple[Latent, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """One posterior step: the input layer and the GRU (:meth:`_next_deter`, as
+        :meth:`img_step` runs them), the posterior head and its sample. With the step's
+        slices of the sinks of :meth:`scan_sites`, the layers read detached weights and
+        the step also returns the inputs those sites need."""
         state, action = self.reset_where(state, action, is_first, init)
-        x = self.img_in(torch.cat([state.stoch.flatten(-2), action], -1))
-        deter = self.gru(x.float(), state.deter.float())
-        post_logits = self._post_logits(deter, embed_part)
+        deter, deter_inputs = self._next_deter(state, action,
+                                               None if sinks is None else sinks[:4])
+        post_logits, head_inputs = self._post_head(deter, embed_part,
+                                                   None if sinks is None else sinks[4:])
         sample = straight_through_sample(post_logits, generator, noise)
-        return Latent(deter, sample), post_logits
+        return Latent(deter, sample), post_logits, (*deter_inputs, *head_inputs)
+
+    def _next_deter(self, state: Latent, action: torch.Tensor,
+                    sinks: Sequence[torch.Tensor] | None
+                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The input layer on ``[stoch, action]`` and the GRU: the next deterministic state
+        and, with the sinks of these four layers, their inputs."""
+        img_lin, img_norm = self.img_in[0], self.img_in[1]
+        assert isinstance(img_lin, nn.Linear) and isinstance(img_norm, nn.LayerNorm)
+        s0, s1, s2, s3 = sinks or (None, None, None, None)
+        x_in = torch.cat([state.stoch.flatten(-2), action], -1)
+        x, unit_in = scan_grads.layer_norm(scan_grads.linear(x_in, img_lin.weight, None, s0),
+                                           img_norm, s1)
+        h = state.deter.float()
+        x_gru = torch.cat([F.silu(x).float(), h], -1)
+        parts, unit_gru = scan_grads.layer_norm(
+            scan_grads.linear(x_gru, self.gru.proj.weight, None, s2), self.gru.norm, s3)
+        inputs = () if unit_in is None or unit_gru is None else (x_in, unit_in, x_gru,
+                                                                  unit_gru)
+        return gru_gates(parts, h), inputs
 
     def post_step(self, deter: torch.Tensor, stoch: torch.Tensor, action: torch.Tensor,
                   embed_part: torch.Tensor, is_first: torch.Tensor, init_deter: torch.Tensor,
                   init_stoch: torch.Tensor, noise: torch.Tensor | None,
+                  sinks: Sequence[torch.Tensor] | None = None,
                   generator: torch.Generator | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
         """One step of :meth:`observe` on plain tensors: ``(deter, stoch, posterior
-        logits)``, ``embed_part`` from :meth:`posterior_inputs`. In this form, with
-        ``noise`` given, ``torch.compile`` takes it whole (``algo.fuse_steps``)."""
-        state, logits = self._post_step(Latent(deter, stoch), action, embed_part, is_first,
-                                        Latent(init_deter, init_stoch), generator, noise)
-        return state.deter, state.stoch, logits
+        logits, the sites' inputs)``, ``embed_part`` from :meth:`posterior_inputs`, the
+        sites' inputs empty without ``sinks``. In this form, with ``noise`` given,
+        ``torch.compile`` takes it whole (``algo.fuse_steps``)."""
+        state, logits, site_inputs = self._post_step(
+            Latent(deter, stoch), action, embed_part, is_first,
+            Latent(init_deter, init_stoch), generator, noise, sinks)
+        return state.deter, state.stoch, logits, site_inputs
 
     def obs_step(self, state: Latent, action: torch.Tensor, embed: torch.Tensor,
                  is_first: torch.Tensor, generator: torch.Generator | None = None
                  ) -> tuple[Latent, torch.Tensor, torch.Tensor]:
         """Posterior step; returns ``(posterior state, posterior logits, prior logits)``."""
-        post, post_logits = self._post_step(state, action, self.posterior_inputs(embed),
-                                            is_first, None, generator)
+        post, post_logits, _ = self._post_step(state, action, self.posterior_inputs(embed),
+                                               is_first, None, generator)
         return post, post_logits, self._logits(self.prior_net, post.deter)
 
     def observe(self, embed: torch.Tensor, actions: torch.Tensor, is_first: torch.Tensor,
@@ -170,6 +228,8 @@ class RSSM(nn.Module):
         (its sample feeds the next step), so the prior head runs once on all steps after it.
         ``noise [T, B, S, C]`` (:meth:`scan_noise`) replaces the draws from ``generator``;
         ``step`` replaces :meth:`post_step` (a compiled copy of it) and needs ``noise``.
+        With gradients on, the steps' layers get their weight gradients summed once after
+        the scan (:mod:`gbx_algo_dreamer.scan_grads`).
         """
         if step is not None and noise is None:
             raise ValueError("a replaced step takes its randomness as input: pass noise")
@@ -179,20 +239,33 @@ class RSSM(nn.Module):
             state = init
         deter, stoch = state.deter, state.stoch
         deters, stochs, posts = [], [], []
+        # the sinks need a weight that takes gradients
+        grads = torch.is_grad_enabled() and self.gru.proj.weight.requires_grad
+        sites = self.scan_sites() if grads else ()
+        sinks = [site.sink(length, batch).unbind(0) for site in sites]
+        site_inputs: list[list[torch.Tensor]] = [[] for _ in sites]
         # one view per step: the backward pass stacks the steps' gradients of the embedding
-        # once, where indexing would add a full-size gradient per step
+        # (and of the initial state) once, where indexing would add a full-size gradient
+        # per step, and using one tensor at every step would add one per step
         embeds = self.posterior_inputs(embed).unbind(1)
+        init_deters = init.deter.expand(length, *init.deter.shape).unbind(0)
+        init_stochs = init.stoch.expand(length, *init.stoch.shape).unbind(0)
         acts, firsts = actions.unbind(1), is_first.unbind(1)
         for t in range(length):
-            inputs = (deter, stoch, acts[t], embeds[t], firsts[t], init.deter,
-                      init.stoch, None if noise is None else noise[t])
+            inputs = (deter, stoch, acts[t], embeds[t], firsts[t], init_deters[t],
+                      init_stochs[t], None if noise is None else noise[t],
+                      tuple(sink[t] for sink in sinks) if sinks else None)
             if step is None:
-                deter, stoch, post = self.post_step(*inputs, generator=generator)
+                deter, stoch, post, taken = self.post_step(*inputs, generator=generator)
             else:
-                deter, stoch, post = step(*inputs)
+                deter, stoch, post, taken = step(*inputs)
             deters.append(deter)
             stochs.append(stoch)
             posts.append(post)
+            for kept, value in zip(site_inputs, taken, strict=True):
+                kept.append(value.detach())
+        for site, kept in zip(sites, site_inputs, strict=True):
+            site.inputs.value = torch.stack(kept)
         seq = Latent(torch.stack(deters, 1), torch.stack(stochs, 1))
         priors = self._logits(self.prior_net, seq.deter)
         return seq, torch.stack(posts, 1), priors, Latent(deter, stoch)
