@@ -134,3 +134,21 @@ def test_a_checkpoint_of_a_captured_update_loads_on_the_cpu(tmp_path: Path):
         assert all(s["step"].device.type == "cpu" for s in opt.state.values())
     resumed.update()
     assert resumed.opt_steps == 2
+
+
+@cuda
+def test_several_ranks_run_the_update_uncaptured(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch):
+    """The graph does not hold the ranks' gradient all-reduce: with several ranks the
+    update runs as with the setting off, and Adam keeps its step counts on the host."""
+    from gbx import distributed
+
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(distributed, "sync_parameters", lambda module, src=0: module)
+    tr = DreamerTrainer(DreamerConfig(size="tiny", num_envs=8, batch_size=4, batch_length=16,
+                                      replay_capacity=4096, learning_starts=0),
+                        LocalContext(registry_env_factory("toy", torch.device("cuda")),
+                                     torch.device("cuda"), run_dir=tmp_path))
+    assert tr.cfg.update_graph and not tr.graphed
+    assert all(group["capturable"] is False for opt in tr.optimisers()
+               for group in opt.param_groups)

@@ -225,8 +225,9 @@ class DreamerConfig:
         "update_graph", "with algo.compile on CUDA: capture the whole update (losses, "
         "backward passes, clipping, optimiser steps) as one CUDA graph, replayed after the "
         "replay sample, so the host's Python no longer paces the GPU; Adam then keeps its "
-        "step counts on the device; unset follows algo.compile where it is off and is off "
-        "with algo.update_order=concurrent"))
+        "step counts on the device; with several ranks (torchrun) the update runs "
+        "uncaptured; unset follows algo.compile where it is off and is off with "
+        "algo.update_order=concurrent"))
     matmul_precision: str = attrs.field(default=AUTO, validator=_in(AUTO, *PRECISIONS),
         metadata=_auto_help(
         "matmul_precision", "float32 matmul precision of the updates: highest (float32) | "

@@ -107,8 +107,10 @@ class DreamerTrainer:
             raise ValueError("algo.update_graph captures the update as a CUDA graph around "
                              "the compiled loops: it needs a CUDA device and "
                              "algo.compile=true; leave algo.update_graph out")
-        # algo.update_graph: Adam's step counts on the device, as a captured step needs
-        graphed = bool(cfg.update_graph)
+        # algo.update_graph: Adam's step counts on the device, as a captured step needs.
+        # With several ranks (torchrun) the update stays uncaptured: the graph would have
+        # to hold the ranks' gradient all-reduce, which is not captured here.
+        self.graphed = graphed = bool(cfg.update_graph) and gdist.world_size() == 1
         self.model_opt = _adam(self.wm.parameters(), cfg.model_lr, cfg.model_eps, graphed)
         self.actor_opt = _adam(self.behavior.actor.parameters(), cfg.actor_lr, cfg.ac_eps,
                                graphed)
@@ -183,7 +185,7 @@ class DreamerTrainer:
 
     def _update(self) -> dict[str, torch.Tensor]:
         batch = self._sample()
-        if self.cfg.update_graph:
+        if self.graphed:
             if self.update_graph is None:
                 self.update_graph = UpdateGraph(self)
             scalars = self.update_graph(batch)
@@ -588,7 +590,7 @@ class DreamerTrainer:
         for opt, key in zip(self.optimisers(), ("model_opt", "actor_opt", "critic_opt"),
                             strict=True):
             opt.load_state_dict(state[key])
-            _match_capturable(opt, bool(self.cfg.update_graph), self.device)
+            _match_capturable(opt, self.graphed, self.device)
         self.update_graph = None  # it read the optimiser state the load replaced
         self.retnorm.load_state_dict(state["retnorm"])
         with_replay = state.get("replay") is not None

@@ -102,7 +102,8 @@ class UpdateGraph:
 
     def __call__(self, batch: Batch) -> dict[str, torch.Tensor]:
         noise = self.trainer.draw_update_noise()
-        args = [*dataclasses.astuple(batch), *noise]
+        # the fields themselves (dataclasses.astuple would deep-copy every tensor)
+        args = [*(getattr(batch, f.name) for f in dataclasses.fields(Batch)), *noise]
         if self.graph is None:
             self._capture(args)
         for buffer, value in zip(self.inputs, args, strict=True):
