@@ -1,5 +1,6 @@
 """The scan's weight gradients summed over all steps at once (:mod:`scan_grads`) are the
-gradients of the step-by-step backward, and the scan takes that form only with gradients."""
+gradients of the step-by-step backward, and the scan takes that form only with gradients
+and where asked (by default on a GPU)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _step_by_step(rssm: RSSM, x: dict[str, torch.Tensor]) -> torch.Tensor:
 def test_summed_weight_gradients_are_the_step_by_step_gradients():
     rssm, x = _rssm_and_inputs()
     seq, posts, priors, _ = rssm.observe(x["embed"], x["actions"], x["is_first"],
-                                         noise=x["noise"])
+                                         noise=x["noise"], sum_weight_grads=True)
     wrt = [x["embed"], *rssm.parameters()]
     summed = torch.autograd.grad(_objective(seq, posts, priors), wrt)
     stepped = torch.autograd.grad(_step_by_step(rssm, x), wrt)
@@ -67,7 +68,7 @@ def test_summed_weight_gradients_are_the_step_by_step_gradients():
                                    msg=lambda m, n=name: f"{n}: {m}")
 
 
-def test_the_scan_without_gradients_keeps_no_layer_inputs(monkeypatch: pytest.MonkeyPatch):
+def test_the_scan_keeps_layer_inputs_only_to_sum_gradients(monkeypatch: pytest.MonkeyPatch):
     rssm, x = _rssm_and_inputs()
     seen = []
     step = rssm.post_step
@@ -79,8 +80,13 @@ def test_the_scan_without_gradients_keeps_no_layer_inputs(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(rssm, "post_step", spy)
     with torch.no_grad():
-        rssm.observe(x["embed"], x["actions"], x["is_first"], noise=x["noise"])
+        rssm.observe(x["embed"], x["actions"], x["is_first"], noise=x["noise"],
+                     sum_weight_grads=True)
     assert seen == [0] * T
     seen.clear()
-    rssm.observe(x["embed"], x["actions"], x["is_first"], noise=x["noise"])
+    rssm.observe(x["embed"], x["actions"], x["is_first"], noise=x["noise"],
+                 sum_weight_grads=True)
     assert seen == [7] * T  # the seven layers of RSSM.scan_sites
+    seen.clear()
+    rssm.observe(x["embed"], x["actions"], x["is_first"], noise=x["noise"])
+    assert seen == [0] * T  # the CPU's default: gradients step by step
