@@ -152,3 +152,31 @@ def test_several_ranks_run_the_update_uncaptured(tmp_path: Path,
     assert tr.cfg.update_graph and not tr.graphed
     assert all(group["capturable"] is False for opt in tr.optimisers()
                for group in opt.param_groups)
+
+
+def test_the_snapshot_undoes_warm_up_updates(tmp_path: Path):
+    """What a capture's warm-up changes (weights, optimiser state created or moved, return
+    scale, non-finite bookkeeping) is put back exactly: the next update is the first."""
+    from gbx_algo_dreamer.update_graph import _Snapshot
+
+    warmed, fresh = (_trainer(tmp_path, "cpu", name) for name in ("warmed", "fresh"))
+    batch = warmed._sample()
+    rng = warmed.gen.get_state()
+    snapshot = _Snapshot(warmed)
+    for _ in range(3):
+        warmed.train_step(batch)
+    assert _steps_taken(warmed) == {3.0}
+    snapshot.restore()
+    assert _steps_taken(warmed) == {0.0}
+    warmed.gen.set_state(rng)  # the graph draws its randomness outside, not restored here
+    got = warmed.train_step(batch)
+    want = fresh.train_step(fresh._sample())
+    assert got.keys() == want.keys()
+    for key in want:
+        assert torch.equal(got[key], want[key]), key
+    for a, b in zip(_weights(warmed), _weights(fresh), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(warmed.optimisers(), fresh.optimisers(), strict=True):
+        for pa, pb in zip(a.state.values(), b.state.values(), strict=True):
+            assert all(torch.equal(pa[k], pb[k]) for k in pb)
+    assert torch.equal(warmed.retnorm.low, fresh.retnorm.low)
