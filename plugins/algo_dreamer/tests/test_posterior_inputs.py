@@ -17,8 +17,8 @@ def test_the_split_head_gives_the_head_on_the_concatenated_input():
     embed = torch.randn(4, 7, rssm.post_net.torso[0].in_features - rssm.deter_dim, generator=g)
     deter = torch.randn(4, 7, rssm.deter_dim, generator=g)
     whole = rssm._logits(rssm.post_net, torch.cat([deter, embed], -1))
-    split = rssm._post_logits(deter, rssm.posterior_inputs(embed))
+    split = rssm._post_head(deter, rssm.posterior_inputs(embed), None)[0]
     torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-6)
     # and per step, as the scan takes it: step t of the projected sequence
-    torch.testing.assert_close(rssm._post_logits(deter[:, 3], rssm.posterior_inputs(embed)[:, 3]),
-                               whole[:, 3], rtol=1e-5, atol=1e-6)
+    step = rssm._post_head(deter[:, 3], rssm.posterior_inputs(embed)[:, 3], None)[0]
+    torch.testing.assert_close(step, whole[:, 3], rtol=1e-5, atol=1e-6)

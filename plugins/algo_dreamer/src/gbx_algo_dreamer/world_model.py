@@ -125,15 +125,12 @@ class RSSM(nn.Module):
         step."""
         return F.linear(embed, self._post_first().weight[:, self.deter_dim:])
 
-    def _post_logits(self, deter: torch.Tensor, embed_part: torch.Tensor) -> torch.Tensor:
-        """The posterior head on ``[deter, embed]``, the embedding's part given
-        (:meth:`posterior_inputs`)."""
-        return self._post_head(deter, embed_part, None)[0]
-
     def _post_head(self, deter: torch.Tensor, embed_part: torch.Tensor,
                    sinks: Sequence[torch.Tensor] | None
                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """:meth:`_post_logits` and, with the sinks of its three layers, their inputs."""
+        """The posterior head's logits on ``[deter, embed]``, the embedding's part given
+        (:meth:`posterior_inputs`), and, with the sinks of its three layers, their
+        inputs."""
         first, norm, out = self._post_first(), self.post_net.torso[1], self.post_net.out
         assert isinstance(norm, nn.LayerNorm)
         s4, s5, s6 = sinks or (None, None, None)
