@@ -171,3 +171,40 @@ def test_special_instructions_write_nothing() -> None:
     for i in specials:
         d = D.describe(i)
         assert d.n_wr == 0 and d.w_wait == 0, hex(i)
+
+
+def _loops_at(code: dict[int, bytes], size: int = 0x8000) -> dict[int, int]:
+    """decode.countdown_loops of a ROM holding ``code`` at the given offsets."""
+    rom = bytearray(size)
+    for at, data in code.items():
+        rom[at:at + len(data)] = data
+    data = np.frombuffer(bytes(rom), dtype=np.uint8)
+    pos = np.arange(size)
+    fetchable = ((pos & 0x3FFF) <= 0x3FFC) & (pos >= 0x100)
+    return dict(D.countdown_loops(data, fetchable))
+
+
+def test_countdown_loops_are_found_in_every_form_and_nowhere_else() -> None:
+    def fields(reg: int, nops: int = 0, jrs: int = 0, jp: int = 0) -> int:
+        return (reg << D.LOOP_REG_SHIFT | jp | nops << D.LOOP_NOPS_SHIFT
+                | jrs << D.LOOP_JRS_SHIFT)
+
+    # dec c; jr nz, -3 (no padding; the ROM's zeros around are NOPs, not part of it)
+    assert _loops_at({0x400: b"\x0d\x20\xfd\x76"}) == {0x400: fields(1)}
+    # nop; jr +0; nop; dec a; jp nz, $0500 (bank 0: the target in the low half)
+    assert _loops_at({0x500: b"\x00\x18\x00\x00\x3d\xc2\x00\x05\x76"}) == {
+        0x500: fields(7, nops=2, jrs=1, jp=D.LOOP_JP)}
+    # the same in bank 1, as its code sees itself at $4000-$7FFF
+    assert _loops_at({0x4500: b"\x00\x05\xc2\x00\x45\x76"}) == {
+        0x4500: fields(0, nops=1, jp=D.LOOP_JP | D.LOOP_HIGH)}
+    for code in (
+        {0x400: b"\x35\x20\xfd\x76"},  # dec (hl): memory, not a register
+        {0x400: b"\x0d\x28\xfd\x76"},  # jr z: not a countdown
+        {0x400: b"\x3c\x0d\x20\xfc\x76"},  # inc a in the body
+        {0x500: b"\x05\xc2\x00\x45\x76"},  # bank 0's JP to the high half: another place
+        {0x4500: b"\x05\xc2\x00\x05\x76"},  # bank 1's JP to the low half: another place
+        {0x400: b"\x05\x20\x02\x76"},  # forward jump
+        {0x3FFD: b"\x05\x20\xfd"},  # past a bank's last fetchable offset
+        {0x400: b"\x00" * 32 + b"\x05\x20\xdd\x76"},  # 32 NOPs: more than a field holds
+    ):
+        assert _loops_at(code) == {}, code

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gbx_gameboy.cpu import alu, alu_host, run_kernel, run_kernel_host
+from gbx_gameboy.cpu import CUDA_LOOPS, alu, alu_host, run_kernel, run_kernel_host
 from gbx_gameboy.decode import OP_ADD, OP_CCF
 from gbx_gameboy.env import DEFAULT_ROM
 from gbx_gameboy.machine import (
@@ -24,7 +24,7 @@ from gbx_gameboy.warp_setup import wp
 
 FLAPPY = Path(os.environ.get("GBX_TESTROMS", "")) / "games" / "flappyboy" / "flappyboy.gb"
 BUILD_OPTIONS = ("GBX_GAMEBOY_PHASE_CLOCKS", "GBX_GAMEBOY_CHECK_BOUNDS",
-                 "GBX_GAMEBOY_CUDA_MAX_REGISTERS")
+                 "GBX_GAMEBOY_CUDA_MAX_REGISTERS", "GBX_GAMEBOY_CUDA_LOOPS")
 
 
 def _played(rom: str, kernel: str, n: int, boot: int, device: str = "cpu",
@@ -259,3 +259,195 @@ def test_cuda_variant_draws_a_launchs_last_lines_after_it() -> None:
     host, cuda = (b.state_tensors()["fb"] for b in batches.values())
     assert len(torch.unique(host)) >= 3, "the compared frame is blank"
     assert torch.equal(host, cuda)
+
+
+def _countdown_rom() -> bytes:
+    """Countdown loops (decode.RUN_LOOP) of every form the predecoder marks, with a timer
+    interrupt every 256 cycles landing inside them: DEC of each register, JR NZ and JP NZ,
+    no padding or NOPs and JR +0s mixed, start counts 0 (256 passes), 1 (no pass back) and
+    17 (borrows out of the low nibble), a JP NZ loop in a switchable bank, and bank 0's
+    JP NZ loop run from its alias in 0x4000-0x7FFF (MBC5 maps bank 0 there), where the jump
+    leaves for the low half. The handler counts the interrupts that return to
+    0x4000-0x7FFF: one taken in that loop returns there only before its first jump."""
+    from gbx_gameboy.asm import assemble
+
+    return assemble("""
+HEADER_CART_TYPE $19
+SECTION "timer", ROM0[$0050]
+    jp Timer
+SECTION "entry", ROM0[$0100]
+    nop
+    jp Main
+SECTION "handler", ROM0[$0300]
+Timer:
+    push af
+    push hl
+    ldh a, [$80]
+    inc a
+    ldh [$80], a
+    ld hl, sp+5
+    ld a, [hl]
+    cp $40
+    jr c, .low
+    ld hl, $C002
+    inc [hl]
+.low:
+    pop hl
+    pop af
+    reti
+SECTION "aliased", ROM0[$0400]
+Aliased:
+    ld b, 30
+.loop:
+    nop
+    dec b
+    jp nz, .loop
+    ret
+SECTION "main", ROM0[$0150]
+Main:
+    ld sp, $FFFE
+    ld a, $F0
+    ldh [$06], a
+    ld a, $05
+    ldh [$07], a
+    ld a, $04
+    ldh [$FF], a
+    ei
+.round:
+    ld c, 0
+.c:
+    dec c
+    jr nz, .c
+    ld a, 17
+.a:
+    nop
+    nop
+    dec a
+    jp nz, .a
+    ld h, 1
+.h:
+    jr .h1
+.h1:
+    dec h
+    jr nz, .h
+    ld l, $20
+.l:
+    jr .l1
+.l1:
+    nop
+    jr .l2
+.l2:
+    dec l
+    jr nz, .l
+    ld d, 200
+.d:
+    nop
+    dec d
+    jr nz, .d
+    ld a, 1
+    ld [$2000], a
+    call Far
+    xor a
+    ld [$2000], a
+    call Aliased + $4000
+    ld a, 1
+    ld [$2000], a
+    push af
+    pop hl
+    ld a, l
+    ld [$C000], a
+    ld hl, $C001
+    inc [hl]
+    jp .round
+SECTION "far", ROMX[$4000], BANK[1]
+Far:
+    ld e, 40
+.e:
+    nop
+    dec e
+    jp nz, .e
+    ret
+""")
+
+
+def _without_countdown_loops(batch: GameBoyBatch) -> GameBoyBatch:
+    """``batch`` with the countdown-loop marks (decode.RUN_LOOP) cleared from its predecoded
+    ROM, which both variants read at run time: its loops then run pass by pass."""
+    from gbx_gameboy.decode import DESC_TABLE_BYTES, RUN_LOOP
+
+    dec = batch._g.dec.numpy()
+    pre = dec[DESC_TABLE_BYTES // 4:]
+    assert (pre & RUN_LOOP).any()
+    pre &= ~RUN_LOOP
+    batch._g.dec.assign(dec)
+    return batch
+
+
+def test_countdown_loops_run_like_their_instructions_one_by_one() -> None:
+    """Countdown loops (decode.RUN_LOOP) stop before events, at the last pass and where a
+    JP NZ leaves the half of the map it runs in, as their instructions one by one would,
+    in both variants: launches of odd lengths end inside loops."""
+    from gbx_gameboy.decode import QUICK_RUN, QUICK_SHIFT, RUN_LOOP, rom_predecode
+
+    # the CUDA variant runs them only when built with them (below, in a process of its own)
+    assert CUDA_LOOPS == (os.environ.get("GBX_GAMEBOY_CUDA_LOOPS") == "1")
+    rom = _countdown_rom()
+    pre = rom_predecode(rom)
+    assert ((pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)).sum() == 7
+    batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
+    batches["one by one"] = _without_countdown_loops(
+        GameBoyBatch(rom, 2, "cpu", threads=1, kernel="cuda"))
+    none = torch.zeros(2, dtype=torch.int32)
+    for cycles in (7, 13, 100, 1001, 4567, 30011, 70224, 3, 140448):
+        for batch in batches.values():
+            batch.step_cycles(none, cycles)
+        want = batches["one by one"].state_tensors()
+        for kernel in ("cpu", "cuda"):
+            got = batches[kernel].state_tensors()
+            for name, tensor in want.items():
+                assert torch.equal(got[name], tensor), \
+                    f"{kernel} variant: {name} differs after {cycles} cycles"
+    # About 250,000 cycles: timer interrupts were taken (about 980, counted in a byte; they
+    # take over half of the time), some of them in 0x4000-0x7FFF, and rounds went through.
+    assert batches["cpu"].read_memory(0, 0xFF80) != 0
+    assert batches["cpu"].read_memory(0, 0xC001) >= 5
+    assert batches["cpu"].read_memory(0, 0xC002) != 0
+
+
+@pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
+def test_countdown_loops_change_nothing_on_flappyboy() -> None:
+    """flappyboy's delay routine is a countdown loop inside a 16-bit one: 33 diverged envs
+    end in the state their loops run pass by pass give, in both variants."""
+    rom = FLAPPY.read_bytes()
+    n, gen = 33, torch.Generator().manual_seed(5)
+    batches = {k: GameBoyBatch(rom, n, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
+    batches["one by one"] = _without_countdown_loops(
+        GameBoyBatch(rom, n, "cpu", threads=1, kernel="cuda"))
+    for batch in batches.values():
+        batch.run_frames(120)
+    for step in range(6):
+        buttons = torch.full((n,), 0x80, dtype=torch.int32) if step == 0 else torch.randint(
+            0, 256, (n,), generator=gen, dtype=torch.int32)
+        for batch in batches.values():
+            batch.step_frames(buttons, 6, release_after=3)
+    want = batches["one by one"].state_tensors()
+    for kernel in ("cpu", "cuda"):
+        got = batches[kernel].state_tensors()
+        for name, tensor in want.items():
+            assert torch.equal(got[name], tensor), f"{kernel} variant: {name} differs"
+
+
+@pytest.mark.slow  # builds the CUDA variant with its countdown loops in a process of its own
+def test_cuda_variant_built_with_countdown_loops_runs_them_like_one_by_one() -> None:
+    """``GBX_GAMEBOY_CUDA_LOOPS=1`` (cpu.CUDA_LOOPS): the countdown-loop tests above, with
+    the CUDA variant running its loops at once too."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GBX_GAMEBOY_CUDA_LOOPS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+         "-k", "countdown_loops_run or countdown_loops_change", __file__],
+        env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and " failed" not in done.stdout

@@ -15,6 +15,12 @@ import os
 import types
 from typing import Any
 
+from gbx_gameboy.countdown import (
+    loop_flags,
+    loop_pass_cycles,
+    loop_pass_instructions,
+    loop_passes,
+)
 from gbx_gameboy.decode import (
     A_BC,
     A_DE,
@@ -43,6 +49,7 @@ from gbx_gameboy.decode import (
     LANE_RMW8,
     LANE_STACK,
     LANE_STORE8,
+    LOOP_REG_SHIFT,
     NRD_SHIFT,
     NWR_SHIFT,
     OP8_SHIFT,
@@ -90,6 +97,8 @@ from gbx_gameboy.decode import (
     R16_SP,
     RADDR_SHIFT,
     RUN_JR,
+    RUN_LOOP,
+    RUN_MAX,
     RWAIT_SHIFT,
     S8_IMM,
     S8_MEM,
@@ -671,6 +680,12 @@ def store_gb_host(dst: wp.array(dtype=GB), g: GB):
     dst[0] = g
 
 
+# GBX_GAMEBOY_CUDA_LOOPS=1 builds the CUDA variant with countdown loops in one step (the
+# CPU variant always has them; docs/emulator.md, "Kernel design"): 1.2 - 1.36x on
+# flappyboy, but the path every instruction takes grows, and what that costs a game whose
+# loops are elsewhere (the bundled game's only one runs from HRAM) is not measured yet.
+CUDA_LOOPS = os.environ.get("GBX_GAMEBOY_CUDA_LOOPS", "") == "1"
+
 # Optional register cap for the run kernel (CUDA ``__maxnreg__``), a tuning knob for very
 # large batches where registers, not the env count, limit the warps per SM; unset leaves
 # the choice to the compiler.
@@ -861,6 +876,30 @@ def run_kernel(
                 clk[1] += cycle_clock() - c1
             continue
 
+        if wp.static(not HOST and CUDA_LOOPS and not PHASE_CLOCKS):
+            # A countdown loop (decode.RUN_LOOP) fetched from cartridge ROM, where an
+            # interrupt cannot be taken (IME or the pending requests are 0, no EI delay or
+            # HALT bug): the passes that end with the jump back and whose jump starts
+            # before the next event run at once. Its predecoded word is one load that
+            # waits only for PC; a thread in the loop spends one iteration on tens of
+            # passes where the warp's other threads run one instruction each. Below 0x100
+            # a boot ROM may be mapped: no loop is taken there.
+            if (halt_bug == 0 and ei_delay == 0 and (ime == 0 or irq == 0) and pc >= 0x100
+                    and pc <= 0x7FFD and (pc & 0x3FFF) <= 0x3FFC):
+                lw = ld_i32(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), 4 * (
+                    ((wp.where(pc < 0x4000, bank0, bankx) * 0x4000) & g.rom_mask)
+                    + (pc & 0x3FFF)))
+                if (lw >> QUICK_SHIFT) == QUICK_RUN and (lw & RUN_LOOP) != 0:
+                    lreg = field(lw, LOOP_REG_SHIFT, 3)
+                    lr = rget(r, lreg)
+                    ln = loop_passes(lw, lr, pc, t, next_ev, dma_s, dma_e)
+                    if ln >= 1:
+                        lr = (lr - ln) & 0xFF
+                        r = rset(r, lreg, lr)
+                        r[R_F] = loop_flags(r[R_F], lr)
+                        t += loop_pass_cycles(lw) * ln
+                        icount += loop_pass_instructions(lw) * ln
+                        continue
         if wp.static(HOST and not PHASE_CLOCKS):
             # One CPU thread: a straight run of jumps, 8- and 16-bit register operations,
             # one-byte loads and stores on WRAM, HRAM or ROM and stack operations on WRAM
@@ -887,6 +926,20 @@ def run_kernel(
                     if qlane == LANE_GENERIC:
                         break
                     if qlane == QUICK_RUN:
+                        if (qw0 & RUN_LOOP) != 0:
+                            # A countdown loop (decode.RUN_LOOP), as in the CUDA variant.
+                            lreg = field(qw0, LOOP_REG_SHIFT, 3)
+                            ln = loop_passes(qw0, r[lreg], pc, t, next_ev, dma_s, dma_e)
+                            if ln >= 1:
+                                lr = (r[lreg] - ln) & 0xFF
+                                r[lreg] = lr
+                                r[R_F] = loop_flags(r[R_F], lr)
+                                t += loop_pass_cycles(qw0) * ln
+                                icount += loop_pass_instructions(qw0) * ln
+                                ran = int(1)
+                                continue
+                            if (qw0 & RUN_MAX) < 2:
+                                break  # it starts with its DEC: the full path runs that
                         # A run of NOPs or JR +0s (decode.QUICK_RUN): each one that starts
                         # before the next event runs, as one by one, outside OAM DMA.
                         qcyc = wp.where((qw0 & RUN_JR) != 0, 12, 4)

@@ -415,6 +415,22 @@ INNER_LANES = (LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_S
 QUICK_RUN = LANE_RMW8
 RUN_MAX = 255
 RUN_JR = 1 << 8
+# A countdown loop starts at this byte (QUICK_RUN in bits 27-29 as well; bits 0-8 still
+# describe the run that starts here, 0 when the loop starts with its DEC): do-nothing
+# instructions (NOP, JR +0), then DEC r, then JR NZ or JP NZ back to this byte. Every pass
+# but the last only counts r down and spends the same cycles, so the run loop runs as
+# many passes as end with the jump back and whose instructions start before its next event
+# at once. LOOP_REG (bits 10-12): r's index in the register vector (B C D E H L _ A);
+# LOOP_JP (bit 13): the jump is JP NZ, and LOOP_HIGH (bit 14) says its target is in
+# 0x4000-0x7FFF (the loop runs from its own bank's CPU addresses only there);
+# LOOP_NOPS (bits 15-19) and LOOP_JRS (bits 20-24): the NOPs and JR +0s before the DEC.
+RUN_LOOP = 1 << 9
+LOOP_REG_SHIFT = 10
+LOOP_JP = 1 << 13
+LOOP_HIGH = 1 << 14
+LOOP_NOPS_SHIFT = 15
+LOOP_JRS_SHIFT = 20
+LOOP_PAD_MAX = 31
 DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
 
 
@@ -449,7 +465,54 @@ def rom_predecode(rom: bytes) -> np.ndarray:
             count[first::step] = _run_lengths(mask[first::step])
         start = count >= 2
         pre[start] = QUICK_RUN << QUICK_SHIFT | flag | np.minimum(count[start], RUN_MAX)
+    for head, word in countdown_loops(data, fetchable):
+        run = pre[head] & (RUN_JR | RUN_MAX) if pre[head] >> QUICK_SHIFT == QUICK_RUN else 0
+        pre[head] = QUICK_RUN << QUICK_SHIFT | RUN_LOOP | run | word
     return pre.astype(np.int32)
+
+
+_DEC_R8 = {0x05 + 8 * y: y for y in (0, 1, 2, 3, 4, 5, 7)}  # DEC B ... DEC A, not (HL)
+
+
+def countdown_loops(data: np.ndarray, fetchable: np.ndarray) -> list[tuple[int, int]]:
+    """The countdown loops of a ROM (see RUN_LOOP): (the ROM offset where one starts, its
+    RUN_LOOP fields). Every instruction of a loop starts at a fetchable offset of one bank,
+    and a JP NZ's target is the loop's start as the CPU sees it in either half of the map."""
+    found = []
+    size = len(data)
+    decs = np.flatnonzero(np.isin(data[:-1], list(_DEC_R8)) & fetchable[:-1]
+                          & np.isin(data[1:], (0x20, 0xC2)))
+    for dec in decs.tolist():
+        jump = dec + 1
+        if not fetchable[jump] or jump + 2 >= size:
+            continue
+        if data[jump] == 0x20:
+            head = jump + 2 + int(np.int8(data[jump + 1]))
+            high = 0
+        else:
+            target = int(data[jump + 1]) | int(data[jump + 2]) << 8
+            if target >= 0x8000 or (target >= 0x4000) != (dec >= 0x4000):
+                continue  # bank 0 is the low half; a loop elsewhere runs from the high half
+            head = (dec & ~0x3FFF) | (target & 0x3FFF)
+            high = LOOP_HIGH if target >= 0x4000 else 0
+        if not (head <= dec and head >> 14 == dec >> 14):
+            continue
+        nops = jrs = 0
+        at = head
+        while at < dec and fetchable[at]:
+            if data[at] == 0x00:
+                nops, at = nops + 1, at + 1
+            elif data[at] == 0x18 and data[at + 1] == 0x00:
+                jrs, at = jrs + 1, at + 2
+            else:
+                break
+        if at != dec or nops > LOOP_PAD_MAX or jrs > LOOP_PAD_MAX:
+            continue
+        word = (_DEC_R8[int(data[dec])] << LOOP_REG_SHIFT | high
+                | (LOOP_JP if data[jump] == 0xC2 else 0)
+                | nops << LOOP_NOPS_SHIFT | jrs << LOOP_JRS_SHIFT)
+        found.append((head, word))
+    return found
 
 
 def _run_lengths(mask: np.ndarray) -> np.ndarray:

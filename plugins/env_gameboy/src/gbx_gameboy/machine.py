@@ -134,10 +134,11 @@ def batch_bytes(cart: Cartridge, num_envs: int,
                 serial_capacity: int = DEFAULT_SERIAL_CAPACITY, cpu_variant: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
-    cannot fit before Warp allocates anything. ``cpu_variant``: the batch runs the run
-    kernel's CPU variant, which also keeps the predecoded ROM (4 bytes per ROM byte); the
-    CUDA variant keeps 12 bytes per env of lines left to draw after a launch."""
-    rom = len(cart.data) * (5 if cpu_variant else 1)
+    cannot fit before Warp allocates anything: the ROM and its predecoded form (4 bytes
+    per ROM byte) once, the per-env arrays. ``cpu_variant``: the batch runs the run
+    kernel's CPU variant; the CUDA variant keeps 12 bytes per env of lines left to draw
+    after a launch."""
+    rom = len(cart.data) * 5
     pending = 0 if cpu_variant else num_envs * 3 * 4
     return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
 
@@ -208,9 +209,9 @@ class GameBoyBatch:
         boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
-        dec = decode_table()
-        if host:  # the CPU variant reads the predecoded ROM after the descriptors
-            dec = np.concatenate([dec, rom_predecode(self.cart.data)])
+        # the descriptors, then the predecoded ROM: the CPU variant's inner loop reads it,
+        # and its countdown loops (the CUDA variant's too, built with them: cpu.CUDA_LOOPS)
+        dec = np.concatenate([decode_table(), rom_predecode(self.cart.data)])
         g.dec = wp.array(dec, dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
