@@ -177,6 +177,21 @@ def test_cuda_variant_ptx_is_the_recorded_one() -> None:
     )
 
 
+# The start of a test ROM's main code: the stack, and a timer interrupt every 256 cycles
+# (TMA $F0, 262,144 Hz), enabled.
+TIMER_MAIN = """SECTION "main", ROM0[$0150]
+Main:
+    ld sp, $FFFE
+    ld a, $F0
+    ldh [$06], a
+    ld a, $05
+    ldh [$07], a
+    ld a, $04
+    ldh [$FF], a
+    ei
+"""
+
+
 def _runs_rom() -> bytes:
     """Delay loops of NOP and JR +0 runs with a timer interrupt every 256 cycles, and an
     OAM DMA started just before a long NOP run (what the CPU fetches from ROM during the
@@ -197,17 +212,7 @@ SECTION "timer", ROM0[$0050]
 SECTION "entry", ROM0[$0100]
     nop
     jp Main
-SECTION "main", ROM0[$0150]
-Main:
-    ld sp, $FFFE
-    ld a, $F0
-    ldh [$06], a
-    ld a, $05
-    ldh [$07], a
-    ld a, $04
-    ldh [$FF], a
-    ei
-.loop:
+{TIMER_MAIN}.loop:
     ld b, $03
 .delay:
 {jrs("a")}
@@ -271,7 +276,7 @@ def _countdown_rom() -> bytes:
     0x4000-0x7FFF: one taken in that loop returns there only before its first jump."""
     from gbx_gameboy.asm import assemble
 
-    return assemble("""
+    return assemble(f"""
 HEADER_CART_TYPE $19
 SECTION "timer", ROM0[$0050]
     jp Timer
@@ -303,17 +308,7 @@ Aliased:
     dec b
     jp nz, .loop
     ret
-SECTION "main", ROM0[$0150]
-Main:
-    ld sp, $FFFE
-    ld a, $F0
-    ldh [$06], a
-    ld a, $05
-    ldh [$07], a
-    ld a, $04
-    ldh [$FF], a
-    ei
-.round:
+{TIMER_MAIN}.round:
     ld c, 0
 .c:
     dec c
