@@ -133,7 +133,8 @@ def test_describe_rejects_out_of_range() -> None:
 def test_rom_predecode_holds_word_0_and_the_inner_loop_lane() -> None:
     rom = bytes(range(256)) + bytes([0x18, 0xFE, 0xCB, 0x37])
     pre = D.rom_predecode(rom)
-    assert pre.dtype == np.int32 and pre.shape == (len(rom),)
+    assert pre.dtype == np.int32 and pre.shape == (len(rom) + 1,)
+    assert pre[-1] == D.RUN_LOOP  # the switch of countdown loops in HRAM
     full_path = {0xCB}  # the CB prefix: its lane is the next byte's
     for i, byte in enumerate(rom):
         word = int(pre[i])
@@ -206,5 +207,24 @@ def test_countdown_loops_are_found_in_every_form_and_nowhere_else() -> None:
         {0x400: b"\x05\x20\x02\x76"},  # forward jump
         {0x3FFD: b"\x05\x20\xfd"},  # past a bank's last fetchable offset
         {0x400: b"\x00" * 32 + b"\x05\x20\xdd\x76"},  # 32 NOPs: more than a field holds
+    ):
+        assert _loops_at(code) == {}, code
+
+
+def test_fill_loops_are_found_with_a_count_other_than_h_l_a() -> None:
+    fill = D.LOOP_FILL
+    # ld [hl+], a; dec b; jr nz, -4
+    assert _loops_at({0x400: b"\x22\x05\x20\xfc\x76"}) == {0x400: fill}
+    # ld [hl-], a; nop; jr +0; dec e; jp nz, $0600
+    assert _loops_at({0x600: b"\x32\x00\x18\x00\x1d\xc2\x00\x06\x76"}) == {
+        0x600: fill | D.LOOP_FILL_DOWN | 3 << D.LOOP_REG_SHIFT | 1 << D.LOOP_NOPS_SHIFT
+        | 1 << D.LOOP_JRS_SHIFT | D.LOOP_JP}
+    for code in (
+        {0x400: b"\x22\x25\x20\xfc\x76"},  # dec h: the count would be the address
+        {0x400: b"\x22\x2d\x20\xfc\x76"},  # dec l
+        {0x400: b"\x32\x3d\x20\xfc\x76"},  # dec a: the count would be the value
+        {0x400: b"\x77\x05\x20\xfc\x76"},  # ld [hl], a: HL does not move
+        {0x400: b"\x22\x22\x05\x20\xfb\x76"},  # two stores a pass
+        {0xFF: b"\x22\x05\x20\xfc\x76"},  # starts below 0x100 (a boot ROM's place)
     ):
         assert _loops_at(code) == {}, code

@@ -368,12 +368,14 @@ Far:
 def _without_countdown_loops(batch: GameBoyBatch) -> GameBoyBatch:
     """``batch`` with the countdown-loop marks (decode.RUN_LOOP) cleared from its predecoded
     ROM, which both variants read at run time: its loops then run pass by pass."""
-    from gbx_gameboy.decode import DESC_TABLE_BYTES, RUN_LOOP
+    from gbx_gameboy.decode import DESC_TABLE_BYTES, QUICK_RUN, QUICK_SHIFT, RUN_LOOP
 
     dec = batch._g.dec.numpy()
     pre = dec[DESC_TABLE_BYTES // 4:]
-    assert (pre & RUN_LOOP).any()
-    pre &= ~RUN_LOOP
+    loops = (pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)
+    assert loops.any() and pre[-1] == RUN_LOOP
+    pre[loops] &= ~RUN_LOOP
+    pre[-1] = 0  # no countdown loops in HRAM either
     batch._g.dec.assign(dec)
     return batch
 
@@ -384,8 +386,8 @@ def test_countdown_loops_run_like_their_instructions_one_by_one() -> None:
     in both variants: launches of odd lengths end inside loops."""
     from gbx_gameboy.decode import QUICK_RUN, QUICK_SHIFT, RUN_LOOP, rom_predecode
 
-    # the CUDA variant runs them only when built with them (below, in a process of its own)
-    assert CUDA_LOOPS == (os.environ.get("GBX_GAMEBOY_CUDA_LOOPS") == "1")
+    # the CUDA variant runs them unless built without them (below, in a process of its own)
+    assert CUDA_LOOPS == (os.environ.get("GBX_GAMEBOY_CUDA_LOOPS") != "0")
     rom = _countdown_rom()
     pre = rom_predecode(rom)
     assert ((pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)).sum() == 7
@@ -407,6 +409,133 @@ def test_countdown_loops_run_like_their_instructions_one_by_one() -> None:
     assert batches["cpu"].read_memory(0, 0xFF80) != 0
     assert batches["cpu"].read_memory(0, 0xC001) >= 5
     assert batches["cpu"].read_memory(0, 0xC002) != 0
+
+
+def _fill_loops_rom() -> bytes:
+    """Fill loops (decode.LOOP_FILL) up and down, with padding, JR NZ and JP NZ, in WRAM,
+    across its echo, from WRAM into OAM and from VRAM (where they run pass by pass), and
+    `DEC r; JR NZ, -3` copied to HRAM (countdown.hram_loop_word): the usual OAM DMA
+    routine (start the DMA, count A down while it runs) and two without DMA, one from 0
+    (256 passes); a timer interrupt every 256 cycles lands inside them."""
+    from gbx_gameboy.asm import assemble
+
+    return assemble(f"""
+SECTION "timer", ROM0[$0050]
+    jp Timer
+SECTION "entry", ROM0[$0100]
+    nop
+    jp Main
+SECTION "handler", ROM0[$0300]
+Timer:
+    push af
+    ldh a, [$80]
+    inc a
+    ldh [$80], a
+    pop af
+    reti
+SECTION "hram_code", ROM0[$0400]
+HramCode:
+    ldh [$46], a
+    ld a, 40
+    dec a
+    jr nz, @-1
+    ret
+    dec b
+    jr nz, @-1
+    ret
+    dec a
+    jr nz, @-1
+    ret
+{TIMER_MAIN}    ld hl, HramCode
+    ld de, $FF90
+    ld c, 16
+.copy:
+    ld a, [hl+]
+    ld [de], a
+    inc de
+    dec c
+    jr nz, .copy
+    ld a, $80
+    ldh [$40], a
+.round:
+    ldh a, [$81]
+    inc a
+    ldh [$81], a
+    ld hl, $C100
+    ld b, 100
+.f:
+    ld [hl+], a
+    dec b
+    jr nz, .f
+    ld hl, $C3FF
+    ld c, 0
+.g:
+    ld [hl-], a
+    nop
+    jr .g1
+.g1:
+    dec c
+    jp nz, .g
+    ld hl, $DFF0
+    ld d, 40
+.e:
+    ld [hl+], a
+    dec d
+    jr nz, .e
+    ld hl, $FDF8
+    ld e, 16
+.o:
+    ld [hl+], a
+    dec e
+    jr nz, .o
+    ld hl, $9F00
+    ld b, 64
+.v:
+    ld [hl+], a
+    dec b
+    jr nz, .v
+    ld a, $C1
+    di  ; an interrupt's handler in ROM could not be read during the DMA
+    call $FF90
+    ei
+    xor a
+    call $FF9C
+    ld b, 77
+    call $FF98
+    jp .round
+""")
+
+
+def test_fill_and_hram_loops_run_like_their_instructions_one_by_one() -> None:
+    """Fill loops (decode.LOOP_FILL) and countdown loops in HRAM stop before events, at
+    the last pass and where a store would leave WRAM, as their instructions one by one
+    would, in both variants: launches of odd lengths end inside loops."""
+    from gbx_gameboy.decode import LOOP_FILL, QUICK_RUN, QUICK_SHIFT, RUN_LOOP, rom_predecode
+
+    rom = _fill_loops_rom()
+    pre = rom_predecode(rom)
+    loops = (pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)
+    assert (loops & (pre & LOOP_FILL != 0)).sum() == 5
+    batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
+    batches["one by one"] = _without_countdown_loops(
+        GameBoyBatch(rom, 2, "cpu", threads=1, kernel="cuda"))
+    none = torch.zeros(2, dtype=torch.int32)
+    for cycles in (7, 13, 100, 1001, 4567, 30011, 70224, 3, 140448, 99991):
+        for batch in batches.values():
+            batch.step_cycles(none, cycles)
+        want = batches["one by one"].state_tensors()
+        for kernel in ("cpu", "cuda"):
+            got = batches[kernel].state_tensors()
+            for name, tensor in want.items():
+                assert torch.equal(got[name], tensor), \
+                    f"{kernel} variant: {name} differs after {cycles} cycles"
+    batch = batches["cpu"]
+    rounds = batch.read_memory(0, 0xFF81)
+    assert rounds >= 5 and batch.read_memory(0, 0xFF80) != 0  # rounds, timer interrupts
+    # the fills store the round's number: up, down and on through the echo of C000
+    assert {batch.read_memory(0, a) for a in (0xC100, 0xC163, 0xC300, 0xC3FF, 0xDFF0,
+                                              0xC007)} <= {rounds, rounds - 1}
+    assert batch.read_memory(0, 0xC164) == 0 and batch.read_memory(0, 0xC2FF) == 0
 
 
 @pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
@@ -432,17 +561,18 @@ def test_countdown_loops_change_nothing_on_flappyboy() -> None:
             assert torch.equal(got[name], tensor), f"{kernel} variant: {name} differs"
 
 
-@pytest.mark.slow  # builds the CUDA variant with its countdown loops in a process of its own
-def test_cuda_variant_built_with_countdown_loops_runs_them_like_one_by_one() -> None:
-    """``GBX_GAMEBOY_CUDA_LOOPS=1`` (cpu.CUDA_LOOPS): the countdown-loop tests above, with
-    the CUDA variant running its loops at once too."""
+@pytest.mark.slow  # builds the CUDA variant without its loops in a process of its own
+def test_cuda_variant_built_without_loops_runs_them_like_one_by_one() -> None:
+    """``GBX_GAMEBOY_CUDA_LOOPS=0`` (cpu.CUDA_LOOPS): the loop tests above, with the CUDA
+    variant built to run its loops pass by pass."""
     import subprocess
     import sys
 
-    env = {**os.environ, "GBX_GAMEBOY_CUDA_LOOPS": "1"}
+    env = {**os.environ, "GBX_GAMEBOY_CUDA_LOOPS": "0"}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
-         "-k", "countdown_loops_run or countdown_loops_change", __file__],
+         "-k", "countdown_loops_run or countdown_loops_change or fill_and_hram", __file__],
         env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert " passed" in done.stdout and " failed" not in done.stdout
+    assert f"{3 if FLAPPY.is_file() else 2} passed" in done.stdout
+    assert " failed" not in done.stdout

@@ -15,12 +15,7 @@ import os
 import types
 from typing import Any
 
-from gbx_gameboy.countdown import (
-    loop_flags,
-    loop_pass_cycles,
-    loop_pass_instructions,
-    loop_passes,
-)
+from gbx_gameboy.countdown import hram_loop_word, loop_run
 from gbx_gameboy.decode import (
     A_BC,
     A_DE,
@@ -680,11 +675,10 @@ def store_gb_host(dst: wp.array(dtype=GB), g: GB):
     dst[0] = g
 
 
-# GBX_GAMEBOY_CUDA_LOOPS=1 builds the CUDA variant with countdown loops in one step (the
-# CPU variant always has them; docs/emulator.md, "Kernel design"): 1.2 - 1.36x on
-# flappyboy, but the path every instruction takes grows, and what that costs a game whose
-# loops are elsewhere (the bundled game's only one runs from HRAM) is not measured yet.
-CUDA_LOOPS = os.environ.get("GBX_GAMEBOY_CUDA_LOOPS", "") == "1"
+# Countdown and fill loops in one step (countdown.py) in the CUDA variant as in the CPU
+# variant; GBX_GAMEBOY_CUDA_LOOPS=0 builds the CUDA variant without them, to measure what
+# they give (docs/benchmarks.md, "Loops at the jump back on a GPU").
+CUDA_LOOPS = os.environ.get("GBX_GAMEBOY_CUDA_LOOPS", "") != "0"
 
 # Optional register cap for the run kernel (CUDA ``__maxnreg__``), a tuning knob for very
 # large batches where registers, not the env count, limit the warps per SM; unset leaves
@@ -876,30 +870,6 @@ def run_kernel(
                 clk[1] += cycle_clock() - c1
             continue
 
-        if wp.static(not HOST and CUDA_LOOPS and not PHASE_CLOCKS):
-            # A countdown loop (decode.RUN_LOOP) fetched from cartridge ROM, where an
-            # interrupt cannot be taken (IME or the pending requests are 0, no EI delay or
-            # HALT bug): the passes that end with the jump back and whose jump starts
-            # before the next event run at once. Its predecoded word is one load that
-            # waits only for PC; a thread in the loop spends one iteration on tens of
-            # passes where the warp's other threads run one instruction each. Below 0x100
-            # a boot ROM may be mapped: no loop is taken there.
-            if (halt_bug == 0 and ei_delay == 0 and (ime == 0 or irq == 0) and pc >= 0x100
-                    and pc <= 0x7FFD and (pc & 0x3FFF) <= 0x3FFC):
-                lw = ld_i32(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), 4 * (
-                    ((wp.where(pc < 0x4000, bank0, bankx) * 0x4000) & g.rom_mask)
-                    + (pc & 0x3FFF)))
-                if (lw >> QUICK_SHIFT) == QUICK_RUN and (lw & RUN_LOOP) != 0:
-                    lreg = field(lw, LOOP_REG_SHIFT, 3)
-                    lr = rget(r, lreg)
-                    ln = loop_passes(lw, lr, pc, t, next_ev, dma_s, dma_e)
-                    if ln >= 1:
-                        lr = (lr - ln) & 0xFF
-                        r = rset(r, lreg, lr)
-                        r[R_F] = loop_flags(r[R_F], lr)
-                        t += loop_pass_cycles(lw) * ln
-                        icount += loop_pass_instructions(lw) * ln
-                        continue
         if wp.static(HOST and not PHASE_CLOCKS):
             # One CPU thread: a straight run of jumps, 8- and 16-bit register operations,
             # one-byte loads and stores on WRAM, HRAM or ROM and stack operations on WRAM
@@ -927,19 +897,22 @@ def run_kernel(
                         break
                     if qlane == QUICK_RUN:
                         if (qw0 & RUN_LOOP) != 0:
-                            # A countdown loop (decode.RUN_LOOP), as in the CUDA variant.
+                            # A countdown or fill loop (decode.RUN_LOOP), as in the CUDA
+                            # variant.
                             lreg = field(qw0, LOOP_REG_SHIFT, 3)
-                            ln = loop_passes(qw0, r[lreg], pc, t, next_ev, dma_s, dma_e)
-                            if ln >= 1:
-                                lr = (r[lreg] - ln) & 0xFF
-                                r[lreg] = lr
-                                r[R_F] = loop_flags(r[R_F], lr)
-                                t += loop_pass_cycles(qw0) * ln
-                                icount += loop_pass_instructions(qw0) * ln
+                            lpass = loop_run(g, env, qw0, r[lreg], r[R_F], (r[4] << 8) | r[5],
+                                          r[R_A], pc, t, next_ev, dma_s, dma_e)
+                            if lpass[0] >= 1:
+                                r[4] = lpass[3] >> 8
+                                r[5] = lpass[3] & 0xFF
+                                r[lreg] = lpass[1]
+                                r[R_F] = lpass[2]
+                                t += lpass[4]
+                                icount += lpass[5]
                                 ran = int(1)
                                 continue
                             if (qw0 & RUN_MAX) < 2:
-                                break  # it starts with its DEC: the full path runs that
+                                break  # it starts with its store or DEC: the full path
                         # A run of NOPs or JR +0s (decode.QUICK_RUN): each one that starts
                         # before the next event runs, as one by one, outside OAM DMA.
                         qcyc = wp.where((qw0 & RUN_JR) != 0, 12, 4)
@@ -1163,6 +1136,23 @@ def run_kernel(
                     jump = jump_lane(w0, f0, pc, imm, (r[4] << 8) | r[5])
                     pc = jump[0]
                     t += jump[1]
+                    if (code == 0x20 and (imm & 0xFF) == 0xFD and jump[1] != 0
+                            and pc >= 0xFF80 and pc <= 0xFFFC and ei_delay == 0
+                            and (ime == 0 or irq == 0)):
+                        # `DEC r; JR NZ, -3` in HRAM (countdown.hram_loop_word), taken
+                        # back: its passes at once, as in the CUDA variant. Loops in
+                        # ROM are the inner loop's.
+                        lw = hram_loop_word(mget(g, env, HRAM_OFF + (pc - 0xFF80)),
+                                            ld_i32(pre_ptr, 4 * (g.rom_mask + 1)))
+                        if lw != 0:
+                            lreg = field(lw, LOOP_REG_SHIFT, 3)
+                            lpass = loop_run(g, env, lw, r[lreg], r[R_F], (r[4] << 8) | r[5],
+                                          r[R_A], pc, t, next_ev, dma_s, dma_e)
+                            if lpass[0] >= 1:
+                                r[lreg] = lpass[1]
+                                r[R_F] = lpass[2]
+                                t += lpass[4]
+                                icount += lpass[5]
                 elif lane == LANE_STORE8:
                     wa = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
                     src0 = field(w1, SRC8_SHIFT, 4)
@@ -1436,6 +1426,8 @@ def run_kernel(
         sp = wp.where(taken and spd == SPD_POP, (sp + 2) & 0xFFFF, sp)
         sp = wp.where(taken and spd == SPD_PUSH, (sp - 2) & 0xFFFF, sp)
         psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)
+        if wp.static(not HOST and CUDA_LOOPS and not PHASE_CLOCKS):
+            pc_next = pc  # the next instruction's address: a jump back goes below it
         if psel != PC_KEEP:
             new_pc = wp.where(psel == PC_IMM, imm, pc)
             new_pc = wp.where(psel == PC_REL, (pc + sext8(e)) & 0xFFFF, new_pc)
@@ -1443,6 +1435,38 @@ def run_kernel(
             new_pc = wp.where(psel == PC_MEM, rv, new_pc)
             pc = wp.where(psel == PC_RST, code & 0x38, new_pc)
         t += wp.where(taken, 4 * field(w0, EXTRA_SHIFT, 2), 0)
+        if wp.static(not HOST and CUDA_LOOPS and not PHASE_CLOCKS):
+            # A JR NZ / JP NZ taken back to the start of a countdown or fill loop
+            # (decode.RUN_LOOP, or countdown.hram_loop_word in HRAM) where no interrupt
+            # can be taken (IME or the pending requests 0, no EI delay): the passes that
+            # end with the jump back and whose jump starts before the next event run at
+            # once. Checked only here, after a pass ran one by one, so the path of every
+            # other instruction loads nothing more; a thread in a loop spends one
+            # iteration on its passes while the warp's other threads run one instruction
+            # each. Below 0x100 a boot ROM may be mapped: no loop is taken there.
+            if (taken and (op == 0x20 or op == 0xC2) and pc < pc_next and ei_delay == 0
+                    and (ime == 0 or irq == 0)):
+                lw = int(0)
+                if pc >= 0x100 and pc <= 0x7FFD and (pc & 0x3FFF) <= 0x3FFC:
+                    lw = ld_i32(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), 4 * (
+                        ((wp.where(pc < 0x4000, bank0, bankx) * 0x4000) & g.rom_mask)
+                        + (pc & 0x3FFF)))
+                    if (lw >> QUICK_SHIFT) != QUICK_RUN or (lw & RUN_LOOP) == 0:
+                        lw = int(0)
+                elif pc >= 0xFF80 and pc <= 0xFFFC and op == 0x20 and e == 0xFD:
+                    lw = hram_loop_word(mget(g, env, HRAM_OFF + (pc - 0xFF80)), ld_i32(
+                        g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), 4 * (g.rom_mask + 1)))
+                if lw != 0:
+                    lreg = field(lw, LOOP_REG_SHIFT, 3)
+                    lpass = loop_run(g, env, lw, rget(r, lreg), r[R_F], pair(r, 4), r[R_A], pc,
+                                  t, next_ev, dma_s, dma_e)
+                    if lpass[0] >= 1:
+                        r[4] = lpass[3] >> 8
+                        r[5] = lpass[3] & 0xFF
+                        r = rset(r, lreg, lpass[1])
+                        r[R_F] = lpass[2]
+                        t += lpass[4]
+                        icount += lpass[5]
         special = field(w0, SPECIAL_SHIFT, 3)
         if special != SP_NONE:
             if special == SP_HALT:

@@ -424,6 +424,9 @@ RUN_JR = 1 << 8
 # LOOP_JP (bit 13): the jump is JP NZ, and LOOP_HIGH (bit 14) says its target is in
 # 0x4000-0x7FFF (the loop runs from its own bank's CPU addresses only there);
 # LOOP_NOPS (bits 15-19) and LOOP_JRS (bits 20-24): the NOPs and JR +0s before the DEC.
+# A fill loop (a memset) is the same with `LD (HL+),A` or `LD (HL-),A` first: LOOP_FILL
+# (bit 25), and LOOP_FILL_DOWN (bit 26) for (HL-); the register counted down is not H, L
+# or A. Its passes store A at HL, HL +- 1, ..., as one by one they would.
 RUN_LOOP = 1 << 9
 LOOP_REG_SHIFT = 10
 LOOP_JP = 1 << 13
@@ -431,6 +434,8 @@ LOOP_HIGH = 1 << 14
 LOOP_NOPS_SHIFT = 15
 LOOP_JRS_SHIFT = 20
 LOOP_PAD_MAX = 31
+LOOP_FILL = 1 << 25
+LOOP_FILL_DOWN = 1 << 26
 DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
 
 
@@ -438,7 +443,10 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
     byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the CB prefix, whose
     lane is the next byte's, and for the lanes not in INNER_LANES); where a run of two or
-    more NOPs or JR +0s starts, QUICK_RUN and the run instead (see QUICK_RUN).
+    more NOPs or JR +0s starts, QUICK_RUN and the run instead (see QUICK_RUN); where a
+    countdown or fill loop starts, RUN_LOOP and its fields too. One word follows those of
+    the ROM: RUN_LOOP there lets the run kernel run a countdown loop in HRAM at once too
+    (countdown.hram_loop_word; HRAM is written at run time, so no word marks such a loop).
     The CPU variant of the run kernel reads it after the descriptors, so that an
     instruction's length and lane come from one load at the address of its PC, not from
     a load that waits for the opcode."""
@@ -468,16 +476,19 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     for head, word in countdown_loops(data, fetchable):
         run = pre[head] & (RUN_JR | RUN_MAX) if pre[head] >> QUICK_SHIFT == QUICK_RUN else 0
         pre[head] = QUICK_RUN << QUICK_SHIFT | RUN_LOOP | run | word
-    return pre.astype(np.int32)
+    return np.append(pre, RUN_LOOP).astype(np.int32)
 
 
 _DEC_R8 = {0x05 + 8 * y: y for y in (0, 1, 2, 3, 4, 5, 7)}  # DEC B ... DEC A, not (HL)
+_FILL_OPS = {0x22: LOOP_FILL, 0x32: LOOP_FILL | LOOP_FILL_DOWN}  # LD (HL+),A / LD (HL-),A
+_FILL_REGS = (0, 1, 2, 3)  # B C D E: a fill loop's count is neither HL nor A
 
 
 def countdown_loops(data: np.ndarray, fetchable: np.ndarray) -> list[tuple[int, int]]:
-    """The countdown loops of a ROM (see RUN_LOOP): (the ROM offset where one starts, its
-    RUN_LOOP fields). Every instruction of a loop starts at a fetchable offset of one bank,
-    and a JP NZ's target is the loop's start as the CPU sees it in either half of the map."""
+    """The countdown and fill loops of a ROM (see RUN_LOOP): (the ROM offset where one
+    starts, its RUN_LOOP fields). Every instruction of a loop starts at a fetchable offset
+    of one bank, and a JP NZ's target is the loop's start as the CPU sees it in either half
+    of the map."""
     found = []
     size = len(data)
     decs = np.flatnonzero(np.isin(data[:-1], list(_DEC_R8)) & fetchable[:-1]
@@ -499,6 +510,11 @@ def countdown_loops(data: np.ndarray, fetchable: np.ndarray) -> list[tuple[int, 
             continue
         nops = jrs = 0
         at = head
+        fill = _FILL_OPS.get(int(data[head]), 0) if head < dec else 0
+        if fill:
+            if _DEC_R8[int(data[dec])] not in _FILL_REGS or not fetchable[head]:
+                continue
+            at += 1
         while at < dec and fetchable[at]:
             if data[at] == 0x00:
                 nops, at = nops + 1, at + 1
@@ -510,7 +526,7 @@ def countdown_loops(data: np.ndarray, fetchable: np.ndarray) -> list[tuple[int, 
             continue
         word = (_DEC_R8[int(data[dec])] << LOOP_REG_SHIFT | high
                 | (LOOP_JP if data[jump] == 0xC2 else 0)
-                | nops << LOOP_NOPS_SHIFT | jrs << LOOP_JRS_SHIFT)
+                | nops << LOOP_NOPS_SHIFT | jrs << LOOP_JRS_SHIFT | fill)
         found.append((head, word))
     return found
 

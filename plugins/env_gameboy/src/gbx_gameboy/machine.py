@@ -138,7 +138,7 @@ def batch_bytes(cart: Cartridge, num_envs: int,
     per ROM byte) once, the per-env arrays. ``cpu_variant``: the batch runs the run
     kernel's CPU variant; the CUDA variant keeps 12 bytes per env of lines left to draw
     after a launch."""
-    rom = len(cart.data) * 5
+    rom = len(cart.data) * 5 + 4  # the ROM and its predecoded words (decode.rom_predecode)
     pending = 0 if cpu_variant else num_envs * 3 * 4
     return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
 
@@ -210,7 +210,7 @@ class GameBoyBatch:
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
         # the descriptors, then the predecoded ROM: the CPU variant's inner loop reads it,
-        # and its countdown loops (the CUDA variant's too, built with them: cpu.CUDA_LOOPS)
+        # and both variants' countdown and fill loops (countdown.py)
         dec = np.concatenate([decode_table(), rom_predecode(self.cart.data)])
         g.dec = wp.array(dec, dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
