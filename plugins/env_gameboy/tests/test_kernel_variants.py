@@ -179,6 +179,13 @@ def test_cuda_variant_ptx_is_the_recorded_one() -> None:
 
 # The start of a test ROM's main code: the stack, and a timer interrupt every 256 cycles
 # (TMA $F0, 262,144 Hz), enabled.
+# The timer interrupt's vector jumps to a handler named Timer, the entry to Main.
+TIMER_VECTORS = """SECTION "timer", ROM0[$0050]
+    jp Timer
+SECTION "entry", ROM0[$0100]
+    nop
+    jp Main
+"""
 TIMER_MAIN = """SECTION "main", ROM0[$0150]
 Main:
     ld sp, $FFFE
@@ -278,12 +285,7 @@ def _countdown_rom() -> bytes:
 
     return assemble(f"""
 HEADER_CART_TYPE $19
-SECTION "timer", ROM0[$0050]
-    jp Timer
-SECTION "entry", ROM0[$0100]
-    nop
-    jp Main
-SECTION "handler", ROM0[$0300]
+{TIMER_VECTORS}SECTION "handler", ROM0[$0300]
 Timer:
     push af
     push hl
@@ -380,6 +382,26 @@ def _without_countdown_loops(batch: GameBoyBatch) -> GameBoyBatch:
     return batch
 
 
+def _run_like_one_by_one(rom: bytes, launches: tuple[int, ...]) -> dict[str, GameBoyBatch]:
+    """Two envs of ``rom`` in both variants and in a batch whose loops run pass by pass
+    (``_without_countdown_loops``), stepped by launches of the given cycle counts; after
+    each, both variants' state equals the pass-by-pass batch's."""
+    batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
+    batches["one by one"] = _without_countdown_loops(
+        GameBoyBatch(rom, 2, "cpu", threads=1, kernel="cuda"))
+    none = torch.zeros(2, dtype=torch.int32)
+    for cycles in launches:
+        for batch in batches.values():
+            batch.step_cycles(none, cycles)
+        want = batches["one by one"].state_tensors()
+        for kernel in ("cpu", "cuda"):
+            got = batches[kernel].state_tensors()
+            for name, tensor in want.items():
+                assert torch.equal(got[name], tensor), \
+                    f"{kernel} variant: {name} differs after {cycles} cycles"
+    return batches
+
+
 def test_countdown_loops_run_like_their_instructions_one_by_one() -> None:
     """Countdown loops (decode.RUN_LOOP) stop before events, at the last pass and where a
     JP NZ leaves the half of the map it runs in, as their instructions one by one would,
@@ -391,19 +413,7 @@ def test_countdown_loops_run_like_their_instructions_one_by_one() -> None:
     rom = _countdown_rom()
     pre = rom_predecode(rom)
     assert ((pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)).sum() == 7
-    batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
-    batches["one by one"] = _without_countdown_loops(
-        GameBoyBatch(rom, 2, "cpu", threads=1, kernel="cuda"))
-    none = torch.zeros(2, dtype=torch.int32)
-    for cycles in (7, 13, 100, 1001, 4567, 30011, 70224, 3, 140448):
-        for batch in batches.values():
-            batch.step_cycles(none, cycles)
-        want = batches["one by one"].state_tensors()
-        for kernel in ("cpu", "cuda"):
-            got = batches[kernel].state_tensors()
-            for name, tensor in want.items():
-                assert torch.equal(got[name], tensor), \
-                    f"{kernel} variant: {name} differs after {cycles} cycles"
+    batches = _run_like_one_by_one(rom, (7, 13, 100, 1001, 4567, 30011, 70224, 3, 140448))
     # About 250,000 cycles: timer interrupts were taken (about 980, counted in a byte; they
     # take over half of the time), some of them in 0x4000-0x7FFF, and rounds went through.
     assert batches["cpu"].read_memory(0, 0xFF80) != 0
@@ -420,12 +430,7 @@ def _fill_loops_rom() -> bytes:
     from gbx_gameboy.asm import assemble
 
     return assemble(f"""
-SECTION "timer", ROM0[$0050]
-    jp Timer
-SECTION "entry", ROM0[$0100]
-    nop
-    jp Main
-SECTION "handler", ROM0[$0300]
+{TIMER_VECTORS}SECTION "handler", ROM0[$0300]
 Timer:
     push af
     ldh a, [$80]
@@ -516,20 +521,8 @@ def test_fill_and_hram_loops_run_like_their_instructions_one_by_one() -> None:
     pre = rom_predecode(rom)
     loops = (pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)
     assert (loops & (pre & LOOP_FILL != 0)).sum() == 5
-    batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
-    batches["one by one"] = _without_countdown_loops(
-        GameBoyBatch(rom, 2, "cpu", threads=1, kernel="cuda"))
-    none = torch.zeros(2, dtype=torch.int32)
-    for cycles in (7, 13, 100, 1001, 4567, 30011, 70224, 3, 140448, 99991):
-        for batch in batches.values():
-            batch.step_cycles(none, cycles)
-        want = batches["one by one"].state_tensors()
-        for kernel in ("cpu", "cuda"):
-            got = batches[kernel].state_tensors()
-            for name, tensor in want.items():
-                assert torch.equal(got[name], tensor), \
-                    f"{kernel} variant: {name} differs after {cycles} cycles"
-    batch = batches["cpu"]
+    batch = _run_like_one_by_one(
+        rom, (7, 13, 100, 1001, 4567, 30011, 70224, 3, 140448, 99991))["cpu"]
     rounds = batch.read_memory(0, 0xFF81)
     assert rounds >= 5 and batch.read_memory(0, 0xFF80) != 0  # rounds, timer interrupts
     # the fills store the round's number: up, down and on through the echo of C000
