@@ -177,8 +177,6 @@ def test_cuda_variant_ptx_is_the_recorded_one() -> None:
     )
 
 
-# The start of a test ROM's main code: the stack, and a timer interrupt every 256 cycles
-# (TMA $F0, 262,144 Hz), enabled.
 # The timer interrupt's vector jumps to a handler named Timer, the entry to Main.
 TIMER_VECTORS = """SECTION "timer", ROM0[$0050]
     jp Timer
@@ -186,6 +184,8 @@ SECTION "entry", ROM0[$0100]
     nop
     jp Main
 """
+# The start of a test ROM's main code: the stack, and a timer interrupt every 256 cycles
+# (TMA $F0, 262,144 Hz), enabled.
 TIMER_MAIN = """SECTION "main", ROM0[$0150]
 Main:
     ld sp, $FFFE
@@ -368,8 +368,9 @@ Far:
 
 
 def _without_countdown_loops(batch: GameBoyBatch) -> GameBoyBatch:
-    """``batch`` with the countdown-loop marks (decode.RUN_LOOP) cleared from its predecoded
-    ROM, which both variants read at run time: its loops then run pass by pass."""
+    """``batch`` with the loop marks (decode.RUN_LOOP) cleared from its predecoded ROM, and
+    the switch of loops in HRAM after it, which both variants read at run time: its loops
+    then run pass by pass."""
     from gbx_gameboy.decode import DESC_TABLE_BYTES, QUICK_RUN, QUICK_SHIFT, RUN_LOOP
 
     dec = batch._g.dec.numpy()
