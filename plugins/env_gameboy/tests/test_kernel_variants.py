@@ -17,7 +17,9 @@ from gbx_gameboy.machine import (
     CPU_VARIANT_MAX_WARP_THREADS,
     RESIDENT_WARPS_PER_SM,
     GameBoyBatch,
+    block_warps_problem,
     launch_plan,
+    launch_shape,
 )
 from gbx_gameboy.tiles import env_rows
 from gbx_gameboy.warp_setup import wp
@@ -28,13 +30,17 @@ BUILD_OPTIONS = ("GBX_GAMEBOY_PHASE_CLOCKS", "GBX_GAMEBOY_CHECK_BOUNDS",
 
 
 def _played(rom: str, kernel: str, n: int, boot: int, device: str = "cpu",
-            block_threads: int | None = None) -> dict[str, torch.Tensor]:
+            block_threads: int | None = None,
+            block_warps: int | None = None) -> dict[str, torch.Tensor]:
     """n envs booted (``boot`` frames, then START), then stepped with a different random
     button sequence per env."""
-    batch = GameBoyBatch(rom, n, device, threads=1, kernel=kernel, block_threads=block_threads)
+    batch = GameBoyBatch(rom, n, device, threads=1, kernel=kernel, block_threads=block_threads,
+                         block_warps=block_warps)
     assert batch.kernel == kernel
     if block_threads is not None:
         assert batch.block_threads == block_threads
+    if block_warps is not None:
+        assert batch.block_warps == block_warps
     batch.run_frames(boot)
     batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32, device=device), 6,
                       release_after=3)
@@ -82,6 +88,29 @@ def test_cpu_variant_on_the_cpu_matches_either_variant_on_a_gpu(gpu_kernel: str,
         assert torch.equal(tensor, on_gpu[name]), f"{name} differs between CPU and CUDA"
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
+@pytest.mark.parametrize(("gpu_kernel", "block", "n"), [("cpu", 1, 300), ("cpu", 4, 1002),
+                                                         ("cuda", 16, 2070)])
+def test_blocks_of_neighbouring_warps_run_each_env_as_blocks_of_one_warp(
+        gpu_kernel: str, block: int, n: int) -> None:
+    """Blocks of several warps of neighbouring envs (the default once the batch gives an SM
+    more than one warp) run every env exactly as blocks of one warp do: batches whose last
+    warp and last block are not full, on either variant."""
+    sms = wp.get_device("cuda").sm_count
+    one = _played(str(FLAPPY), gpu_kernel, n, 120, device="cuda", block_threads=block,
+                  block_warps=1)
+    warps = -(-n // block)
+    default = min(RESIDENT_WARPS_PER_SM, -(-warps // sms))
+    for block_warps in sorted({default, RESIDENT_WARPS_PER_SM, 3}):
+        many = _played(str(FLAPPY), gpu_kernel, n, 120, device="cuda", block_threads=block,
+                       block_warps=block_warps)
+        for name, tensor in one.items():
+            assert torch.equal(tensor, many[name]), f"{name} differs at {block_warps} warps"
+    mem = one["mem"]
+    assert not torch.equal(env_rows(mem, 0), env_rows(mem, n - 1)), "the envs did not diverge"
+
+
 def test_auto_picks_the_devices_variant() -> None:
     batch = GameBoyBatch(str(DEFAULT_ROM), 1, "cpu")
     assert (batch.kernel, batch.block_threads) == ("cpu", 32)
@@ -99,6 +128,37 @@ def test_block_threads_are_checked() -> None:
         GameBoyBatch(str(DEFAULT_ROM), 1, "cpu", block_threads=3)
     with pytest.raises(ValueError, match=r"on the CPU device .* \(threads=\)"):
         GameBoyBatch(str(DEFAULT_ROM), 1, "cpu", block_threads=8)
+    with pytest.raises(ValueError, match=r"block_warps sets a GPU launch's blocks"):
+        GameBoyBatch(str(DEFAULT_ROM), 1, "cpu", block_warps=2)
+    assert block_warps_problem(0, False) == "block_warps must be 1 to 8, got 0"
+    assert block_warps_problem(9, False) == "block_warps must be 1 to 8, got 9"
+    assert block_warps_problem(8, False) is None and block_warps_problem(None, True) is None
+
+
+def test_launch_shape_gives_each_sm_its_warps_in_one_block() -> None:
+    """A warp per 1 - 32 envs, its other lanes idle; as many warps per block as the batch
+    gives each SM, up to the 8 resident (132 SMs: an H200)."""
+    assert launch_shape(1, 1, 132) == (32, 32)
+    assert launch_shape(64, 1, 132) == (64 * 32, 32)  # one warp on each of 64 SMs
+    assert launch_shape(300, 1, 132) == (300 * 32, 96)  # 3 warps per SM
+    assert launch_shape(1024, 1, 132) == (1024 * 32, 256)
+    assert launch_shape(4096, 4, 132) == (1024 * 32, 256)
+    assert launch_shape(1002, 4, 132) == (251 * 32, 64)  # a last warp of 2 envs
+    assert launch_shape(16384, 16, 132) == (1024 * 32, 256)
+    assert launch_shape(65536, 32, 132) == (65536, 256)  # more than resident: 8 per block
+    assert launch_shape(1024, 1, 132, block_warps=1) == (1024 * 32, 32)
+    assert launch_shape(64, 8, 0) == (256, 256)  # no SM count: one SM
+    for n in range(1, 70000, 1231):
+        kernel, block = launch_plan(n, 132)
+        threads, per_block = launch_shape(n, block, 132)
+        warps = threads // 32
+        assert threads % 32 == 0 and warps * block >= n > (warps - 1) * block
+        assert per_block % 32 == 0 and 1 <= per_block // 32 <= RESIDENT_WARPS_PER_SM
+        # as many warps per SM as one-warp blocks would give it, at most the resident
+        # ones; below that, one block per SM at most
+        assert per_block // 32 == min(RESIDENT_WARPS_PER_SM, -(-warps // 132))
+        blocks = -(-warps // (per_block // 32))
+        assert blocks <= 132 or per_block // 32 == RESIDENT_WARPS_PER_SM
 
 
 def test_launch_plan_fits_the_batch_in_the_resident_warps() -> None:

@@ -108,13 +108,15 @@ def test_bench_kernel_option() -> None:
     assert json.loads(_last_line(res.output))["kernel"] == "cuda"
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("3", "must be one of 1, 2, 4, 8, 16, 32, got 3"),
-    ("8", "on the CPU device a batch is split over worker threads"),
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--block-threads", "3", "must be one of 1, 2, 4, 8, 16, 32, got 3"),
+    ("--block-threads", "8", "on the CPU device a batch is split over worker threads"),
+    ("--block-warps", "9", "9 is not in the range 1<=x<=8"),
+    ("--block-warps", "2", "on the CPU device a batch is split over worker threads"),
 ])
-def test_bench_block_threads_are_checked(value: str, message: str) -> None:
-    res = CliRunner().invoke(emulator_bench, ["--envs", "1", "--block-threads", value])
-    assert res.exit_code == 2 and "--block-threads" in res.output and message in res.output
+def test_bench_gpu_launch_options_are_checked(option: str, value: str, message: str) -> None:
+    res = CliRunner().invoke(emulator_bench, ["--envs", "1", option, value])
+    assert res.exit_code == 2 and option in res.output and message in res.output
 
 
 def test_bench_without_drawing_times_the_same_emulation() -> None:

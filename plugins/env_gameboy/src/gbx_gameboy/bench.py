@@ -119,6 +119,7 @@ def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
     cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
     kernel: str = "auto", draw: bool = True, block_threads: int | None = None,
+    block_warps: int | None = None,
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate).
 
@@ -139,7 +140,7 @@ def measure(
     from gbx_gameboy.machine import GameBoyBatch
 
     batch = GameBoyBatch(rom, envs, device, threads=threads, kernel=kernel,
-                         block_threads=block_threads)
+                         block_threads=block_threads, block_warps=block_warps)
     compile_s = batch.compile()
     tdev = "cuda" if batch.device.startswith("cuda") else "cpu"
     n_steps = max(1, frames // STEP_FRAMES)
@@ -196,6 +197,8 @@ def measure(
         # GPU: threads per block of the run kernel's launch (a block under 32 is a warp
         # of that many Game Boys)
         "block_threads": None if batch.device.startswith("cpu") else batch.block_threads,
+        # GPU: warps per block of that launch (machine.launch_shape)
+        "block_warps": None if batch.device.startswith("cpu") else batch.block_warps,
         "draw": draw,  # the last frame of each step drawn
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -240,9 +243,12 @@ def measure(
                    "variant on the CPU, the CPU variant with its inner loop on a GPU) to "
                    "compare the two")
 @click.option("--block-threads", type=EnvCounts(), default=None,
-              help="GPU: threads per block of the run kernel's launch, comma separated "
+              help="GPU: Game Boys per warp of the run kernel's launch, comma separated "
                    "(1,8,32; each of 1, 2, 4, 8, 16, 32): one record per batch size and "
-                   "block size (default: the batch's own choice)")
+                   "warp size (default: the batch's own choice)")
+@click.option("--block-warps", type=click.IntRange(1, 8), default=None,
+              help="GPU: warps of neighbouring Game Boys per block of that launch, 1 to 8 "
+                   "(default: as many as the batch gives each SM)")
 @click.option("--draw/--no-draw", default=True, show_default=True,
               help="draw the last frame of each step, as the envs' observations need; "
                    "--no-draw times the same emulation without drawing")
@@ -252,8 +258,8 @@ def measure(
                    "in turn with the same buttons; frames_per_cpu_s compares per core")
 def emulator_bench(
     rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
-    warmup_steps: int, threads: int, kernel: str, block_threads: list[int] | None, draw: bool,
-    emulator: str,
+    warmup_steps: int, threads: int, kernel: str, block_threads: list[int] | None,
+    block_warps: int | None, draw: bool, emulator: str,
 ) -> None:
     """Emulated frames/s and instructions/s; prints one JSON record per batch size.
 
@@ -272,10 +278,11 @@ def emulator_bench(
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
     if emulator == "pyboy":
         if (cold or kernel != "auto" or threads != 0 or not device.startswith("cpu") or not draw
-                or block_threads is not None):
+                or block_threads is not None or block_warps is not None):
             raise click.BadParameter("PyBoy runs on one CPU core with no kernel and draws "
                                      "each step's last frame: leave out --cold, --kernel, "
-                                     "--threads, --block-threads, --device and --no-draw",
+                                     "--threads, --block-threads, --block-warps, --device "
+                                     "and --no-draw",
                                      param_hint="--emulator")
         from gbx_gameboy.pyboy_bench import measure_pyboy
 
@@ -284,19 +291,23 @@ def emulator_bench(
                 image, n, frames, game if game is not None else rom is not None,
                 warmup_steps=warmup_steps)))
         return
-    from gbx_gameboy.machine import block_threads_problem
+    from gbx_gameboy.machine import block_threads_problem, block_warps_problem
 
     blocks: list[int | None] = list(block_threads) if block_threads else [None]
     for b in blocks:  # every size checked before the first is measured
         problem = block_threads_problem(b, device.startswith("cpu"))
         if problem:
             raise click.BadParameter(problem, param_hint="--block-threads")
+    problem = block_warps_problem(block_warps, device.startswith("cpu"))
+    if problem:
+        raise click.BadParameter(problem, param_hint="--block-warps")
     first = True
     for n in envs:
         for b in blocks:
             record = measure(image, n, frames, device,
                              game if game is not None else rom is not None,
                              cold=cold and first, warmup_steps=warmup_steps, threads=threads,
-                             kernel=kernel, draw=draw, block_threads=b)
+                             kernel=kernel, draw=draw, block_threads=b,
+                             block_warps=block_warps)
             first = False
             click.echo(json.dumps(record))

@@ -694,13 +694,18 @@ def run_kernel(
     buttons: wp.array(dtype=wp.int32),
     use_buttons: int,
     release_after: int,
+    warp_bits: int,
+    env_end: int,
     env_base: int,
 ):
     """Run each env for ``amount`` cycles (mode 0) or frames (mode 1).
 
-    Thread ``i`` runs env ``env_base + i``: the CPU device runs a batch as contiguous
-    chunks of envs, one launch per worker thread (machine.CpuChunks); a GPU launch covers
-    the whole batch from env 0.
+    Lane ``l`` of warp ``w`` (thread ``32 w + l``) runs env ``env_base + (w << warp_bits)
+    + l`` when ``l < 2 ** warp_bits`` and that env is below ``env_end``; the other threads
+    return at once. A GPU launch covers the whole batch from env 0 with ``2 ** warp_bits``
+    Game Boys per warp (machine.launch_shape); the CPU device runs a batch as contiguous
+    chunks of envs, one launch per worker thread (cpu_threads.ChunkedLaunch), with
+    ``warp_bits`` 5 (thread ``i``, env ``env_base + i``).
 
     One iteration of the loop is one instruction in four phases: fetch (opcode and
     immediates), reads, register work, writes. Memory is touched only in the fetch, read
@@ -715,7 +720,13 @@ def run_kernel(
     event earlier, and any catch-up they trigger happens only once an event is due, which
     the next iteration's catch-up sees too.
     """
-    env = wp.tid() + env_base
+    tid = wp.tid()
+    lane = tid & 31
+    if (lane >> warp_bits) != 0:  # a lane past its warp's Game Boys
+        return
+    env = ((tid >> 5) << warp_bits) + lane + env_base
+    if env >= env_end:
+        return
     if sget(g, env, S_LOCKED) != 0:
         return
     r = vec8i()

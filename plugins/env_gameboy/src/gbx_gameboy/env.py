@@ -311,8 +311,10 @@ class GameBoyEnv:
         # Start snapshots, built on a one-env batch so setup cost does not grow with N:
         # each start state, then 1..random_noop_max no-op frames after it. It runs the
         # batch's kernel build (variant and block size), so an env compiles only one.
-        probe = GameBoyBatch(self.batch.cart, 1, wdev, kernel=self.batch.kernel,
-                             block_threads=self.batch.block_threads)
+        probe = GameBoyBatch(
+            self.batch.cart, 1, wdev, kernel=self.batch.kernel,
+            block_threads=self.batch.block_threads,
+            block_warps=None if wdev.startswith("cpu") else self.batch.block_warps)
         starts = []
         with self._on_torch_stream():
             paths: list[str | Path] = [config.state, *start_state_files(config.start_states)]

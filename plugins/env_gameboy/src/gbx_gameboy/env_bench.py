@@ -96,7 +96,7 @@ def measure(
             torch.cuda.synchronize(dev)
         reset_s[name] = (time.perf_counter() - t0) / 10
     workers = env.batch.cpu_workers if dev.type == "cpu" else None
-    kernel, block = env.batch.kernel, env.batch.block_threads
+    kernel, block, block_warps = env.batch.kernel, env.batch.block_threads, env.batch.block_warps
     env.close()
     key = "rss" if dev.type == "cpu" else "device_used"
     return {
@@ -104,9 +104,11 @@ def measure(
         "device": str(dev),
         "num_envs": num_envs,
         "threads": workers,
-        # the run kernel's variant and, on a GPU, its launch's threads per block
+        # the run kernel's variant and, on a GPU, its launch's Game Boys per warp and
+        # warps per block
         "kernel": kernel,
         "block_threads": None if dev.type == "cpu" else block,
+        "block_warps": None if dev.type == "cpu" else block_warps,
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_step": config.frames_per_step,
         "obs_size": config.obs_size,

@@ -33,7 +33,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "fb17c02f4f5ad05286532bfb0febbbbefdefda2b8a649ce344518a29a9b769ab"
+CUDA_PTX_SHA256 = "c25a9bc1711f9df190426a07462ddc6227894d5fb815cb81d3e224644384fc5c"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda") -> str:

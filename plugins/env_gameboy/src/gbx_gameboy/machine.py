@@ -72,6 +72,37 @@ def launch_plan(num_envs: int, sm_count: int) -> tuple[str, int]:
     return ("cpu" if block <= CPU_VARIANT_MAX_WARP_THREADS else "cuda"), block
 
 
+def launch_shape(num_envs: int, block_threads: int, sm_count: int,
+                 block_warps: int | None = None) -> tuple[int, int]:
+    """``(threads launched, threads per block)`` of a GPU launch of the run kernel with
+    ``block_threads`` Game Boys per warp.
+
+    Each warp runs ``block_threads`` consecutive envs in its first lanes; its other lanes
+    return at once (registers are allocated for them anyway, see
+    ``RESIDENT_WARPS_PER_SM``). A block is ``block_warps`` such warps of consecutive envs,
+    by default as many as the batch gives each SM (at most the SM's resident warps): the
+    GPU hands blocks to SMs one at a time, so the SMs hold as many warps each as blocks of
+    one warp would give them, but the warps an SM runs together hold neighbouring envs,
+    whose bytes share the 32-byte sectors of the tiled state (layout.py) in its L1 cache
+    instead of each bringing in sectors it uses one byte of."""
+    warps = -(-num_envs // block_threads)
+    if block_warps is None:
+        block_warps = min(RESIDENT_WARPS_PER_SM, -(-warps // max(1, sm_count)))
+    return warps * 32, 32 * block_warps
+
+
+def block_warps_problem(block_warps: int | None, on_cpu: bool) -> str | None:
+    """Why ``block_warps`` cannot be a batch's warps per block (None: it can)."""
+    if block_warps is None:
+        return None
+    if on_cpu:
+        return ("block_warps sets a GPU launch's blocks; on the CPU device a batch is "
+                "split over worker threads instead (threads=)")
+    if not 1 <= block_warps <= RESIDENT_WARPS_PER_SM:
+        return f"block_warps must be 1 to {RESIDENT_WARPS_PER_SM}, got {block_warps!r}"
+    return None
+
+
 def block_threads_problem(block_threads: int | None, on_cpu: bool) -> str | None:
     """Why ``block_threads`` cannot be a batch's threads per block (None: it can)."""
     if block_threads is not None and block_threads not in BLOCK_THREADS:
@@ -148,8 +179,9 @@ class GameBoyBatch:
 
     On the CPU device a launch runs as ``threads`` chunks of envs in parallel (default:
     every core, see cpu_threads.py); a GPU launch is one launch over the whole batch, with
-    the run kernel's variant (``kernel``) and threads per block (``block_threads``) of
-    :func:`launch_plan` unless given.
+    the run kernel's variant (``kernel``) and Game Boys per warp (``block_threads``) of
+    :func:`launch_plan` and the warps per block (``block_warps``) of :func:`launch_shape`
+    unless given.
 
     Per-env state (layout.py) is tiled ``(tiles, rows, TILE)``: the envs of a warp touching
     the same address coalesce, and kernels reach every row of an env at a constant offset.
@@ -166,6 +198,7 @@ class GameBoyBatch:
         threads: int | None = None,
         kernel: str = "auto",
         block_threads: int | None = None,
+        block_warps: int | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -184,7 +217,8 @@ class GameBoyBatch:
         self.device = str(wp.get_device(device))
         on_cpu = self.device.startswith("cpu")
         self._on_cpu = on_cpu
-        problem = block_threads_problem(block_threads, on_cpu)
+        problem = (block_threads_problem(block_threads, on_cpu)
+                   or block_warps_problem(block_warps, on_cpu))
         if problem:
             raise ValueError(problem)
         # The run kernel's variant (cpu.HOST) and a GPU launch's threads per block, where
@@ -197,6 +231,15 @@ class GameBoyBatch:
         self.kernel = plan_kernel if kernel == "auto" else kernel
         host = self.kernel == "cpu"
         self.block_threads = plan_block if block_threads is None else block_threads
+        # A GPU launch's threads and threads per block (launch_shape); the CPU device
+        # launches its chunks of envs one env per thread (warp_bits 5: thread i, env i).
+        self._warp_bits = 5
+        self._launch_dim, self._block_dim = num_envs, RUN_BLOCK_DIM
+        if not on_cpu:
+            self._warp_bits = self.block_threads.bit_length() - 1
+            self._launch_dim, self._block_dim = launch_shape(
+                num_envs, self.block_threads, wp.get_device(self.device).sm_count, block_warps)
+        self.block_warps = self._block_dim // 32
         self._run_kernel = run_kernel_host if host else run_kernel
         self._store_gb = store_gb_host if host else store_gb
         self.num_envs = num_envs
@@ -412,7 +455,7 @@ class GameBoyBatch:
         """Build (or load from the kernel cache) the run kernel; returns seconds taken."""
         t0 = time.perf_counter()
         wp.load_module(self._run_kernel.module, device=self.device,
-                       block_dim=None if self._on_cpu else self.block_threads)
+                       block_dim=None if self._on_cpu else self._block_dim)
         self.last_compile_s = time.perf_counter() - t0
         return self.last_compile_s
 
@@ -434,10 +477,12 @@ class GameBoyBatch:
             buttons if buttons is not None else self._no_buttons,
             1 if buttons is not None else 0,
             release_after,
+            self._warp_bits,
+            self.num_envs,
         ]
         if not self._on_cpu:
-            wp.launch(self._run_kernel, dim=self.num_envs, inputs=[*inputs, 0],
-                      device=self.device, block_dim=self.block_threads)
+            wp.launch(self._run_kernel, dim=self._launch_dim, inputs=[*inputs, 0],
+                      device=self.device, block_dim=self._block_dim)
         else:
             if self._chunks is None:
                 self._chunks = ChunkedLaunch(self._run_kernel, self.device, self.num_envs,
