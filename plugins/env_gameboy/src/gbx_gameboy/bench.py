@@ -194,8 +194,7 @@ def measure(
         # CPU device: the worker threads the launches ran on (a GPU ignores the count)
         "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
         "kernel": batch.kernel,  # the run kernel's variant (cpu.HOST)
-        # GPU: threads per block of the run kernel's launch (a block under 32 is a warp
-        # of that many Game Boys)
+        # GPU: Game Boys per warp of the run kernel's launch
         "block_threads": None if batch.device.startswith("cpu") else batch.block_threads,
         # GPU: warps per block of that launch (machine.launch_shape)
         "block_warps": None if batch.device.startswith("cpu") else batch.block_warps,

@@ -190,8 +190,8 @@ from gbx_gameboy.warp_setup import wp
 # launch and the kernel's register use allows only a few warps per SM, so a launch must
 # spread over many small blocks to reach every SM: with Warp's default of 256, 16,384 envs
 # made 64 blocks and left half of a 132-SM GPU idle. A GPU batch launches the run kernel
-# with blocks of its own size, one warp or less (machine.launch_plan); Warp builds the
-# module once per block size.
+# with blocks of its own size (machine.launch_shape: as many warps as the batch gives each
+# SM); Warp builds the module once per block size.
 RUN_BLOCK_DIM = 32
 wp.set_module_options({"enable_backward": False, "block_dim": RUN_BLOCK_DIM})
 # The run kernel is generated from one source for each device: ``run_kernel`` for CUDA

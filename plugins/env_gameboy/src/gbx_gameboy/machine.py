@@ -40,9 +40,9 @@ assert MAX_CYCLES_PER_LAUNCH < LAUNCH_TIME_LIMIT
 # Run-kernel variants (cpu.HOST): the one for the batch's device, or either by name
 # on either device (to compare what each variant's code costs on the other).
 KERNEL_VARIANTS = ("auto", "cpu", "cuda")
-# Threads per block of a GPU launch of the run kernel. A block smaller than a warp makes a
-# warp of that many threads: fewer Game Boys share (and wait for) one instruction stream,
-# and a batch spreads over more warps and SMs (cpu.RUN_BLOCK_DIM is a full warp).
+# Game Boys per warp of a GPU launch of the run kernel (``block_threads``; the other lanes
+# of the warp stay idle): fewer Game Boys share (and wait for) one instruction stream, and
+# a batch spreads over more warps and SMs (cpu.RUN_BLOCK_DIM is a full warp).
 BLOCK_THREADS = (1, 2, 4, 8, 16, 32)
 # Warps of the run kernel an SM holds at once: its 255 registers per thread are allocated
 # as 256 per lane of a warp, whatever the warp's live lanes, and an SM has 65,536.
@@ -55,13 +55,13 @@ CPU_VARIANT_MAX_WARP_THREADS = 4
 
 
 def launch_plan(num_envs: int, sm_count: int) -> tuple[str, int]:
-    """The run kernel's variant and threads per block for ``num_envs`` Game Boys on a GPU
+    """The run kernel's variant and Game Boys per warp for ``num_envs`` Game Boys on a GPU
     of ``sm_count`` SMs (``kernel="auto"``).
 
     Each thread runs one Game Boy for a whole launch and each warp holds its SM's issue
     slots until its threads finish, so the batch goes fastest when it is resident at once
     in as many warps as the GPU holds, with as few Game Boys sharing a warp as that allows:
-    the smallest block (a power of two up to a warp) that fits the batch in
+    the smallest number per warp (a power of two up to 32) that fits the batch in
     ``sm_count * RESIDENT_WARPS_PER_SM`` warps. With at most
     ``CPU_VARIANT_MAX_WARP_THREADS`` per warp the CPU variant runs them (its branches cost
     little when few threads share them), with more the CUDA variant."""
@@ -104,7 +104,7 @@ def block_warps_problem(block_warps: int | None, on_cpu: bool) -> str | None:
 
 
 def block_threads_problem(block_threads: int | None, on_cpu: bool) -> str | None:
-    """Why ``block_threads`` cannot be a batch's threads per block (None: it can)."""
+    """Why ``block_threads`` cannot be a batch's Game Boys per warp (None: it can)."""
     if block_threads is not None and block_threads not in BLOCK_THREADS:
         return (f"block_threads must be one of {', '.join(map(str, BLOCK_THREADS))}, "
                 f"got {block_threads!r}")
@@ -221,7 +221,7 @@ class GameBoyBatch:
                    or block_warps_problem(block_warps, on_cpu))
         if problem:
             raise ValueError(problem)
-        # The run kernel's variant (cpu.HOST) and a GPU launch's threads per block, where
+        # The run kernel's variant (cpu.HOST) and a GPU launch's Game Boys per warp, where
         # not given: on the CPU device its own variant (its launches keep the module's
         # blocks), on a GPU the launch plan for the batch's size. Both variants run on
         # both devices and give the same state bit for bit.
