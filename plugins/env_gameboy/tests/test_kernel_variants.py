@@ -100,8 +100,7 @@ def test_blocks_of_neighbouring_warps_run_each_env_as_blocks_of_one_warp(
     sms = wp.get_device("cuda").sm_count
     one = _played(str(FLAPPY), gpu_kernel, n, 120, device="cuda", block_threads=block,
                   block_warps=1)
-    warps = -(-n // block)
-    default = min(RESIDENT_WARPS_PER_SM, -(-warps // sms))
+    default = launch_shape(n, block, sms)[1] // 32
     for block_warps in sorted({default, RESIDENT_WARPS_PER_SM, 3}):
         many = _played(str(FLAPPY), gpu_kernel, n, 120, device="cuda", block_threads=block,
                        block_warps=block_warps)
