@@ -147,6 +147,21 @@ def test_rom_predecode_holds_word_0_and_the_inner_loop_lane() -> None:
     assert D.DESC_TABLE_BYTES == D.decode_table().nbytes
 
 
+def test_rom_predecode_sends_bank_edges_to_the_full_path() -> None:
+    # The inner loop loads an instruction's three code bytes from one bank: at the last
+    # three offsets of a bank they span two, so the lane there is LANE_GENERIC (word 0's
+    # fields stay).
+    rom = bytes([0x04]) * 0x10000  # INC B everywhere: LANE_REG8
+    pre = D.rom_predecode(rom).astype(np.int64)
+    low = (1 << D.QUICK_SHIFT) - 1
+    for bank_start in (0, 0x4000, 0x8000, 0xC000):
+        edge = bank_start + 0x3FFD
+        assert [int(pre[a]) >> D.QUICK_SHIFT for a in range(edge - 1, edge + 3)] == [
+            D.LANE_REG8, D.LANE_GENERIC, D.LANE_GENERIC, D.LANE_GENERIC], hex(edge)
+        assert int(pre[edge]) & low == D.describe(0x04).words()[0] & low
+    assert int(pre[0x4000]) >> D.QUICK_SHIFT == D.LANE_REG8
+
+
 def test_rom_predecode_marks_runs_of_nops_and_jr0_where_they_start() -> None:
     rom = bytearray([0x76] * 0x8000)  # HALT everywhere else
     rom[0x200:0x203] = bytes(3)  # NOP NOP NOP

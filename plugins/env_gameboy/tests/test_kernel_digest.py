@@ -13,10 +13,12 @@ from click.testing import CliRunner
 
 from gbx_gameboy.cli import gameboy
 from gbx_gameboy.kernel_digest import (
+    canonical_ptx,
     find_cuda_tool,
     find_ptxas,
     parse_ptxas,
     run_ptxas,
+    sha256_of_ptx,
     short_name,
 )
 from gbx_gameboy.warp_setup import wp
@@ -34,6 +36,63 @@ ptxas info    : Used 255 registers, used 0 barriers, 872 bytes cumulative stack 
 ptxas info    : Function properties for {RD_CALL}
     0 bytes stack frame, 204 bytes spill stores, 200 bytes spill loads
 """
+
+
+PTX_HEAD = """\
+.version 9.4
+.target sm_90
+.address_size 64
+
+"""
+PTX_FUNC = """\
+.func _Z6helperi(
+	.param .b32 _Z6helperi_param_0
+)
+{
+	ld.param.u32 	%r1, [_Z6helperi_param_0];
+	@%p1 bra 	$L__BB{n}_2;
+$L__BB{n}_2:
+	ret;
+}
+"""
+PTX_ENTRY = """\
+	// .globl	{name}
+.visible .entry {name}(
+	.param .u32 {name}_param_0
+)
+{{
+	setp.eq.s32 	%p1, %r1, {k};
+	@%p1 bra 	$L__BB{n}_1;
+$L__BB{n}_1:
+	ret;
+}}
+"""
+
+
+def _ptx(order: tuple[str, ...], k: int = 0) -> str:
+    """PTX of three functions in ``order``; NVVM numbers each function's block labels by
+    its place, so they change with the order too."""
+    parts = {"helper": lambda n: PTX_FUNC.replace("{n}", str(n)),
+             "run": lambda n: PTX_ENTRY.format(name="run_kernel", k=k, n=n),
+             "store": lambda n: PTX_ENTRY.format(name="store_gb", k=1, n=n)}
+    return PTX_HEAD + "".join(parts[p](n) for n, p in enumerate(order)) + "\0"
+
+
+def test_canonical_ptx_ignores_the_order_of_kernels_and_label_numbers() -> None:
+    # Warp hands a module's kernels to NVRTC in an order that can change with any edit
+    # of the Python source: the same code in another order has the same digest.
+    one = _ptx(("helper", "run", "store"))
+    other = _ptx(("store", "helper", "run"))
+    assert one != other
+    assert canonical_ptx(one) == canonical_ptx(other)
+    assert sha256_of_ptx(one) == sha256_of_ptx(other)
+    # ... and a change of one instruction changes it
+    assert sha256_of_ptx(_ptx(("helper", "run", "store"), k=5)) != sha256_of_ptx(one)
+    # every definition is kept, with its .globl comment
+    text = canonical_ptx(one)
+    assert text.startswith(".version 9.4")
+    assert text.count(".visible .entry") == 2 and text.count("// .globl") == 2
+    assert "\t// .globl\tstore_gb\n.visible .entry store_gb(" in text
 
 
 def test_parse_ptxas_reads_each_function() -> None:

@@ -217,6 +217,90 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
         sys.exit(1)
 
 
+@gameboy.command("sass-lines")
+@click.argument("profile", type=click.Path(exists=True, dir_okay=False))
+@click.option("--variant", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="the run kernel's variant that was profiled (the launch plan runs the "
+                   "CPU variant for small GPU batches, the CUDA variant for large ones)")
+@click.option("--by", type=click.Choice(["outer", "inner"]), default="outer",
+              show_default=True,
+              help="charge each instruction to the run kernel's own line (outer) or to the "
+                   "innermost line of the package's code, inside the helper it calls (inner)")
+@click.option("--per", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              show_default=True,
+              help="divide the executed counts by this, e.g. the env-frames the profiled "
+                   "launch ran")
+@click.option("--top", type=click.IntRange(min=1), default=40, show_default=True,
+              help="lines to print")
+@click.option("--json", "as_json", is_flag=True, help="one JSON record instead of a table")
+def sass_lines_command(profile: str, variant: str, by: str, per: float, top: int,
+                       as_json: bool) -> None:
+    """Nsight Compute's per-instruction profile of the run kernel, added up per Python line.
+
+    PROFILE is the SASS source page of one launch of the run kernel, profiled on a GPU with
+    `ncu --section SourceCounters --kernel-name regex:run_kernel --launch-count 1 -o R ...`
+    and exported with `ncu -i R.ncu-rep --page source --csv --print-source sass` (plain or
+    gzip-compressed). The
+    kernel is built here from this source tree with line information (no GPU; needs
+    ptxas and nvdisasm, as --ptxas of kernel-digest does) and lined up with the profile
+    instruction by instruction, so profile the same source tree. Prints, per line, its
+    share of the executed warp instructions and of the stall samples, and its executed
+    instructions and local-memory ones (spills, stack arrays) divided by --per."""
+    from pathlib import Path
+
+    from gbx_gameboy import kernel_digest as kd
+    from gbx_gameboy import sass_lines as sl
+
+    try:
+        raw = Path(profile).read_bytes()
+        if raw[:2] == b"\x1f\x8b":  # gzip: profiles are large, and kept compressed
+            import gzip
+
+            raw = gzip.decompress(raw)
+        profiled = sl.read_ncu_source_csv(raw.decode())
+    except (ValueError, UnicodeDecodeError, OSError, EOFError) as exc:
+        _fail(f"{profile}: {exc}")
+    if kd.find_ptxas() is None or kd.find_cuda_tool("nvdisasm") is None:
+        _fail("sass-lines: ptxas and nvdisasm not found; put the CUDA toolkit's bin directory "
+              "on PATH, set CUDA_HOME, or pip install nvidia-cuda-nvcc-cu12 "
+              "nvidia-cuda-nvdisasm")
+    entry = kd.RUN_KERNEL_ENTRY if variant == "cuda" else kd.RUN_KERNEL_HOST_ENTRY
+    sass = kd.sass_with_lines(kd.cuda_ptx(variant=variant, lineinfo=True))
+    built = sl.read_sass_lines(sass, entry)
+    from importlib.resources import files as package_files
+
+    package = package_files("gbx_gameboy")
+    files = frozenset(p.name for p in package.iterdir() if p.name.endswith(".py"))
+    costs, matched = sl.line_costs(built, profiled, files, by)
+    executed = sum(c.executed for c in costs) or 1
+    samples = sum(c.samples for c in costs) or 1
+    sources: dict[str, list[str]] = {}
+
+    def text(line: str) -> str:
+        name, _, number = line.partition(":")
+        if name not in files:
+            return ""
+        rows = sources.setdefault(name, (package / name).read_text().splitlines())
+        return rows[int(number) - 1].strip() if 0 < int(number) <= len(rows) else ""
+
+    top_costs = costs[:top]
+    if as_json:
+        lines = [{"line": c.line, "executed_share": c.executed / executed,
+                  "samples_share": c.samples / samples, "executed": c.executed / per,
+                  "local": c.local / per, "source": text(c.line)} for c in top_costs]
+        click.echo(json.dumps({"variant": variant, "by": by, "per": per,
+                               "instructions": len(profiled), "matched": matched,
+                               "executed": executed / per, "lines": lines}))
+        return
+    click.echo(f"{variant} variant, {len(profiled)} instructions profiled, {matched} matched "
+               f"to the build; executed per unit: {executed / per:,.0f}")
+    click.echo(f"{'line':<20} {'exec %':>7} {'stall %':>7} {'executed':>10} {'local':>9}  source")
+    for c in top_costs:
+        click.echo(f"{c.line:<20} {100 * c.executed / executed:7.2f} "
+                   f"{100 * c.samples / samples:7.2f} {c.executed / per:10.1f} "
+                   f"{c.local / per:9.1f}  {text(c.line)[:70]}")
+
+
 def _prepare(batch: object, state: str | None, press: str) -> list[tuple[str, int]]:
     """Load ``--state`` into every env and parse ``--press``; one-line errors on bad input."""
     from gbx_gameboy.actions import parse_presses

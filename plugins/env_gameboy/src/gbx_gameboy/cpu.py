@@ -768,13 +768,14 @@ def run_kernel(
         # Where CPU addresses 0000-3FFF and 4000-7FFF of the mapped banks start in ROM:
         # a code byte is one load from there (the ROM is a power of two >= 32 KiB, so
         # masking the bank's offset masks the whole index).
-        code_lo = rom_ptr
-        code_hi = rom_ptr
-        # The same for the predecoded ROM (decode.rom_predecode, 4 bytes per ROM byte),
-        # which the CPU variant's batch keeps after the descriptors in ``dec``.
+        # (offsets from rom_ptr: 32-bit values, where pointers would take two registers
+        # each in the inner loop)
+        off_lo = int(0)
+        off_hi = int(0)
+        # The predecoded ROM (decode.rom_predecode, 4 bytes per ROM byte), which the CPU
+        # variant's batch keeps after the descriptors in ``dec``: the word of ROM byte
+        # ``k`` lies 4 k bytes from pre_ptr.
         pre_ptr = g.dec_ptr + wp.uint64(DESC_TABLE_BYTES)
-        pre_lo = pre_ptr
-        pre_hi = pre_ptr
     # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
     next_ev = int(STALE)
     irq = int(0)
@@ -813,11 +814,8 @@ def run_kernel(
             dma_s = sget(g, env, T_DMA_START)
             dma_e = sget(g, env, T_DMA_END)
             if wp.static(HOST):
-                code_lo = rom_ptr + wp.uint64((bank0 * 0x4000) & g.rom_mask)
-                code_hi = rom_ptr + wp.uint64((bankx * 0x4000) & g.rom_mask) - wp.uint64(0x4000)
-                pre_lo = pre_ptr + wp.uint64(4 * ((bank0 * 0x4000) & g.rom_mask))
-                pre_hi = (pre_ptr + wp.uint64(4 * ((bankx * 0x4000) & g.rom_mask))
-                          - wp.uint64(4 * 0x4000))
+                off_lo = (bank0 * 0x4000) & g.rom_mask
+                off_hi = ((bankx * 0x4000) & g.rom_mask) - 0x4000
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[0] += c1 - c0
@@ -893,16 +891,25 @@ def run_kernel(
             # leaves it, before any of its effects, for the full path.
             if halt_bug == 0 and ei_delay == 0 and (ime == 0 or irq == 0):
                 ran = int(0)
-                while t < next_ev:
+                # An opcode fetched in OAM DMA (or two M-cycles before it) takes the full
+                # path: the loop ends at the first instruction that starts at or after
+                # q_end. (When an instruction jumps over the whole DMA, it ends there
+                # too: the full path is right for every instruction.)
+                q_end = next_ev
+                if t + 4 < dma_e:
+                    q_end = wp.min(next_ev, dma_s - 12)
+                while t < q_end:
                     tq = t + 4  # the opcode's M-cycle, as in the fetch below
-                    if pc > 0x7FFD or (pc & 0x3FFF) > 0x3FFC or (pc < 0x100 and g.has_boot != 0):
-                        break
-                    if tq + 8 >= dma_s and tq < dma_e:
+                    # Outside the cartridge ROM or in the boot ROM: the full path. (Bank
+                    # offsets above 0x3FFC, whose three code bytes span two banks, have
+                    # LANE_GENERIC in the predecoded ROM.)
+                    if pc > 0x7FFF or (pc < 0x100 and g.has_boot != 0):
                         break
                     # The instruction's descriptor word 0 and lane, and its bytes: two
                     # loads that wait only for PC.
-                    qw0 = ld_i32(wp.where(pc < 0x4000, pre_lo, pre_hi), 4 * pc)
-                    qword = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
+                    qoff = wp.where(pc < 0x4000, off_lo, off_hi) + pc
+                    qw0 = ld_i32(pre_ptr, 4 * qoff)
+                    qword = ld_u32(rom_ptr, qoff)
                     qlane = qw0 >> QUICK_SHIFT
                     if qlane == LANE_GENERIC:
                         break
@@ -1045,7 +1052,7 @@ def run_kernel(
                             if qa >= 0xC000:
                                 vq = plain_get(g, env, qa)
                             else:
-                                vq = ld_u8(wp.where(qa < 0x4000, code_lo, code_hi), qa)
+                                vq = ld_u8(rom_ptr, wp.where(qa < 0x4000, off_lo, off_hi) + qa)
                         else:
                             src = field(w1q, SRC8_SHIFT, 4)
                             if src != S8_IMM:
@@ -1083,7 +1090,7 @@ def run_kernel(
         if wp.static(HOST):
             # One CPU thread: the three bytes in one load when they lie in one bank.
             if fast and (pc & 0x3FFF) <= 0x3FFC:
-                word = ld_u32(wp.where(pc < 0x4000, code_lo, code_hi), pc)
+                word = ld_u32(rom_ptr, wp.where(pc < 0x4000, off_lo, off_hi) + pc)
                 op = word & 0xFF
                 b1 = (word >> 8) & 0xFF
                 b2 = (word >> 16) & 0xFF

@@ -460,9 +460,12 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     out = np.where(inner, kept | (lane << QUICK_SHIFT), kept)
     data = np.frombuffer(bytes(rom), dtype=np.uint8)
     pre = out.astype(np.int64)[data]
-    # Where the inner loop may fetch: a bank offset <= 0x3FFC (its three code bytes in
-    # one bank), not below 0x100 (where a boot ROM may be mapped).
     pos = np.arange(len(data))
+    # The inner loop loads an instruction's three code bytes from one bank: at a bank
+    # offset above 0x3FFC they span two, so the lane there is LANE_GENERIC.
+    pre[(pos & 0x3FFF) > 0x3FFC] &= (1 << QUICK_SHIFT) - 1
+    # Where runs and loops may start: also not below 0x100 (where a boot ROM may be
+    # mapped).
     fetchable = ((pos & 0x3FFF) <= 0x3FFC) & (pos >= 0x100)
     nop = fetchable & (data == 0x00)
     jr0 = np.zeros(len(data), dtype=bool)

@@ -1,18 +1,19 @@
 """Digests of the CUDA run kernel's compiled form, to show that CPU-only code paths leave it
 unchanged.
 
-The run kernel is generated per device (``cpu.HOST``): the CPU variant adds
-paths inside ``if wp.static(host):`` blocks. The CUDA variant's PTX, compiled through
-Warp's NVRTC with the content hashes stripped from the names (so the digest depends on
-the code, not on the hash of the Python source), is what the GPU runs after ptxas; its
-SHA-256 is recorded in ``CUDA_PTX_SHA256``. Compiling needs no GPU (only NVRTC, which Warp
-ships). A deliberate change to the GPU kernel updates the recorded digest in the same
-commit (``gbx gameboy kernel-digest`` prints it).
+The run kernel is generated per device (``cpu.HOST``): the CPU variant adds paths inside
+``if wp.static(host):`` blocks. The CUDA variant's PTX, compiled through Warp's NVRTC with
+the content hashes stripped from the names (so the digest depends on the code, not on the
+hash of the Python source), is what the GPU runs after ptxas; the SHA-256 of its
+canonical form (:func:`canonical_ptx`) is recorded in ``CUDA_PTX_SHA256``. Compiling needs
+no GPU (only NVRTC, which Warp ships). A deliberate change to the GPU kernel updates the
+recorded digest in the same commit (``gbx gameboy kernel-digest`` prints it).
 
 Where the CUDA toolkit's ``ptxas`` is installed, :func:`run_ptxas` assembles that PTX
 and reads back what ``ptxas -v`` reports per function: registers, stack frame and spill
 stores/loads, the figures the GPU driver's JIT arrives at for the same PTX
-(``gbx gameboy kernel-digest --ptxas``).
+(``gbx gameboy kernel-digest --ptxas``); :func:`sass_with_lines` disassembles it with the
+Python source line of each instruction (``gbx gameboy sass-lines``).
 """
 
 from __future__ import annotations
@@ -32,18 +33,20 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
-# SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True), warp 1.19.0.
-CUDA_PTX_SHA256 = "c25a9bc1711f9df190426a07462ddc6227894d5fb815cb81d3e224644384fc5c"
+# SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True) in canonical form, warp 1.19.0.
+CUDA_PTX_SHA256 = "684b9e3301f4b4d67c20dc3159e23873f783689fc52ba96981f145b112ac8abd"
 
 
-def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda") -> str:
+def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda", lineinfo: bool = False) -> str:
     """The run kernel's module compiled to PTX for ``arch``, names without hashes:
     ``variant`` "cuda" (the CUDA variant, whose digest is recorded) or "cpu" (the CPU
     variant, which a GPU runs for small batches: ``machine.launch_plan``).
 
     Compiled into a fresh directory, so neither the kernel cache nor an earlier build is
-    read. Kernel-building options taken from the environment at import
-    (``GBX_GAMEBOY_PHASE_CLOCKS``, ``GBX_GAMEBOY_CHECK_BOUNDS``, a register cap) change it.
+    read. ``lineinfo`` adds the source lines (NVRTC's ``-lineinfo``: Warp's ``#line``
+    directives name the Python lines), which leaves the code as it is. Kernel-building
+    options taken from the environment at import (``GBX_GAMEBOY_PHASE_CLOCKS``,
+    ``GBX_GAMEBOY_CHECK_BOUNDS``, a register cap) change it.
     """
     from gbx_gameboy.cpu import run_kernel, run_kernel_host
     from gbx_gameboy.warp_setup import wp
@@ -53,21 +56,60 @@ def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda") -> str:
     wp.init()
     module = (run_kernel if variant == "cuda" else run_kernel_host).module
     before = module.options.get("strip_hash")
+    lines_before = module.options.get("lineinfo", False)
     with tempfile.TemporaryDirectory(prefix="gbx-ptx-") as tmp:
         try:
+            module.options["lineinfo"] = lineinfo
             paths = wp.compile_aot_module(module, arch=arch, module_dir=tmp, use_ptx=True,
                                           strip_hash=True)
         finally:
             module.options["strip_hash"] = before  # compile_aot_module sets it on the module
+            module.options["lineinfo"] = lines_before
         ptx = [p for p in paths if str(p).endswith(".ptx")]
         if len(ptx) != 1:
             raise RuntimeError(f"expected one PTX file from Warp, got {paths}")
         return Path(ptx[0]).read_text()
 
 
+# A top-level definition or declaration in PTX: an entry (after its ``.globl`` comment) or
+# a device function.
+_PTX_ITEM = re.compile(r"^(\s*// \.globl|\.visible |\.weak |\.extern |\.func |\.entry )")
+# A basic block's label: $L__BB<function number>_<block number>.
+_PTX_LABEL = re.compile(r"\$L__BB\d+_")
+
+
+def canonical_ptx(ptx: str) -> str:
+    """``ptx`` with its kernels and device functions sorted and the function numbers taken
+    out of block labels: the form ``CUDA_PTX_SHA256`` is the digest of.
+
+    Warp hands a module's kernels to NVRTC in the order of a weak set, which follows where
+    the kernel objects happen to lie in memory, so a change anywhere in the Python source
+    (a CPU-only path too) can reorder them; NVVM numbers each function's labels by its
+    place. The canonical form is the same for the same code in any order."""
+    text = _PTX_LABEL.sub("$L__BB_", ptx.replace("\0", ""))
+    head: list[str] = []
+    items: list[list[str]] = []
+    for line in text.split("\n"):
+        if _PTX_ITEM.match(line):
+            # an entry's definition belongs with the .globl comment just before it
+            if (items and len(items[-1]) <= 2 and items[-1][0].lstrip().startswith("// .globl")
+                    and line.startswith((".visible", ".entry"))):
+                items[-1].append(line)
+            else:
+                items.append([line])
+        elif items:
+            items[-1].append(line)
+        else:
+            head.append(line)
+    # blank lines between items belong to none of them
+    body = sorted("\n".join(item).strip("\n") for item in items)
+    return "\n".join(head).rstrip("\n") + "\n\n" + "\n\n".join(body) + "\n"
+
+
 def sha256_of_ptx(ptx: str) -> str:
-    """SHA-256 (hex) of PTX text, as ``CUDA_PTX_SHA256`` records it."""
-    return hashlib.sha256(ptx.encode()).hexdigest()
+    """SHA-256 (hex) of PTX text in canonical form (:func:`canonical_ptx`), as
+    ``CUDA_PTX_SHA256`` records it."""
+    return hashlib.sha256(canonical_ptx(ptx).encode()).hexdigest()
 
 
 def ptx_digest(arch: int = DIGEST_ARCH) -> str:
@@ -201,22 +243,51 @@ def run_ptxas(ptx: str, arch: int = DIGEST_ARCH, ptxas: str | None = None,
     tool_version = (re.findall(r"release (\S+),", banner) or ["?"])[0]
     path = None
     with tempfile.TemporaryDirectory(prefix="gbx-ptxas-") as tmp:
-        src = Path(tmp, "kernel.ptx")
         cubin = Path(tmp, "kernel.cubin")
-        for _ in range(2):
-            src.write_text(ptx)
-            done = subprocess.run([tool, "-v", f"-arch=sm_{arch}", str(src), "-o", str(cubin)],
-                                  capture_output=True, text=True)
-            older = _VERSION.search(done.stderr)
-            if done.returncode == 0 or older is None:
-                break
-            ptx = re.sub(r"^\.version \S+", f".version {older.group(2)}", ptx, count=1,
-                         flags=re.M)
-            version = f"{older.group(1)} as {older.group(2)}"
-        if done.returncode != 0:
-            raise RuntimeError(f"ptxas failed: {done.stderr.strip().splitlines()[-1:]}")
+        done, older = _assemble(tool, ptx, arch, cubin, ["-v"])
+        if older:
+            version = f"{version} as {older}"
         if disasm:
             sass = subprocess.run([disasm, "-c", str(cubin)], capture_output=True, text=True,
                                   check=True).stdout
             path = loop_path(sass, entry)
     return PtxasReport(parse_ptxas(done.stderr), tool_version, version, path)
+
+
+def _assemble(tool: str, ptx: str, arch: int, cubin: Path,
+              options: Sequence[str]) -> tuple[subprocess.CompletedProcess[str], str | None]:
+    """Run ptxas on ``ptx`` into ``cubin``; when ptxas reads only an older PTX ISA, with
+    the ``.version`` line lowered to the one it names (returned, else None)."""
+    src = cubin.with_suffix(".ptx")
+    older = None
+    for _ in range(2):
+        src.write_text(ptx)
+        done = subprocess.run([tool, *options, f"-arch=sm_{arch}", str(src), "-o", str(cubin)],
+                              capture_output=True, text=True)
+        found = _VERSION.search(done.stderr)
+        if done.returncode == 0 or found is None:
+            break
+        ptx = re.sub(r"^\.version \S+", f".version {found.group(2)}", ptx, count=1, flags=re.M)
+        older = found.group(2)
+    if done.returncode != 0:
+        raise RuntimeError(f"ptxas failed: {done.stderr.strip().splitlines()[-1:]}")
+    return done, older
+
+
+def sass_with_lines(ptx: str, arch: int = DIGEST_ARCH) -> str:
+    """``nvdisasm -c -gi`` of ``ptx`` assembled with ``ptxas -lineinfo``: the SASS with,
+    before each instruction whose place changes, its source lines, innermost first
+    (:mod:`gbx_gameboy.sass_lines` reads it). ``ptx`` should carry line information
+    (``cuda_ptx(lineinfo=True)``)."""
+    tool = find_ptxas()
+    disasm = find_cuda_tool("nvdisasm")
+    if tool is None or disasm is None:
+        raise FileNotFoundError("ptxas and nvdisasm not found: put the CUDA toolkit's bin "
+                                "on PATH, or pip install nvidia-cuda-nvcc-cu12 "
+                                "nvidia-cuda-nvdisasm")
+    ptx = ptx.replace("\0", "")
+    with tempfile.TemporaryDirectory(prefix="gbx-ptxas-") as tmp:
+        cubin = Path(tmp, "kernel.cubin")
+        _assemble(tool, ptx, arch, cubin, ["-lineinfo"])
+        return subprocess.run([disasm, "-c", "-gi", str(cubin)], capture_output=True,
+                              text=True, check=True).stdout

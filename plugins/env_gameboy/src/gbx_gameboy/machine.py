@@ -161,6 +161,10 @@ def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -
             + (8 * CLOCK_ROWS if PHASE_CLOCKS else 0))
 
 
+# Bytes after the ROM in a batch's copy of it: a 4-byte load at its last byte stays inside.
+ROM_PAD = 3
+
+
 def batch_bytes(cart: Cartridge, num_envs: int,
                 serial_capacity: int = DEFAULT_SERIAL_CAPACITY, cpu_variant: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
@@ -169,7 +173,8 @@ def batch_bytes(cart: Cartridge, num_envs: int,
     per ROM byte) once, the per-env arrays. ``cpu_variant``: the batch runs the run
     kernel's CPU variant; the CUDA variant keeps 12 bytes per env of lines left to draw
     after a launch."""
-    rom = len(cart.data) * 5 + 4  # the ROM and its predecoded words (decode.rom_predecode)
+    # the ROM with its pad, and its predecoded words (decode.rom_predecode)
+    rom = len(cart.data) * 5 + ROM_PAD + 4
     pending = 0 if cpu_variant else num_envs * 3 * 4
     return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
 
@@ -248,7 +253,11 @@ class GameBoyBatch:
         nt = L.tiles_for(n)
         dev = self.device
         g = GB()
-        g.rom = wp.array(np.frombuffer(self.cart.data, dtype=np.uint8), dtype=wp.uint8, device=dev)
+        # ROM_PAD zero bytes after the ROM: the CPU variant's inner loop loads an
+        # instruction's four code bytes before it knows the lane, at any bank offset (one
+        # near a bank's end takes the full path then), so the last ones stay inside.
+        g.rom = wp.array(np.frombuffer(self.cart.data + bytes(ROM_PAD), dtype=np.uint8),
+                         dtype=wp.uint8, device=dev)
         boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
