@@ -74,6 +74,7 @@ def test_code_at_bank_edges_runs_alike_in_both_variants(tmp_path: Path) -> None:
     # batch's copy pads), and the predecoded ROM sends those instructions to the full path.
     # Here a JP at 0x3FFE takes its high byte from bank 2, mapped at 0x4000, not from the
     # ROM's bank 1, and another ends bank 2.
+    from gbx_gameboy.machine import ROM_PAD
     from gbx_gameboy.microrom import micro_rom
 
     rom = bytearray(micro_rom("    ld a, 2\n    ld [$2000], a\n    jp $3FF8", cart_type=1))
@@ -93,6 +94,8 @@ def test_code_at_bank_edges_runs_alike_in_both_variants(tmp_path: Path) -> None:
     states = {}
     for kernel in ("cpu", "cuda"):
         batch = GameBoyBatch(str(path), 2, "cpu", threads=1, kernel=kernel)
+        # a 4-byte code load at the ROM's last byte stays inside the batch's copy
+        assert batch._g.rom.shape[0] == len(rom) + ROM_PAD and ROM_PAD >= 3
         batch.run_frames(3)
         states[kernel] = {k: v.clone() for k, v in batch.state_tensors().items()}
         regs = batch.regs(0)
