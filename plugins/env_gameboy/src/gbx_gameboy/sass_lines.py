@@ -21,8 +21,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gbx_gameboy.sass_path import INSTRUCTION
+
 _FILE_LINE = re.compile(r'//## File "([^"]+)", line (\d+)')
-_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 _LOCAL = re.compile(r"^(LDL|STL)\b")
 
 
@@ -81,10 +82,10 @@ def read_sass_lines(sass: str, entry: str) -> list[BuiltInstruction]:
         if (m := _FILE_LINE.search(line)) is not None:
             pending.append(f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}")
             continue
-        if (m := _INSTR.search(line)) is not None:
+        if (m := INSTRUCTION.match(line.strip())) is not None:
             if pending:
                 chain, pending = tuple(pending), []
-            out.append(BuiltInstruction(m.group(1).strip(), chain))
+            out.append(BuiltInstruction(m.group(2).strip(), chain))
     if not out:
         raise ValueError(f"no instructions of {entry} in the disassembly")
     return out

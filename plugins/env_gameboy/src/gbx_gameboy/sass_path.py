@@ -18,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 _LABEL = re.compile(r"^(\.L_x_\d+):")
-_INSTR = re.compile(r"^/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
+# One instruction of nvdisasm's output (the line stripped): its address, then its text.
+INSTRUCTION = re.compile(r"^/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
 _TARGET = re.compile(r"`\((\.L_x_\d+)\)")
 # The descriptor words 1 and 2 of the fetched opcode: global loads at +4 and +8 of one base.
 _DESC = (re.compile(r"^LDG\.E(\.\w+)* R\d+, desc\[UR\d+\]\[R\d+\.64\+0x4\]"),
@@ -48,7 +49,7 @@ def function_body(sass: str, entry: str) -> list[str]:
             inside = True
         elif s.startswith(f"${entry}$") or (inside and s.startswith(".text.")):
             inside = False
-        elif inside and (_LABEL.match(s) or _INSTR.match(s)):
+        elif inside and (_LABEL.match(s) or INSTRUCTION.match(s)):
             out.append(s)
     return out
 
@@ -62,7 +63,7 @@ def _blocks(body: list[str]) -> tuple[list[list[str]], dict[int, set[int]]]:
         if m:
             labels[m.group(1)] = len(instrs)
         else:
-            m2 = _INSTR.match(s)
+            m2 = INSTRUCTION.match(s)
             if m2:
                 instrs.append(m2.group(2))
     leaders = {0} | set(labels.values())
