@@ -35,12 +35,13 @@ def _played(threads: int, n: int) -> dict[str, torch.Tensor]:
     sequence per env (so they diverge), on ``threads`` worker threads."""
     batch = GameBoyBatch(str(DEFAULT_ROM), n, "cpu", threads=threads)
     batch.run_frames(30)
-    chunks = batch._chunks  # the recorded launches and the pool, built by the first launch
+    chunks = batch._chunks.get("cpu")  # the recorded launches and pool, built at the first launch
     gen = torch.Generator().manual_seed(7)
     for _ in range(4):
         buttons = torch.randint(0, 256, (n,), generator=gen, dtype=torch.int32)
         batch.step_frames(buttons, 6, release_after=3)
-    assert chunks is not None and batch._chunks is chunks, "chunks rebuilt after the first launch"
+    assert chunks is not None and batch._chunks["cpu"] is chunks, \
+        "chunks rebuilt after the first launch"
     assert chunks.workers == batch.cpu_workers == min(threads, (n + 31) // 32)
     return {k: v.clone() for k, v in batch.state_tensors().items()}
 

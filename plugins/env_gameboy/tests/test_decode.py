@@ -135,16 +135,31 @@ def test_rom_predecode_holds_word_0_and_the_inner_loop_lane() -> None:
     pre = D.rom_predecode(rom)
     assert pre.dtype == np.int32 and pre.shape == (len(rom) + 1,)
     assert pre[-1] == D.RUN_LOOP  # the switch of countdown loops in HRAM
-    full_path = {0xCB}  # the CB prefix: its lane is the next byte's
+    low = (1 << D.QUICK_SHIFT) - 1
     for i, byte in enumerate(rom):
         word = int(pre[i])
         d = D.describe(byte)
-        assert word & ((1 << D.QUICK_SHIFT) - 1) == d.words()[0] & ((1 << D.QUICK_SHIFT) - 1)
-        inner = d.lane() in D.INNER_LANES and byte not in full_path
+        if byte == 0xCB:  # the prefix: the word of the instruction it starts
+            d = D.describe(D.CB_BASE + rom[i + 1])
+            assert word & 3 == 1  # one immediate: the second opcode byte
+        assert word & low & ~3 == d.words()[0] & low & ~3
+        inner = d.lane() in D.INNER_LANES
         assert word >> D.QUICK_SHIFT == (d.lane() if inner else D.LANE_GENERIC), hex(byte)
     assert {int(pre[b]) >> D.QUICK_SHIFT for b in (0x18, 0x3C, 0x7E, 0x77)} == {
         D.LANE_JUMP, D.LANE_REG8, D.LANE_LOAD8, D.LANE_STORE8}
     assert D.DESC_TABLE_BYTES == D.decode_table().nbytes
+
+
+def test_rom_predecode_gives_cb_prefixes_their_instructions_lane() -> None:
+    # CB ops on registers take the 8-bit register lane, BIT b,(HL) the load lane; the
+    # read-modify-writes of (HL), and a prefix with no byte after it, the full path.
+    rom = bytes([0xCB, 0x37, 0xCB, 0x7E, 0xCB, 0x36, 0xCB, 0x11, 0xCB])
+    pre = D.rom_predecode(rom).astype(np.int64)
+    assert [int(pre[a]) >> D.QUICK_SHIFT for a in (0, 2, 4, 6, 8)] == [
+        D.LANE_REG8, D.LANE_LOAD8, D.LANE_GENERIC, D.LANE_REG8, D.LANE_GENERIC]
+    assert [int(pre[a]) & 3 for a in (0, 2, 6)] == [1, 1, 1]
+    # the bytes after a prefix keep their own words, for code that jumps to them
+    assert int(pre[1]) == int(D.rom_predecode(bytes([0x37]))[0])
 
 
 def test_rom_predecode_sends_bank_edges_to_the_full_path() -> None:

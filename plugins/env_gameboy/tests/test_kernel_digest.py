@@ -61,6 +61,8 @@ PTX_ENTRY = """\
 	.param .u32 {name}_param_0
 )
 {{
+	.local .align 4 .b8 	__local_depot{n}[8];
+	mov.u64 	%SPL, __local_depot{n};
 	setp.eq.s32 	%p1, %r1, {k};
 	@%p1 bra 	$L__BB{n}_1;
 $L__BB{n}_1:
@@ -78,7 +80,7 @@ def _ptx(order: tuple[str, ...], k: int = 0) -> str:
     return PTX_HEAD + "".join(parts[p](n) for n, p in enumerate(order)) + "\0"
 
 
-def test_canonical_ptx_ignores_the_order_of_kernels_and_label_numbers() -> None:
+def test_canonical_ptx_ignores_the_order_of_kernels_and_their_numbers() -> None:
     # Warp hands a module's kernels to NVRTC in an order that can change with any edit
     # of the Python source: the same code in another order has the same digest.
     one = _ptx(("helper", "run", "store"))

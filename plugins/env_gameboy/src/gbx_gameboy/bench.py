@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gbx_gameboy.phase_clock import PHASE_CLOCKS, summarize
+from gbx_gameboy.variant_timing import WARM_EXTRA_STEPS, WARM_ROUNDS
 
 if TYPE_CHECKING:
     import torch
@@ -147,7 +148,8 @@ def measure(
     # Every step's random buttons are drawn up front and already on the device, so the
     # timed loop makes no host transfer.
     table = torch.tensor(BUTTON_TABLE, dtype=torch.int32)
-    buttons = table[button_indices(envs, warmup_steps + n_steps, seed)].to(tdev)
+    buttons = table[button_indices(envs, warmup_steps + WARM_EXTRA_STEPS + n_steps,
+                                   seed)].to(tdev)
 
     def step(i: int) -> None:
         if game:
@@ -163,6 +165,14 @@ def measure(
     for i in range(warmup_steps):
         step(i)
     batch.synchronize()
+    # A batch that times both variants: its first rounds of timed launches are part of
+    # its start-up (variant_timing.WARM_ROUNDS), so the warm-up runs on through them.
+    warm = warmup_steps
+    while (batch.times_variants and batch.variant_rounds < WARM_ROUNDS
+           and warm < warmup_steps + WARM_EXTRA_STEPS):
+        step(warm)
+        batch.synchronize()
+        warm += 1
     clocks = batch.phase_clocks if PHASE_CLOCKS else None
     if clocks is not None:
         clocks.zero_()  # count the timed steps only
@@ -172,7 +182,7 @@ def measure(
     t0 = time.perf_counter()
     for i in range(n_steps):
         ts = time.perf_counter()
-        step(warmup_steps + i)
+        step(warm + i)
         batch.synchronize()
         step_s.append(time.perf_counter() - ts)
     run_s = time.perf_counter() - t0
@@ -189,11 +199,13 @@ def measure(
     if clocks is not None:
         extra["phase_clocks"] = summarize([int(v) for v in clocks.sum(dim=1).tolist()])
     return {
-        **record_head("gbx", rom, game, envs, n_steps, warmup_steps),
+        **record_head("gbx", rom, game, envs, n_steps, warm),
         "device": batch.device,
         # CPU device: the worker threads the launches ran on (a GPU ignores the count)
         "threads": batch.cpu_workers if batch.device.startswith("cpu") else None,
-        "kernel": batch.kernel,  # the run kernel's variant (cpu.HOST)
+        "kernel": batch.kernel,  # the run kernel's variant (cpu.HOST) the timed steps ran
+        # a batch that timed both variants: each one's median seconds per emulated frame
+        "variant_s_per_frame": batch.variant_times or None,
         # GPU: Game Boys per warp of the run kernel's launch
         "block_threads": None if batch.device.startswith("cpu") else batch.block_threads,
         # GPU: warps per block of that launch (machine.launch_shape)
@@ -235,12 +247,14 @@ def measure(
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="CPU device: worker threads, each stepping a contiguous chunk of envs "
                    "(0: every core)")
-@click.option("--kernel", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
-              show_default=True,
+@click.option("--kernel", type=click.Choice(["auto", "cpu", "cuda", "measure"]),
+              default="auto", show_default=True,
               help="run-kernel variant: auto (the CPU variant on the CPU device, the "
-                   "launch plan's on a GPU), or either by name on either device (the CUDA "
-                   "variant on the CPU, the CPU variant with its inner loop on a GPU) to "
-                   "compare the two")
+                   "launch plan's on a GPU, where a plan for the CUDA variant times both "
+                   "on the first steps and keeps the faster), either by name on either "
+                   "device (the CUDA variant on the CPU, the CPU variant with its inner "
+                   "loop on a GPU) to compare the two, or measure (time both on any "
+                   "device); the record's kernel is the one the timed steps ran")
 @click.option("--block-threads", type=EnvCounts(), default=None,
               help="GPU: Game Boys per warp of the run kernel's launch, comma separated "
                    "(1,8,32; each of 1, 2, 4, 8, 16, 32): one record per batch size and "

@@ -227,14 +227,30 @@ DESC_BYTES = 4 * WORDS  # one opcode descriptor (decode.py)
 
 
 @wp.func
+def daa(a: int, f: int) -> int:
+    """DAA on A after an addition or a subtraction (N, H and C of ``f`` say which):
+    (result << 8) | carry out."""
+    c = (f >> 4) & 1
+    fn = (f >> 6) & 1
+    fh = (f >> 5) & 1
+    hi_fix = c != 0 or (fn == 0 and a > 0x99)
+    lo_fix = fh != 0 or (fn == 0 and (a & 0xF) > 9)
+    corr = wp.where(hi_fix, 0x60, 0) + wp.where(lo_fix, 6, 0)
+    return ((wp.where(fn != 0, a - corr, a + corr) & 0xFF) << 8) | wp.where(hi_fix, 1, 0)
+
+
+@wp.func
 def alu(op: int, a: int, v: int, f: int, bit: int) -> int:
     """The 8-bit ALU: operation ``op`` (decode.OP_*) of A and v, or of v alone for the
     unary ones; ``bit`` is BIT/RES/SET's bit. Returns (result << 8) | flags (F's bit
     positions: Z N H C computed for whatever the instruction keeps of them).
 
-    Every operation's result is computed and the wanted one selected, without branches:
-    the threads of a warp run different operations at once, and a select costs them one
-    instruction where a branch would run each operation's code in turn."""
+    The common operations (LD, the adder's ADD ADC SUB SBC CP INC DEC, AND XOR OR) are
+    computed together and the wanted one selected, without branches: the threads of a
+    warp run different operations at once, and a select costs them one instruction where
+    a branch would run each operation's code in turn. The rest (rotates and shifts, BIT
+    RES SET, DAA, CPL, SCF, CCF: the CB-prefixed instructions and a few rare ones) are
+    computed only when a thread of the warp runs one of them."""
     c = (f >> 4) & 1
     # ADD ADC SUB SBC CP INC DEC: one adder. H and C are bits 4 and 8 of the nibble and
     # byte sums, for the subtractions too (a negative result has those bits set).
@@ -245,38 +261,32 @@ def alu(op: int, a: int, v: int, f: int, bit: int) -> int:
     sub = op == OP_SUB or op == OP_SBC or op == OP_CP or op == OP_DEC
     s = wp.where(sub, x - y - cin, x + y + cin)
     hs = wp.where(sub, (x & 0xF) - (y & 0xF) - cin, (x & 0xF) + (y & 0xF) + cin)
-    # Rotates and shifts RLC RRC RL RR SLA SRA SWAP SRL (k = 0..7).
-    k = op - OP_RLC
-    in_l = wp.where(k == 0, v >> 7, wp.where(k == 2, c, 0))
-    in_r = wp.where(k == 1, v & 1, wp.where(k == 3, c, 0))
-    rl = ((v << 1) | in_l) & 0xFF
-    rr = (v >> 1) | (in_r << 7) | wp.where(k == 5, v & 0x80, 0)
-    rot = wp.where(k == 6, ((v & 0xF) << 4) | (v >> 4), wp.where((k & 1) != 0, rr, rl))
-    rot_c = wp.where(k == 6, 0, wp.where((k & 1) != 0, v & 1, v >> 7))
-    # DAA (on A, after an addition or a subtraction).
-    fn = (f >> 6) & 1
-    fh = (f >> 5) & 1
-    hi_fix = c != 0 or (fn == 0 and a > 0x99)
-    lo_fix = fh != 0 or (fn == 0 and (a & 0xF) > 9)
-    corr = wp.where(hi_fix, 0x60, 0) + wp.where(lo_fix, 6, 0)
-    daa = wp.where(fn != 0, a - corr, a + corr) & 0xFF
-    mask = 1 << bit
-
     res = v  # LD, SCF, CCF
     res = wp.where(op >= OP_ADD and op <= OP_DEC, s & 0xFF, res)
     res = wp.where(op == OP_AND, a & v, res)
     res = wp.where(op == OP_XOR, a ^ v, res)
     res = wp.where(op == OP_OR, a | v, res)
-    res = wp.where(op >= OP_RLC and op <= OP_SRL, rot, res)
-    res = wp.where(op == OP_BIT, v & mask, res)
-    res = wp.where(op == OP_RES, v & ~mask, res)
-    res = wp.where(op == OP_SET, v | mask, res)
-    res = wp.where(op == OP_DAA, daa, res)
-    res = wp.where(op == OP_CPL, a ^ 0xFF, res)
     cy = (s >> 8) & 1
-    cy = wp.where(op >= OP_RLC and op <= OP_SRL, rot_c, cy)
-    cy = wp.where(op == OP_DAA, wp.where(hi_fix, 1, 0), cy)
-    cy = wp.where(op == OP_CCF, c ^ 1, cy)
+    if op >= OP_RLC:
+        # Rotates and shifts RLC RRC RL RR SLA SRA SWAP SRL (k = 0..7).
+        k = op - OP_RLC
+        in_l = wp.where(k == 0, v >> 7, wp.where(k == 2, c, 0))
+        in_r = wp.where(k == 1, v & 1, wp.where(k == 3, c, 0))
+        rl = ((v << 1) | in_l) & 0xFF
+        rr = (v >> 1) | (in_r << 7) | wp.where(k == 5, v & 0x80, 0)
+        rot = wp.where(k == 6, ((v & 0xF) << 4) | (v >> 4), wp.where((k & 1) != 0, rr, rl))
+        rot_c = wp.where(k == 6, 0, wp.where((k & 1) != 0, v & 1, v >> 7))
+        adjusted = daa(a, f)
+        mask = 1 << bit
+        res = wp.where(op <= OP_SRL, rot, res)
+        res = wp.where(op == OP_BIT, v & mask, res)
+        res = wp.where(op == OP_RES, v & ~mask, res)
+        res = wp.where(op == OP_SET, v | mask, res)
+        res = wp.where(op == OP_DAA, adjusted >> 8, res)
+        res = wp.where(op == OP_CPL, a ^ 0xFF, res)
+        cy = wp.where(op <= OP_SRL, rot_c, cy)
+        cy = wp.where(op == OP_DAA, adjusted & 1, cy)
+        cy = wp.where(op == OP_CCF, c ^ 1, cy)
     nf = (cy << 4) | (((hs >> 4) & 1) << 5) | wp.where(sub, FN, 0) | wp.where(res == 0, FZ, 0)
     return (res << 8) | nf
 
@@ -336,13 +346,9 @@ def alu_host(op: int, a: int, v: int, f: int, bit: int) -> int:
     elif op == OP_SET:
         res = v | (1 << bit)
     elif op == OP_DAA:
-        fn = (f >> 6) & 1
-        fh = (f >> 5) & 1
-        hi_fix = c != 0 or (fn == 0 and a > 0x99)
-        lo_fix = fh != 0 or (fn == 0 and (a & 0xF) > 9)
-        corr = wp.where(hi_fix, 0x60, 0) + wp.where(lo_fix, 6, 0)
-        res = wp.where(fn != 0, a - corr, a + corr) & 0xFF
-        cy = wp.where(hi_fix, 1, 0)
+        adjusted = daa(a, f)
+        res = adjusted >> 8
+        cy = adjusted & 1
     elif op == OP_CPL:
         res = a ^ 0xFF
     elif op == OP_CCF:
@@ -1045,6 +1051,10 @@ def run_kernel(
                             r[5] = hl1 & 0xFF
                     else:  # LANE_REG8, LANE_LOAD8
                         qcode = qword & 0xFF
+                        if qcode == 0xCB:
+                            # A CB-prefixed instruction (decode.rom_predecode): its second
+                            # byte, the immediate, picks its descriptor.
+                            qcode = CB_BASE + qimm
                         w1q = ld_i32(g.dec_ptr, qcode * DESC_BYTES + 4)
                         vq = qimm & 0xFF
                         if qlane == LANE_LOAD8:
@@ -1066,6 +1076,12 @@ def run_kernel(
                             hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
                             r[4] = (hl1 >> 8) & 0xFF
                             r[5] = hl1 & 0xFF
+                # Passes ran up to the bound: an event may be due, so the loop's checks
+                # come first. A break (t is still below the bound) leaves the instruction
+                # at PC to the full path at once: nothing those checks read has changed.
+                # Passes ran up to the bound: an event may be due, so the loop's checks
+                # come first. A break (t is still below the bound) leaves the instruction
+                # at PC to the full path at once: nothing those checks read has changed.
                 if ran != 0:
                     continue
 

@@ -439,28 +439,43 @@ LOOP_FILL_DOWN = 1 << 26
 DESC_TABLE_BYTES = 2 * CB_BASE * WORDS * 4  # decode_table() in bytes
 
 
-def rom_predecode(rom: bytes) -> np.ndarray:
-    """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
-    byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the CB prefix, whose
-    lane is the next byte's, and for the lanes not in INNER_LANES); where a run of two or
-    more NOPs or JR +0s starts, QUICK_RUN and the run instead (see QUICK_RUN); where a
-    countdown or fill loop starts, RUN_LOOP and its fields too. One word follows those of
-    the ROM: RUN_LOOP there lets the run kernel run a countdown loop in HRAM at once too
-    (countdown.hram_loop_word; HRAM is written at run time, so no word marks such a loop).
-    The CPU variant of the run kernel reads it after the descriptors, so that an
-    instruction's length and lane come from one load at the address of its PC, not from
-    a load that waits for the opcode."""
-    table = decode_table().reshape(2 * CB_BASE, WORDS)[:CB_BASE]
+def _predecoded_words(table: np.ndarray) -> np.ndarray:
+    """Word 0 of each descriptor of ``table`` (rows of WORDS int32) with its inner-loop
+    lane in bits 27-29: its own lane where that is one of INNER_LANES, else LANE_GENERIC."""
     words = table[:, 0].astype(np.int64)
     lane = table[:, 3].astype(np.int64)
     inner = np.isin(lane, INNER_LANES)
-    inner[0xCB] = False
     assert not (words[inner] >> QUICK_SHIFT).any(), "an inner-loop opcode has a special"
     kept = words & ((1 << QUICK_SHIFT) - 1)
-    out = np.where(inner, kept | (lane << QUICK_SHIFT), kept)
+    return np.where(inner, kept | (lane << QUICK_SHIFT), kept)
+
+
+def rom_predecode(rom: bytes) -> np.ndarray:
+    """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
+    byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the lanes not in
+    INNER_LANES); at a CB prefix, the word of the CB-prefixed instruction it starts, with
+    one immediate byte (the second opcode byte, which the prefix's own entry reads as
+    one), so that the CB operations on registers and BIT on (HL) take the inner loop
+    (the kernel reads the rest of their descriptor at ``CB_BASE`` plus that byte); where
+    a run of two or more NOPs or JR +0s starts, QUICK_RUN and the run instead (see
+    QUICK_RUN); where a countdown or fill loop starts, RUN_LOOP and its fields too. One
+    word follows those of the ROM: RUN_LOOP there lets the run kernel run a countdown
+    loop in HRAM at once too (countdown.hram_loop_word; HRAM is written at run time, so
+    no word marks such a loop). The CPU variant of the run kernel reads it after the
+    descriptors, so that an instruction's length and lane come from one load at the
+    address of its PC, not from a load that waits for the opcode."""
+    table = decode_table().reshape(2 * CB_BASE, WORDS)
+    out = _predecoded_words(table[:CB_BASE])
+    out[0xCB] &= (1 << QUICK_SHIFT) - 1  # a prefix alone (the ROM's last byte): full path
+    prefixed = _predecoded_words(table[CB_BASE:])
+    assert not (prefixed & 3).any(), "a CB-prefixed descriptor has immediates"
     data = np.frombuffer(bytes(rom), dtype=np.uint8)
     pre = out.astype(np.int64)[data]
     pos = np.arange(len(data))
+    # A CB prefix: the word of the instruction it and the next byte make, whose one
+    # immediate is that byte (at the ROM's last byte the bank-edge rule below applies).
+    cb = np.flatnonzero(data[:-1] == 0xCB)
+    pre[cb] = prefixed[data[cb + 1]] | (out[0xCB] & 3)
     # The inner loop loads an instruction's three code bytes from one bank: at a bank
     # offset above 0x3FFC they span two, so the lane there is LANE_GENERIC.
     pre[(pos & 0x3FFF) > 0x3FFC] &= (1 << QUICK_SHIFT) - 1

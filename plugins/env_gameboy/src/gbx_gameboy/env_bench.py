@@ -19,6 +19,7 @@ import torch
 
 from gbx_gameboy.bench import EnvCounts
 from gbx_gameboy.env import DEFAULT_ROM, GameBoyConfig, GameBoyEnv
+from gbx_gameboy.variant_timing import WARM_EXTRA_STEPS, WARM_ROUNDS
 
 
 def _rss_bytes() -> int:
@@ -71,15 +72,24 @@ def measure(
     # allocates nothing: envs diverge as in real play (lockstep envs would
     # flatter a GPU).
     actions = torch.randint(
-        0, env.num_actions, (warmup + steps, num_envs), generator=gen, device=dev
+        0, env.num_actions, (warmup + WARM_EXTRA_STEPS + steps, num_envs), generator=gen,
+        device=dev
     )
     env.reset()
     for row in actions[:warmup]:
         env.step(row)
+    # A batch that times both run-kernel variants: its first rounds of timed launches are
+    # part of its start-up (variant_timing.WARM_ROUNDS), so the warm-up runs on through them.
+    warm = warmup
+    while (env.batch.times_variants and env.batch.variant_rounds < WARM_ROUNDS
+           and warm < warmup + WARM_EXTRA_STEPS):
+        env.batch.synchronize()
+        env.step(actions[warm])
+        warm += 1
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     mem_warm = _mem(dev)
-    secs = _timed_steps(env, actions[warmup:])
+    secs = _timed_steps(env, actions[warm:warm + steps])
     mem_end = _mem(dev)
     # Reset cost: a restore with no env flagged vs every env flagged.
     none = torch.zeros(num_envs, dtype=torch.bool, device=dev)
@@ -97,6 +107,7 @@ def measure(
         reset_s[name] = (time.perf_counter() - t0) / 10
     workers = env.batch.cpu_workers if dev.type == "cpu" else None
     kernel, block, block_warps = env.batch.kernel, env.batch.block_threads, env.batch.block_warps
+    variant_times = env.batch.variant_times or None
     env.close()
     key = "rss" if dev.type == "cpu" else "device_used"
     return {
@@ -104,9 +115,11 @@ def measure(
         "device": str(dev),
         "num_envs": num_envs,
         "threads": workers,
-        # the run kernel's variant and, on a GPU, its launch's Game Boys per warp and
-        # warps per block
+        # the run kernel's variant the timed steps ran (of a batch that timed both, each
+        # one's median seconds per emulated frame) and, on a GPU, its launch's Game Boys
+        # per warp and warps per block
         "kernel": kernel,
+        "variant_s_per_frame": variant_times,
         "block_threads": None if dev.type == "cpu" else block,
         "block_warps": None if dev.type == "cpu" else block_warps,
         "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -114,7 +127,7 @@ def measure(
         "obs_size": config.obs_size,
         "stack_k": config.stack_k,
         "steps": steps,
-        "warmup_steps": warmup,
+        "warmup_steps": warm,
         "build_s": round(build_s, 3),
         "env_steps_per_s": round(steps * num_envs / secs, 2),
         "frames_per_s": round(steps * num_envs * config.frames_per_step / secs, 2),

@@ -34,7 +34,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True) in canonical form, warp 1.19.0.
-CUDA_PTX_SHA256 = "684b9e3301f4b4d67c20dc3159e23873f783689fc52ba96981f145b112ac8abd"
+CUDA_PTX_SHA256 = "15d27b424442318722ff0283c2cfda16b82f57ee1cf02b50eda041d73634458a"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda", lineinfo: bool = False) -> str:
@@ -76,17 +76,21 @@ def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda", lineinfo: bool = Fa
 _PTX_ITEM = re.compile(r"^(\s*// \.globl|\.visible |\.weak |\.extern |\.func |\.entry )")
 # A basic block's label: $L__BB<function number>_<block number>.
 _PTX_LABEL = re.compile(r"\$L__BB\d+_")
+# A function's local-memory array, which NVVM numbers by the function's place as well.
+_PTX_DEPOT = re.compile(r"__local_depot\d+")
 
 
 def canonical_ptx(ptx: str) -> str:
     """``ptx`` with its kernels and device functions sorted and the function numbers taken
-    out of block labels: the form ``CUDA_PTX_SHA256`` is the digest of.
+    out of block labels and local-memory arrays (``__local_depotN``): the form
+    ``CUDA_PTX_SHA256`` is the digest of.
 
     Warp hands a module's kernels to NVRTC in the order of a weak set, which follows where
     the kernel objects happen to lie in memory, so a change anywhere in the Python source
-    (a CPU-only path too) can reorder them; NVVM numbers each function's labels by its
-    place. The canonical form is the same for the same code in any order."""
-    text = _PTX_LABEL.sub("$L__BB_", ptx.replace("\0", ""))
+    (a CPU-only path too) can reorder them; NVVM numbers each function's labels and its
+    local array by its place. The canonical form is the same for the same code in any
+    order."""
+    text = _PTX_DEPOT.sub("__local_depot", _PTX_LABEL.sub("$L__BB_", ptx.replace("\0", "")))
     head: list[str] = []
     items: list[list[str]] = []
     for line in text.split("\n"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from typing import Any
 
@@ -29,6 +30,7 @@ from gbx_gameboy.decode import decode_table, rom_predecode
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.tiles import env_rows, row_of_envs
+from gbx_gameboy.variant_timing import VariantClock
 from gbx_gameboy.warp_setup import wp
 
 BOOT_ROM_BYTES = 256
@@ -37,9 +39,14 @@ DEFAULT_SERIAL_CAPACITY = 1024
 # 1.07e9 cycles); longer requests are split (frames: see cpu.BUDGET_CYCLES_PER_FRAME).
 MAX_CYCLES_PER_LAUNCH = MAX_FRAMES_PER_LAUNCH * L.CYCLES_PER_FRAME
 assert MAX_CYCLES_PER_LAUNCH < LAUNCH_TIME_LIMIT
-# Run-kernel variants (cpu.HOST): the one for the batch's device, or either by name
-# on either device (to compare what each variant's code costs on the other).
-KERNEL_VARIANTS = ("auto", "cpu", "cuda")
+# Run-kernel variants (cpu.HOST): the one for the batch's device, either by name on either
+# device (to compare what each variant's code costs on the other), or the faster of the
+# two as timed on the batch's own launches (variant_timing.py; "auto" does that on a GPU
+# where the launch plan picks the CUDA variant).
+KERNEL_VARIANTS = ("auto", "cpu", "cuda", "measure")
+# The two variants: their run kernels and the kernels that store the batch struct for
+# their out-of-line helpers.
+_VARIANT_KERNELS = {"cpu": (run_kernel_host, store_gb_host), "cuda": (run_kernel, store_gb)}
 # Game Boys per warp of a GPU launch of the run kernel (``block_threads``; the other lanes
 # of the warp stay idle): fewer Game Boys share (and wait for) one instruction stream, and
 # a batch spreads over more warps and SMs (cpu.RUN_BLOCK_DIM is a full warp).
@@ -170,9 +177,9 @@ def batch_bytes(cart: Cartridge, num_envs: int,
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
     cannot fit before Warp allocates anything: the ROM and its predecoded form (4 bytes
-    per ROM byte) once, the per-env arrays. ``cpu_variant``: the batch runs the run
-    kernel's CPU variant; the CUDA variant keeps 12 bytes per env of lines left to draw
-    after a launch."""
+    per ROM byte) once, the per-env arrays. ``cpu_variant``: the batch runs only the run
+    kernel's CPU variant; a batch that may run the CUDA variant keeps 12 bytes per env of
+    lines left to draw after a launch."""
     # the ROM with its pad, and its predecoded words (decode.rom_predecode)
     rom = len(cart.data) * 5 + ROM_PAD + 4
     pending = 0 if cpu_variant else num_envs * 3 * 4
@@ -186,7 +193,9 @@ class GameBoyBatch:
     every core, see cpu_threads.py); a GPU launch is one launch over the whole batch, with
     the run kernel's variant (``kernel``) and Game Boys per warp (``block_threads``) of
     :func:`launch_plan` and the warps per block (``block_warps``) of :func:`launch_shape`
-    unless given.
+    unless given. Where the plan picks the CUDA variant (and with ``kernel="measure"``
+    on either device) the batch times both variants on its own launches and runs the
+    faster (variant_timing.py).
 
     Per-env state (layout.py) is tiled ``(tiles, rows, TILE)``: the envs of a warp touching
     the same address coalesce, and kernels reach every row of an env at a constant offset.
@@ -229,12 +238,25 @@ class GameBoyBatch:
         # The run kernel's variant (cpu.HOST) and a GPU launch's Game Boys per warp, where
         # not given: on the CPU device its own variant (its launches keep the module's
         # blocks), on a GPU the launch plan for the batch's size. Both variants run on
-        # both devices and give the same state bit for bit.
+        # both devices and give the same state bit for bit, so a batch may also time both
+        # on its own launches and run the faster ("measure"; "auto" on a GPU where the plan
+        # picks the CUDA variant, whose lead over the CPU one depends on the game).
         plan_kernel, plan_block = (
             ("cpu", RUN_BLOCK_DIM) if on_cpu
             else launch_plan(num_envs, wp.get_device(self.device).sm_count))
-        self.kernel = plan_kernel if kernel == "auto" else kernel
-        host = self.kernel == "cpu"
+        measured = kernel == "measure" or (kernel == "auto" and plan_kernel == "cuda")
+        self._fixed_kernel = plan_kernel if kernel in ("auto", "measure") else kernel
+        self._clock = (VariantClock((plan_kernel, "cuda" if plan_kernel == "cpu" else "cpu"))
+                       if measured else None)
+        self._variants = self._clock.variants if self._clock else (self._fixed_kernel,)
+        # Timed launches in flight on a GPU: ticket -> (start, end) events (a pool made once).
+        self._timed: dict[int, tuple[Any, Any]] = {}
+        self._event_pool: list[tuple[Any, Any]] = []
+        if self._clock is not None and not on_cpu:
+            self._event_pool = [
+                (wp.Event(self.device, enable_timing=True),
+                 wp.Event(self.device, enable_timing=True))
+                for _ in range(self._clock.trials * len(self._variants))]
         self.block_threads = plan_block if block_threads is None else block_threads
         # A GPU launch's threads and threads per block (launch_shape); the CPU device
         # launches its chunks of envs one env per thread (warp_bits 5: thread i, env i).
@@ -245,8 +267,6 @@ class GameBoyBatch:
             self._launch_dim, self._block_dim = launch_shape(
                 num_envs, self.block_threads, wp.get_device(self.device).sm_count, block_warps)
         self.block_warps = self._block_dim // 32
-        self._run_kernel = run_kernel_host if host else run_kernel
-        self._store_gb = store_gb_host if host else store_gb
         self.num_envs = num_envs
         self.serial_capacity = serial_capacity
         n = num_envs
@@ -274,9 +294,11 @@ class GameBoyBatch:
         clock_shape = (CLOCK_ROWS, n) if PHASE_CLOCKS else (1, 1)
         g.clocks = wp.zeros(clock_shape, dtype=wp.int64, device=dev)
         # The CUDA variant's lines left to draw after a launch: count, first line, window
-        # line counter (ppu_timing.flush_draw); the CPU variant draws at once.
-        self._defer_draw = not host
-        g.pend = wp.zeros((n if self._defer_draw else 1, 3), dtype=wp.int32, device=dev)
+        # line counter (ppu_timing.flush_draw); the CPU variant draws at once. Every launch
+        # of the CUDA variant that draws is followed by the kernel that draws them, so no
+        # line is left over when the next launch runs the other variant.
+        g.pend = wp.zeros((n if "cuda" in self._variants else 1, 3), dtype=wp.int32,
+                          device=dev)
         g.ser = wp.zeros((nt, serial_capacity, L.TILE), dtype=wp.uint8, device=dev)
         g.apu = wp.zeros((nt, L.APU_COUNT, L.TILE), dtype=wp.int32, device=dev)
         g.mem_ptr, g.st_ptr, g.tm_ptr, g.apu_ptr = g.mem.ptr, g.st.ptr, g.tm.ptr, g.apu.ptr
@@ -299,7 +321,9 @@ class GameBoyBatch:
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
         self._faulted = torch.zeros((nt, L.TILE), dtype=torch.bool, device=wp.device_to_torch(dev))
         self.last_compile_s = 0.0
-        self._chunks: ChunkedLaunch | None = None  # CPU device: built at the first launch
+        self._built = False  # compile() has run
+        # CPU device: each variant's chunked launch, built at its first launch
+        self._chunks: dict[str, ChunkedLaunch] = {}
         self.reset(boot_rom_present=boot is not None)
 
     # ------------------------------------------------------------------ state
@@ -460,11 +484,49 @@ class GameBoyBatch:
         raise ValueError(f"address 0x{addr:04X} is ROM; read batch.cart.data instead")
 
     # ------------------------------------------------------------------ stepping
+    @property
+    def kernel(self) -> str:
+        """The run kernel's variant the batch runs now (of a batch that times both: the
+        faster in its last round of timed launches, the launch plan's before one)."""
+        return self._clock.choice if self._clock is not None else self._fixed_kernel
+
+    @property
+    def times_variants(self) -> bool:
+        """Whether the batch times both run-kernel variants on its launches and runs the
+        faster (variant_timing.py)."""
+        return self._clock is not None
+
+    @property
+    def variant_rounds(self) -> int:
+        """Of a batch that times both variants: its complete rounds of timed launches so
+        far (variant_timing.py; a GPU's times are taken as the launch after them starts);
+        0 for a batch that runs one variant."""
+        return self._clock.rounds if self._clock is not None else 0
+
+    @property
+    def variant_times(self) -> dict[str, float]:
+        """Of a batch that times both variants: each one's median seconds per frame of
+        the batch (every env one frame) in its last complete round of timed launches
+        (empty before one, and for a batch that runs one variant)."""
+        if self._clock is None:
+            return {}
+        return {v: statistics.median(t) for v, t in self._clock.last_round.items()}
+
     def compile(self) -> float:
-        """Build (or load from the kernel cache) the run kernel; returns seconds taken."""
+        """Build (or load from the kernel cache) the run kernel of each variant the batch
+        may run; returns seconds taken. A batch that times both variants also builds the
+        one-warp builds of their helper kernels here (the kernel storing the batch struct,
+        the CUDA variant's drawing of pending lines), so that no timed launch waits for
+        a build."""
         t0 = time.perf_counter()
-        wp.load_module(self._run_kernel.module, device=self.device,
-                       block_dim=None if self._on_cpu else self._block_dim)
+        for variant in self._variants:
+            module = _VARIANT_KERNELS[variant][0].module
+            dims = {None if self._on_cpu else self._block_dim}
+            if self._clock is not None and not self._on_cpu:
+                dims.add(RUN_BLOCK_DIM)
+            for dim in dims:
+                wp.load_module(module, device=self.device, block_dim=dim)
+        self._built = True
         self.last_compile_s = time.perf_counter() - t0
         return self.last_compile_s
 
@@ -478,7 +540,15 @@ class GameBoyBatch:
     ) -> None:
         g = self._g
         g.render_frame = render_frame
-        wp.launch(self._store_gb, dim=1, inputs=[self._g_dev, g], device=self.device)
+        if self._clock is not None and not self._built:
+            self.compile()  # every build before the first timed launch
+        variant, ticket = self._next_variant(amount if mode == RUN_FRAMES else 0)
+        run, store = _VARIANT_KERNELS[variant]
+        t0 = time.perf_counter()
+        if ticket is not None and not self._on_cpu:
+            self._timed[ticket] = self._event_pool[(ticket - 1) % len(self._event_pool)]
+            wp.get_stream(self.device).record_event(self._timed[ticket][0])
+        wp.launch(store, dim=1, inputs=[self._g_dev, g], device=self.device)
         inputs = [
             g,
             mode,
@@ -490,16 +560,39 @@ class GameBoyBatch:
             self.num_envs,
         ]
         if not self._on_cpu:
-            wp.launch(self._run_kernel, dim=self._launch_dim, inputs=[*inputs, 0],
+            wp.launch(run, dim=self._launch_dim, inputs=[*inputs, 0],
                       device=self.device, block_dim=self._block_dim)
         else:
-            if self._chunks is None:
-                self._chunks = ChunkedLaunch(self._run_kernel, self.device, self.num_envs,
-                                             self.threads, inputs)
-            self._chunks.launch(inputs)
-        if self._defer_draw and render_frame >= 0:
+            if variant not in self._chunks:
+                self._chunks[variant] = ChunkedLaunch(run, self.device, self.num_envs,
+                                                      self.threads, inputs)
+            self._chunks[variant].launch(inputs)
+        if variant == "cuda" and render_frame >= 0:
             wp.launch(draw_pending_kernel, dim=(self.num_envs, L.SCREEN_H), inputs=[g],
                       device=self.device)
+        if ticket is not None and self._clock is not None:
+            if self._on_cpu:  # a CPU launch has finished when wp.launch returns
+                self._clock.add_time(ticket, time.perf_counter() - t0)
+            else:
+                wp.get_stream(self.device).record_event(self._timed[ticket][1])
+
+    def _next_variant(self, frames: int) -> tuple[str, int | None]:
+        """The variant the next launch runs, and its ticket if it is to be timed (see
+        variant_timing.VariantClock). The times of the GPU's timed launches are taken as
+        their events complete, without waiting for them; nothing is timed in a graph
+        capture."""
+        clock = self._clock
+        if clock is None:
+            return self._fixed_kernel, None
+        if not self._on_cpu:
+            if wp.get_device(self.device).is_capturing:
+                return clock.choice, None
+            for ticket, (start, end) in list(self._timed.items()):
+                if end.is_complete:
+                    del self._timed[ticket]
+                    clock.add_time(ticket, wp.get_event_elapsed_time(
+                        start, end, synchronize=False) / 1000)
+        return clock.next_launch(frames)
 
     def run_cycles(self, n: int) -> None:
         """Run every env for n T-cycles (each stops at the first instruction boundary >= n)."""
