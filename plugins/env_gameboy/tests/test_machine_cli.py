@@ -108,6 +108,25 @@ def test_bench_kernel_option() -> None:
     assert json.loads(_last_line(res.output))["kernel"] == "cuda"
 
 
+def test_bench_warms_a_measuring_batch_up_through_its_first_rounds() -> None:
+    # --kernel measure times both variants; the first two rounds are the batch's start-up,
+    # so the warm-up runs on through them and the record says how many warm-up steps ran
+    # and what each variant measured.
+    from gbx_gameboy.variant_timing import WARM_ROUNDS
+
+    res = CliRunner().invoke(emulator_bench, ["--envs", "2", "--frames", "24", "--warmup-steps",
+                                              "0", "--kernel", "measure", "--no-game"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(_last_line(res.output))
+    # without a game there is no boot or START launch: rounds at steps 2-7 and 12-17
+    assert WARM_ROUNDS == 2 and r["warmup_steps"] == 18
+    assert set(r["variant_s_per_frame"]) == {"cpu", "cuda"} and r["kernel"] in ("cpu", "cuda")
+    plain = CliRunner().invoke(emulator_bench, ["--envs", "2", "--frames", "24",
+                                                "--warmup-steps", "0", "--no-game"])
+    r = json.loads(_last_line(plain.output))
+    assert r["warmup_steps"] == 0 and r["variant_s_per_frame"] is None
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--block-threads", "3", "must be one of 1, 2, 4, 8, 16, 32, got 3"),
     ("--block-threads", "8", "on the CPU device a batch is split over worker threads"),

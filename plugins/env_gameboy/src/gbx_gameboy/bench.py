@@ -6,8 +6,9 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -107,6 +108,21 @@ def _versions() -> dict[str, str]:
     return {"warp": wp.config.version, "torch": torch.__version__}
 
 
+def warm_through_variant_rounds(batch: Any, step: Callable[[int], object], first: int) -> int:
+    """Steps ``first``, ``first + 1``, ... of a batch that times both run-kernel variants
+    until its first rounds of timed launches are done (variant_timing.WARM_ROUNDS, at most
+    WARM_EXTRA_STEPS steps): they are its start-up, not its steady speed. The batch is
+    synchronised before each step, so the next launch takes the last one's times. Returns
+    the index of the first step after the warm-up (``first`` for any other batch)."""
+    index = first
+    while (batch.times_variants and batch.variant_rounds < WARM_ROUNDS
+           and index < first + WARM_EXTRA_STEPS):
+        batch.synchronize()
+        step(index)
+        index += 1
+    return index
+
+
 def button_indices(envs: int, steps: int, seed: int) -> torch.Tensor:
     """``int64 [steps, envs]`` indices into ``BUTTON_TABLE``: every env's buttons, step by
     step, the same for any emulator measured with ``seed``."""
@@ -165,14 +181,7 @@ def measure(
     for i in range(warmup_steps):
         step(i)
     batch.synchronize()
-    # A batch that times both variants: its first rounds of timed launches are part of
-    # its start-up (variant_timing.WARM_ROUNDS), so the warm-up runs on through them.
-    warm = warmup_steps
-    while (batch.times_variants and batch.variant_rounds < WARM_ROUNDS
-           and warm < warmup_steps + WARM_EXTRA_STEPS):
-        step(warm)
-        batch.synchronize()
-        warm += 1
+    warm = warm_through_variant_rounds(batch, step, warmup_steps)
     clocks = batch.phase_clocks if PHASE_CLOCKS else None
     if clocks is not None:
         clocks.zero_()  # count the timed steps only

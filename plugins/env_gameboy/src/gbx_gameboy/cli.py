@@ -221,7 +221,8 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
 @click.argument("profile", type=click.Path(exists=True, dir_okay=False))
 @click.option("--variant", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="the run kernel's variant that was profiled (the launch plan runs the "
-                   "CPU variant for small GPU batches, the CUDA variant for large ones)")
+                   "CPU variant for small GPU batches; a large one runs whichever it timed "
+                   "faster, the CUDA variant until it has timed them)")
 @click.option("--by", type=click.Choice(["outer", "inner"]), default="outer",
               show_default=True,
               help="charge each instruction to the run kernel's own line (outer) or to the "

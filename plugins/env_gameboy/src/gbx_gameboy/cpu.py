@@ -1076,12 +1076,6 @@ def run_kernel(
                             hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
                             r[4] = (hl1 >> 8) & 0xFF
                             r[5] = hl1 & 0xFF
-                # Passes ran up to the bound: an event may be due, so the loop's checks
-                # come first. A break (t is still below the bound) leaves the instruction
-                # at PC to the full path at once: nothing those checks read has changed.
-                # Passes ran up to the bound: an event may be due, so the loop's checks
-                # come first. A break (t is still below the bound) leaves the instruction
-                # at PC to the full path at once: nothing those checks read has changed.
                 if ran != 0:
                     continue
 

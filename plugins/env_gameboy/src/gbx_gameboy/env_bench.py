@@ -17,9 +17,9 @@ from typing import Any
 import click
 import torch
 
-from gbx_gameboy.bench import EnvCounts
+from gbx_gameboy.bench import EnvCounts, warm_through_variant_rounds
 from gbx_gameboy.env import DEFAULT_ROM, GameBoyConfig, GameBoyEnv
-from gbx_gameboy.variant_timing import WARM_EXTRA_STEPS, WARM_ROUNDS
+from gbx_gameboy.variant_timing import WARM_EXTRA_STEPS
 
 
 def _rss_bytes() -> int:
@@ -78,14 +78,7 @@ def measure(
     env.reset()
     for row in actions[:warmup]:
         env.step(row)
-    # A batch that times both run-kernel variants: its first rounds of timed launches are
-    # part of its start-up (variant_timing.WARM_ROUNDS), so the warm-up runs on through them.
-    warm = warmup
-    while (env.batch.times_variants and env.batch.variant_rounds < WARM_ROUNDS
-           and warm < warmup + WARM_EXTRA_STEPS):
-        env.batch.synchronize()
-        env.step(actions[warm])
-        warm += 1
+    warm = warm_through_variant_rounds(env.batch, lambda i: env.step(actions[i]), warmup)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     mem_warm = _mem(dev)

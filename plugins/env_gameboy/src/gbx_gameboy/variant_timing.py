@@ -4,10 +4,10 @@ The two variants of the run kernel (cpu.HOST) give the same state bit for bit, b
 one is faster on a GPU depends on the game as much as on the batch: in warps of 16 Game
 Boys, flappyboy runs about twice as fast on the CUDA variant and the bundled game about
 1.6 times as fast on the CPU variant (docs/benchmarks.md, "The CB lane, the ALU's rare
-operations, and variants timed per batch"). A
-batch that may run either (``GameBoyBatch(kernel="measure")``, and ``kernel="auto"`` on a
-GPU where the launch plan picks the CUDA variant) times rounds of its frames launches,
-alternately on each variant, and runs the one it timed faster in between.
+operations, and variants timed per batch"). A batch that may run either
+(``GameBoyBatch(kernel="measure")``, and ``kernel="auto"`` on a GPU where the launch plan
+picks the CUDA variant) times rounds of its frames launches, alternately on each
+variant, and runs the one it timed faster in between.
 
 A game's first seconds (a title screen, the first frames of play) can cost both variants
 alike where its play does not, so rounds come early and then less and less often: the
