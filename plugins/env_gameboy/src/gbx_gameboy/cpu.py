@@ -976,6 +976,8 @@ def run_kernel(
                             ):
                                 break  # PUSH, CALL, RST elsewhere, or the OAM bug's page
                     elif qlane >= LANE_LOAD8:
+                        # (for BIT b,(HL) the prefix's word 2, equal to its own:
+                        # decode.rom_predecode checks it)
                         w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
                         qa = bus_address_host(
                             field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT, WADDR_SHIFT), 3),

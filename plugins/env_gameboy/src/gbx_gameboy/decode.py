@@ -469,6 +469,10 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     out[0xCB] &= (1 << QUICK_SHIFT) - 1  # a prefix alone (the ROM's last byte): full path
     prefixed = _predecoded_words(table[CB_BASE:])
     assert not (prefixed & 3).any(), "a CB-prefixed descriptor has immediates"
+    # The inner loop's load-lane check reads word 2 (the (HL+)/(HL-) step) at the opcode
+    # byte, the prefix for BIT b,(HL): it must be the CB entries' word 2.
+    loads = table[CB_BASE:][table[CB_BASE:, 3] == LANE_LOAD8]
+    assert (loads[:, 2] == table[0xCB, 2]).all(), "BIT b,(HL) and the prefix differ in word 2"
     data = np.frombuffer(bytes(rom), dtype=np.uint8)
     pre = out.astype(np.int64)[data]
     pos = np.arange(len(data))
