@@ -9,8 +9,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from gbx_gameboy.cpu import CUDA_LOOPS, alu, alu_host, run_kernel, run_kernel_host
-from gbx_gameboy.decode import OP_ADD, OP_CCF
+from gbx_gameboy.cpu import (
+    CUDA_LOOPS,
+    alu,
+    alu_host,
+    bus_address,
+    bus_address_branches,
+    jump_lane_branches,
+    jump_lane_selects,
+    push_target_branches,
+    push_target_selects,
+    push_value_branches,
+    push_value_selects,
+    run_kernel,
+    run_kernel_host,
+    value16_branches,
+    value16_selects,
+    vec8i,
+)
+from gbx_gameboy.decode import OP_ADD, OP_CCF, WORDS, decode_table
 from gbx_gameboy.env import DEFAULT_ROM
 from gbx_gameboy.machine import (
     BLOCK_THREADS,
@@ -285,6 +302,57 @@ def test_host_alu_equals_the_branch_free_alu_everywhere() -> None:
               inputs=[wp.array(ops, dtype=wp.int32, device="cpu"),
                       wp.array(fs, dtype=wp.int32, device="cpu"), out])
     assert int(out.numpy().sum()) == 0
+
+
+@wp.kernel(module="unique")
+def _lone_thread_forms(table: wp.array2d(dtype=wp.int32), vals: wp.array2d(dtype=wp.int32),
+                       out: wp.array2d(dtype=wp.int32)):
+    """Each helper of the CPU variant in its GPU form (selects) and its CPU form
+    (branches), on descriptor ``i % 512`` and random registers, flags and operands;
+    ``sel`` takes every value of a 3-bit selector."""
+    i = wp.tid()
+    d = i % 512
+    w0 = table[d, 0]
+    w2 = table[d, 2]
+    r = vec8i()
+    for k in range(8):
+        r[k] = vals[i, k] & 0xFF
+    r[6] = r[6] & 0xF0  # F
+    sp = vals[i, 8] & 0xFFFF
+    pc = vals[i, 9] & 0xFFFF
+    # (a quarter near each end of the map, where a relative jump wraps)
+    pc = wp.where(i % 4 == 0, 0xFFF0 | (pc & 0xF), wp.where(i % 4 == 1, pc & 0xF, pc))
+    imm = vals[i, 10] & 0xFFFF
+    f0 = r[6]
+    hl = (r[4] << 8) | r[5]
+    sel = (i // 512) % 8
+    code = vals[i, 11] & 0xFF
+    out[i, 0] = wp.where(jump_lane_selects(w0, f0, pc, imm, hl)
+                         == jump_lane_branches(w0, f0, pc, imm, hl), 0, 1)
+    out[i, 1] = wp.where(value16_selects(sel, r, sp, imm, hl)
+                         == value16_branches(sel, r, sp, imm, hl), 0, 1)
+    out[i, 2] = wp.where(bus_address(sel, r, sp, imm) == bus_address_branches(sel, r, sp, imm),
+                         0, 1)
+    out[i, 3] = wp.where(push_value_selects(w2, r, sp, imm, pc, f0)
+                         == push_value_branches(w2, r, sp, imm, pc, f0), 0, 1)
+    out[i, 4] = wp.where(push_target_selects(w0, pc, imm, code)
+                         == push_target_branches(w0, pc, imm, code), 0, 1)
+
+
+def test_lone_thread_helpers_select_as_they_branch() -> None:
+    """The CPU variant's helpers keep one form per device (cpu.on_gpu): branches on a
+    CPU, selects on a GPU. Both forms agree for every opcode's descriptor, every
+    selector value and random registers, flags and operands."""
+    table = decode_table().reshape(-1, WORDS).astype("int32")
+    n = 512 * 8 * 16
+    gen = torch.Generator().manual_seed(5)
+    vals = torch.randint(0, 1 << 16, (n, 12), generator=gen, dtype=torch.int32)
+    out = wp.zeros((n, 5), dtype=wp.int32, device="cpu")
+    wp.launch(_lone_thread_forms, dim=n, device="cpu",
+              inputs=[wp.array(table, dtype=wp.int32, device="cpu"),
+                      wp.from_torch(vals), out])
+    mismatches = out.numpy().sum(axis=0)
+    assert mismatches.tolist() == [0, 0, 0, 0, 0], mismatches
 
 
 def _source(kernel: object, target: str) -> str:

@@ -226,6 +226,16 @@ STALE = -(1 << 30)  # a next-event time that is always due: reload the cached st
 DESC_BYTES = 4 * WORDS  # one opcode descriptor (decode.py)
 
 
+# The CPU variant runs on a CPU core and, for small batches, alone (or nearly) in a GPU
+# warp. A CPU core predicts branches, so there the variant's helpers below compute only
+# what the instruction uses; a lone GPU thread predicts none and waits for each branch
+# to resolve, so there the same helpers compute their candidates branch-free and select
+# (docs/benchmarks.md, "Selects for a lone GPU thread"). ``on_gpu`` is a constant of each
+# device's build of the module, so the compiler keeps one of the two forms.
+@wp.func_native("#ifdef __CUDA_ARCH__\nreturn true;\n#else\nreturn false;\n#endif\n")
+def on_gpu() -> bool: ...  # type: ignore[empty-body]
+
+
 @wp.func
 def daa(a: int, f: int) -> int:
     """DAA on A after an addition or a subtraction (N, H and C of ``f`` say which):
@@ -441,7 +451,17 @@ def bus_address(sel: int, r: vec8i, sp: int, imm: int) -> int:
 
 @wp.func
 def bus_address_host(sel: int, r: vec8i, sp: int, imm: int) -> int:
-    """``bus_address`` by branches, for one CPU thread."""
+    """``bus_address`` for the CPU variant: by branches on a CPU, by selects on a GPU
+    (see ``on_gpu``; ``bus_address``'s constant-indexed register reads become direct
+    reads of the CPU variant's register vector)."""
+    if on_gpu():
+        return bus_address(sel, r, sp, imm)
+    return bus_address_branches(sel, r, sp, imm)
+
+
+@wp.func
+def bus_address_branches(sel: int, r: vec8i, sp: int, imm: int) -> int:
+    """``bus_address`` by branches, for a CPU core."""
     a = int(0)
     if sel == A_HL:
         a = (r[4] << 8) | r[5]
@@ -465,7 +485,26 @@ def bus_address_host(sel: int, r: vec8i, sp: int, imm: int) -> int:
 @wp.func
 def value16_host(sel: int, r: vec8i, sp: int, imm: int, hl: int) -> int:
     """The 16-bit source a descriptor names (decode.R16_*, but for R16_MEM and R16_PC,
-    which the caller supplies), by branches, for one CPU thread."""
+    which the caller supplies) for the CPU variant: by branches on a CPU, by selects on a
+    GPU (see ``on_gpu``)."""
+    if on_gpu():
+        return value16_selects(sel, r, sp, imm, hl)
+    return value16_branches(sel, r, sp, imm, hl)
+
+
+@wp.func
+def value16_selects(sel: int, r: vec8i, sp: int, imm: int, hl: int) -> int:
+    """``value16_host`` by selects, for a lone GPU thread."""
+    v = wp.where(sel == R16_SP, sp, hl)
+    v = wp.where(sel == R16_BC, (r[0] << 8) | r[1], v)
+    v = wp.where(sel == R16_DE, (r[2] << 8) | r[3], v)
+    v = wp.where(sel == R16_AF, (r[R_A] << 8) | r[R_F], v)
+    return wp.where(sel == R16_IMM, imm, v)
+
+
+@wp.func
+def value16_branches(sel: int, r: vec8i, sp: int, imm: int, hl: int) -> int:
+    """``value16_host`` by branches, for a CPU core."""
     v = hl
     if sel == R16_SP:
         v = sp
@@ -482,7 +521,28 @@ def value16_host(sel: int, r: vec8i, sp: int, imm: int, hl: int) -> int:
 
 @wp.func
 def jump_lane(w0: int, f0: int, pc: int, imm: int, hl: int) -> wp.vec2i:
-    """LANE_JUMP (NOP, JP, JR, JP HL) for one CPU thread: (new PC, cycles the jump adds)."""
+    """LANE_JUMP (NOP, JP, JR, JP HL) for the CPU variant: (new PC, cycles the jump adds);
+    by branches on a CPU, by selects on a GPU (see ``on_gpu``)."""
+    if on_gpu():
+        return jump_lane_selects(w0, f0, pc, imm, hl)
+    return jump_lane_branches(w0, f0, pc, imm, hl)
+
+
+@wp.func
+def jump_lane_selects(w0: int, f0: int, pc: int, imm: int, hl: int) -> wp.vec2i:
+    """``jump_lane`` by selects, for a lone GPU thread."""
+    taken = cond(field(w0, CC_SHIFT, 3), f0)
+    psel = field(w0, PC_SHIFT, 3)
+    npc = wp.where(psel == PC_HL, hl, pc)
+    npc = wp.where(psel == PC_REL, (pc + sext8(imm & 0xFF)) & 0xFFFF, npc)
+    npc = wp.where(psel == PC_IMM, imm, npc)
+    return wp.vec2i(wp.where(taken, npc, pc),
+                    wp.where(taken, 4 * field(w0, EXTRA_SHIFT, 2), 0))
+
+
+@wp.func
+def jump_lane_branches(w0: int, f0: int, pc: int, imm: int, hl: int) -> wp.vec2i:
+    """``jump_lane`` by branches, for a CPU core."""
     npc = pc
     dt = int(0)
     if cond(field(w0, CC_SHIFT, 3), f0):
@@ -499,14 +559,18 @@ def jump_lane(w0: int, f0: int, pc: int, imm: int, hl: int) -> wp.vec2i:
 
 @wp.func
 def alu8_host(w1: int, a: int, v: int, f0: int, code: int) -> int:
-    """The 8-bit work of a short lane (LANE_REG8, LANE_LOAD8, LANE_RMW8) for one CPU
-    thread: the descriptor's operation on v (a register, the immediate or the byte read)
+    """The 8-bit work of a short lane (LANE_REG8, LANE_LOAD8, LANE_RMW8) for the CPU
+    variant (``alu_host`` on a CPU, on a GPU ``alu``, which selects: see ``on_gpu``):
+    the descriptor's operation on v (a register, the immediate or the byte read)
     and A, as (result << 8) | F, F from ``f0`` (before the instruction) with the
     descriptor's kept, forced and computed flags."""
     op = field(w1, OP8_SHIFT, 5)
     o = v << 8
     if op != OP_LD:
-        o = alu_host(op, a, v, f0, (code >> 3) & 7)
+        if on_gpu():  # the ALU that selects (see on_gpu)
+            o = alu(op, a, v, f0, (code >> 3) & 7)
+        else:
+            o = alu_host(op, a, v, f0, (code >> 3) & 7)
     return (o & ~0xFF) | (
         (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
         | (field(w1, FSET_SHIFT, 4) << 4)
@@ -516,11 +580,13 @@ def alu8_host(w1: int, a: int, v: int, f0: int, code: int) -> int:
 
 @wp.func
 def reg16_host(w1: int, w2: int, v16: int, hl: int, imm: int, f0: int) -> wp.vec2i:
-    """The work of LANE_REG16 for one CPU thread on its 16-bit source v16: (the 16-bit
+    """The work of LANE_REG16 for the CPU variant on its 16-bit source v16: (the 16-bit
     result, F from ``f0`` with the descriptor's kept, forced and computed flags)."""
     o = v16 << 8
     op = field(w2, OP16_SHIFT, 3)
-    if op != OP16_PASS:
+    if on_gpu():  # add16 is branch-free: select its result (see on_gpu)
+        o = wp.where(op != OP16_PASS, add16(op, v16, hl, imm & 0xFF), o)
+    elif op != OP16_PASS:
         o = add16(op, v16, hl, imm & 0xFF)
     calc = wp.where(field(w1, F16_SHIFT, 1) != 0, o & 0xF0, 0)
     f = (
@@ -534,11 +600,29 @@ def reg16_host(w1: int, w2: int, v16: int, hl: int, imm: int, f0: int) -> wp.vec
 @wp.func
 def push_value_host(w2: int, r: vec8i, sp: int, imm: int, pc: int, f0: int) -> int:
     """The 16-bit value PUSH, CALL or RST puts on the stack (F as ``f0``, before the
-    instruction), for one CPU thread."""
+    instruction) for the CPU variant: by branches on a CPU, by selects on a GPU (see
+    ``on_gpu``)."""
+    if on_gpu():
+        return push_value_selects(w2, r, sp, imm, pc, f0)
+    return push_value_branches(w2, r, sp, imm, pc, f0)
+
+
+@wp.func
+def push_value_selects(w2: int, r: vec8i, sp: int, imm: int, pc: int, f0: int) -> int:
+    """``push_value_host`` by selects, for a lone GPU thread."""
+    src16 = field(w2, SRC16_SHIFT, 3)
+    v16 = wp.where(src16 == R16_AF, (r[R_A] << 8) | f0,
+                   value16_selects(src16, r, sp, imm, (r[4] << 8) | r[5]))
+    return wp.where(src16 == R16_PC, pc, v16)
+
+
+@wp.func
+def push_value_branches(w2: int, r: vec8i, sp: int, imm: int, pc: int, f0: int) -> int:
+    """``push_value_host`` by branches, for a CPU core."""
     v16 = pc
     src16 = field(w2, SRC16_SHIFT, 3)
     if src16 != R16_PC:
-        v16 = value16_host(src16, r, sp, imm, (r[4] << 8) | r[5])
+        v16 = value16_branches(src16, r, sp, imm, (r[4] << 8) | r[5])
         if src16 == R16_AF:
             v16 = (r[R_A] << 8) | f0
     return v16
@@ -546,7 +630,23 @@ def push_value_host(w2: int, r: vec8i, sp: int, imm: int, pc: int, f0: int) -> i
 
 @wp.func
 def push_target_host(w0: int, pc: int, imm: int, code: int) -> int:
-    """PC after PUSH (unchanged), CALL (the immediate) or RST (its vector)."""
+    """PC after PUSH (unchanged), CALL (the immediate) or RST (its vector), for the CPU
+    variant: by branches on a CPU, by selects on a GPU (see ``on_gpu``)."""
+    if on_gpu():
+        return push_target_selects(w0, pc, imm, code)
+    return push_target_branches(w0, pc, imm, code)
+
+
+@wp.func
+def push_target_selects(w0: int, pc: int, imm: int, code: int) -> int:
+    """``push_target_host`` by selects, for a lone GPU thread."""
+    psel = field(w0, PC_SHIFT, 3)
+    return wp.where(psel == PC_IMM, imm, wp.where(psel == PC_RST, code & 0x38, pc))
+
+
+@wp.func
+def push_target_branches(w0: int, pc: int, imm: int, code: int) -> int:
+    """``push_target_host`` by branches, for a CPU core."""
     psel = field(w0, PC_SHIFT, 3)
     npc = pc
     if psel == PC_IMM:
