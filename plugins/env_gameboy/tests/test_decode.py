@@ -162,6 +162,43 @@ def test_rom_predecode_gives_cb_prefixes_their_instructions_lane() -> None:
     assert int(pre[1]) == int(D.rom_predecode(bytes([0x37]))[0])
 
 
+def test_loads_and_16_bit_moves_and_counts_keep_every_flag() -> None:
+    # The CPU variant's lanes (cpu.alu8_host, cpu.reg16_host) return F unchanged for
+    # these without merging the descriptor's flag fields.
+    for i in range(2 * D.CB_BASE):
+        d = D.describe(i)
+        if d.lane() in (D.LANE_REG8, D.LANE_LOAD8, D.LANE_RMW8) and d.op8 == D.OP_LD:
+            assert (d.fkeep, d.fset, d.fcalc) == (D.FL_ALL, 0, 0), hex(i)
+        if d.lane() == D.LANE_REG16 and d.op16 < D.OP16_ADD_HL:
+            assert (d.fkeep, d.fset, d.fcalc, d.f16) == (D.FL_ALL, 0, 0, 0), hex(i)
+
+
+def test_rom_predecode_entries_hold_the_word_the_descriptor_and_the_code_bytes() -> None:
+    # A CB prefix's entry holds the prefixed instruction's descriptor words and opcode;
+    # immediates past the ROM's end read as 0; the word after the ROM's keeps its row.
+    # (Runs of NOPs are marked from 0x100 on.)
+    rom = bytes([0x04]) * 0x100 + bytes([0x3E, 0x12, 0xCB, 0x7E, 0x00, 0x00, 0x00, 0xCB,
+                                         0x37, 0xEA, 0x34])
+    entries = D.rom_predecode_entries(rom)
+    assert entries.dtype == np.int32 and entries.shape == (len(rom) + 1, D.PRE_ENTRY_WORDS)
+    assert D.PRE_ENTRY_BYTES == entries.itemsize * D.PRE_ENTRY_WORDS == 16
+    assert (entries[:, 0] == D.rom_predecode(rom)).all()
+    assert entries[-1].tolist() == [D.RUN_LOOP, 0, 0, 0]
+    padded = rom + bytes(2)
+    for i, byte in enumerate(rom):
+        code = D.CB_BASE + rom[i + 1] if byte == 0xCB and i + 1 < len(rom) else byte
+        words = D.describe(code).words()
+        assert entries[i, 1:3].tolist() == [words[1], words[2]], hex(i)
+        n_imm = D.describe(byte).words()[0] & 3
+        imm = int.from_bytes(padded[i + 1:i + 1 + n_imm], "little")
+        assert int(entries[i, 3]) == imm | (code & 0xFF) << 16, hex(i)
+    # LD A,n; the prefix of BIT 7,(HL); LD (nn),A at the end, its high byte past the ROM
+    assert [int(entries[0x100 + k, 3]) for k in (0, 2, 9)] == [
+        0x3E << 16 | 0x12, 0x7E << 16 | 0x7E, 0xEA << 16 | 0x34]
+    # the NOP run keeps its run word in column 0 and NOP's descriptor beside it
+    assert int(entries[0x104, 0]) >> D.QUICK_SHIFT == D.QUICK_RUN
+
+
 def test_rom_predecode_sends_bank_edges_to_the_full_path() -> None:
     # The inner loop loads an instruction's three code bytes from one bank: at the last
     # three offsets of a bank they span two, so the lane there is LANE_GENERIC (word 0's

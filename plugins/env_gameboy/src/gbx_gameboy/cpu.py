@@ -80,6 +80,7 @@ from gbx_gameboy.decode import (
     PC_REL,
     PC_RST,
     PC_SHIFT,
+    PRE_ENTRY_BYTES,
     QUICK_RUN,
     QUICK_SHIFT,
     R16_AF,
@@ -565,12 +566,13 @@ def alu8_host(w1: int, a: int, v: int, f0: int, code: int) -> int:
     and A, as (result << 8) | F, F from ``f0`` (before the instruction) with the
     descriptor's kept, forced and computed flags."""
     op = field(w1, OP8_SHIFT, 5)
-    o = v << 8
-    if op != OP_LD:
-        if on_gpu():  # the ALU that selects (see on_gpu)
-            o = alu(op, a, v, f0, (code >> 3) & 7)
-        else:
-            o = alu_host(op, a, v, f0, (code >> 3) & 7)
+    if op == OP_LD:
+        return (v << 8) | (f0 & 0xF0)  # every LD keeps the flags (test_decode checks it)
+    o = int(0)
+    if on_gpu():  # the ALU that selects (see on_gpu)
+        o = alu(op, a, v, f0, (code >> 3) & 7)
+    else:
+        o = alu_host(op, a, v, f0, (code >> 3) & 7)
     return (o & ~0xFF) | (
         (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
         | (field(w1, FSET_SHIFT, 4) << 4)
@@ -582,12 +584,13 @@ def alu8_host(w1: int, a: int, v: int, f0: int, code: int) -> int:
 def reg16_host(w1: int, w2: int, v16: int, hl: int, imm: int, f0: int) -> wp.vec2i:
     """The work of LANE_REG16 for the CPU variant on its 16-bit source v16: (the 16-bit
     result, F from ``f0`` with the descriptor's kept, forced and computed flags)."""
-    o = v16 << 8
     op = field(w2, OP16_SHIFT, 3)
-    if on_gpu():  # add16 is branch-free: select its result (see on_gpu)
-        o = wp.where(op != OP16_PASS, add16(op, v16, hl, imm & 0xFF), o)
-    elif op != OP16_PASS:
-        o = add16(op, v16, hl, imm & 0xFF)
+    if op < OP16_ADD_HL:
+        # LD rr,nn, LD SP,HL, INC rr, DEC rr: no adder flags, and every one keeps F
+        # (test_decode checks it)
+        d = wp.where(op == OP16_INC, 1, wp.where(op == OP16_DEC, -1, 0))
+        return wp.vec2i((v16 + d) & 0xFFFF, f0 & 0xF0)
+    o = add16(op, v16, hl, imm & 0xFF)
     calc = wp.where(field(w1, F16_SHIFT, 1) != 0, o & 0xF0, 0)
     f = (
         (f0 & (field(w1, FKEEP_SHIFT, 4) << 4))
@@ -705,6 +708,20 @@ def array_u8_ptr(a: wp.array(dtype=wp.uint8)) -> wp.uint64: ...  # type: ignore[
     "#endif\n"
 )
 def ld_u32(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
+
+
+# Sixteen bytes at a 16-byte aligned offset (an entry of the predecoded ROM): one load on
+# a GPU, through its read-only data cache (the entries never change in a launch).
+@wp.func_native(
+    "#ifdef __CUDA_ARCH__\n"
+    "const int4 v = __ldg((const int4*)(((const uint8_t*)base) + off));\n"
+    "return wp::vec_t<4, wp::int32>(v.x, v.y, v.z, v.w);\n"
+    "#else\n"
+    "int32_t v[4]; __builtin_memcpy(v, ((const uint8_t*)base) + off, 16);\n"
+    "return wp::vec_t<4, wp::int32>(v[0], v[1], v[2], v[3]);\n"
+    "#endif\n"
+)
+def ld_v4i(base: wp.uint64, off: int) -> wp.vec4i: ...  # type: ignore[empty-body]
 
 
 @wp.func
@@ -878,9 +895,9 @@ def run_kernel(
         # each in the inner loop)
         off_lo = int(0)
         off_hi = int(0)
-        # The predecoded ROM (decode.rom_predecode, 4 bytes per ROM byte), which the CPU
-        # variant's batch keeps after the descriptors in ``dec``: the word of ROM byte
-        # ``k`` lies 4 k bytes from pre_ptr.
+        # The predecoded ROM (decode.rom_predecode_entries, PRE_ENTRY_BYTES per ROM
+        # byte), which the batch keeps after the descriptors in ``dec``: the entry of ROM
+        # byte ``k`` lies PRE_ENTRY_BYTES * k bytes from pre_ptr.
         pre_ptr = g.dec_ptr + wp.uint64(DESC_TABLE_BYTES)
     # Cached state (see above); next_ev = STALE forces a reload at the next instruction.
     next_ev = int(STALE)
@@ -1004,6 +1021,12 @@ def run_kernel(
                 q_end = next_ev
                 if t + 4 < dma_e:
                     q_end = wp.min(next_ev, dma_s - 12)
+                # On a CPU, the entry of the instruction after the last one (at pf_pc),
+                # loaded before that one's work. (A CPU core runs the work while the load
+                # is under way. On a GPU the entry held from one pass to the next costs
+                # more in spilled registers than it saves: 0.77x at 1,024 envs.)
+                pf_pc = int(-1)
+                pf = wp.vec4i()
                 while t < q_end:
                     tq = t + 4  # the opcode's M-cycle, as in the fetch below
                     # Outside the cartridge ROM or in the boot ROM: the full path. (Bank
@@ -1011,11 +1034,15 @@ def run_kernel(
                     # LANE_GENERIC in the predecoded ROM.)
                     if pc > 0x7FFF or (pc < 0x100 and g.has_boot != 0):
                         break
-                    # The instruction's descriptor word 0 and lane, and its bytes: two
-                    # loads that wait only for PC.
-                    qoff = wp.where(pc < 0x4000, off_lo, off_hi) + pc
-                    qw0 = ld_i32(pre_ptr, 4 * qoff)
-                    qword = ld_u32(rom_ptr, qoff)
+                    # The instruction's descriptor and lane, its immediates and opcode
+                    # (decode.rom_predecode_entries): one load that waits only for PC
+                    # (on a CPU, made by the pass before unless that one jumped).
+                    qentry = pf
+                    if on_gpu() or pc != pf_pc:
+                        qentry = ld_v4i(pre_ptr, PRE_ENTRY_BYTES * (
+                            wp.where(pc < 0x4000, off_lo, off_hi) + pc))
+                    qw0 = qentry[0]
+                    qword = qentry[3]
                     qlane = qw0 >> QUICK_SHIFT
                     if qlane == LANE_GENERIC:
                         break
@@ -1050,60 +1077,36 @@ def run_kernel(
                         ran = int(1)
                         continue
                     n_q = qw0 & 3
-                    qimm = wp.where(n_q >= 1, (qword >> 8) & 0xFF, 0) | wp.where(
-                        n_q == 2, qword & 0xFF0000, 0) >> 8
+                    qimm = qword & 0xFFFF
                     tn = tq + 4 * n_q  # the cycle after the immediates
-                    qa = int(0)  # the byte's address (loads and stores)
-                    q16 = int(0)  # the 16-bit source (LANE_REG16)
-                    w2q = int(0)
-                    if qlane == LANE_REG16:
-                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
+                    pc_next = (pc + 1 + n_q) & 0xFFFF
+                    if not on_gpu():
+                        # (past the cartridge ROM, the entry of offset 0: the next pass
+                        # leaves)
+                        pf_pc = pc_next
+                        pf = ld_v4i(pre_ptr, PRE_ENTRY_BYTES * wp.where(
+                            pc_next <= 0x7FFF,
+                            wp.where(pc_next < 0x4000, off_lo, off_hi) + pc_next, 0))
+                    f0 = r[R_F]
+                    # One branch per lane: its checks (a failed one leaves the loop before
+                    # any effect), then its work. (A lone GPU thread runs one lane's
+                    # branch, with one merge at the loop's end: checks and work in two
+                    # separate dispatches on the lane made two.)
+                    if qlane == LANE_JUMP:
+                        t = tn
+                        r[R_F] = f0 & 0xF0
+                        jump = jump_lane(qw0, f0, pc_next, qimm, (r[4] << 8) | r[5])
+                        pc = jump[0]
+                        t += jump[1]
+                    elif qlane == LANE_REG16:
+                        w2q = qentry[2]
                         q16 = value16_host(field(w2q, SRC16_SHIFT, 3), r, sp, qimm,
                                            (r[4] << 8) | r[5])
                         if (q16 & 0xFF00) == 0xFE00:
                             break  # the OAM bug's page: the full path
-                    elif qlane == LANE_STACK:
-                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
-                        if cond(field(qw0, CC_SHIFT, 3), r[R_F]):
-                            if field(qw0, NRD_SHIFT, 2) != 0:  # POP, RET
-                                tr = tn + 4 * field(qw0, RWAIT_SHIFT, 1)
-                                if not (plain_ram(sp) and plain_ram((sp + 1) & 0xFFFF)):
-                                    break
-                                if tr + 8 >= dma_s and tr + 4 < dma_e:
-                                    break  # a read's M-cycle falls in OAM DMA
-                            elif (sp & 0xFF00) == 0xFE00 or not (
-                                plain_ram((sp - 1) & 0xFFFF) and plain_ram((sp - 2) & 0xFFFF)
-                            ):
-                                break  # PUSH, CALL, RST elsewhere, or the OAM bug's page
-                    elif qlane >= LANE_LOAD8:
-                        # (for BIT b,(HL) the prefix's word 2, equal to its own:
-                        # decode.rom_predecode checks it)
-                        w2q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 8)
-                        qa = bus_address_host(
-                            field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT, WADDR_SHIFT), 3),
-                            r, sp, qimm)
-                        # WRAM and HRAM (not IE); loads also ROM, outside the boot ROM.
-                        ram = plain_ram(qa)
-                        if qlane == LANE_LOAD8:
-                            if not (ram or (qa < 0x8000 and (qa >= 0x100 or g.has_boot == 0))):
-                                break
-                            if tn + 4 < dma_e and tn + 4 >= dma_s:
-                                break  # the read's M-cycle falls in OAM DMA
-                        elif not ram:
-                            break
-                    t = tn
-                    pc = (pc + 1 + n_q) & 0xFFFF
-                    icount += 1
-                    ran = int(1)
-                    f0 = r[R_F]
-                    if qlane == LANE_JUMP:
-                        r[R_F] = f0 & 0xF0
-                        jump = jump_lane(qw0, f0, pc, qimm, (r[4] << 8) | r[5])
-                        pc = jump[0]
-                        t += jump[1]
-                    elif qlane == LANE_REG16:
-                        o16 = reg16_host(ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4),
-                                         w2q, q16, (r[4] << 8) | r[5], qimm, f0)
+                        t = tn
+                        pc = pc_next
+                        o16 = reg16_host(qentry[1], w2q, q16, (r[4] << 8) | r[5], qimm, f0)
                         r[R_F] = o16[1]
                         d16 = field(w2q, DST16_SHIFT, 3)
                         if d16 == R16_SP:
@@ -1113,10 +1116,26 @@ def run_kernel(
                             r[2 * d16 + 1] = o16[0] & 0xFF
                         t += 4 * field(qw0, EXTRA_SHIFT, 2)
                     elif qlane == LANE_STACK:
+                        w2q = qentry[2]
+                        taken = cond(field(qw0, CC_SHIFT, 3), f0)
+                        pops = field(qw0, NRD_SHIFT, 2) != 0  # POP, RET
+                        if taken:
+                            if pops:
+                                tr = tn + 4 * field(qw0, RWAIT_SHIFT, 1)
+                                if not (plain_ram(sp) and plain_ram((sp + 1) & 0xFFFF)):
+                                    break
+                                if tr + 8 >= dma_s and tr + 4 < dma_e:
+                                    break  # a read's M-cycle falls in OAM DMA
+                            elif (sp & 0xFF00) == 0xFE00 or not (
+                                plain_ram((sp - 1) & 0xFFFF) and plain_ram((sp - 2) & 0xFFFF)
+                            ):
+                                break  # PUSH, CALL, RST elsewhere, or the OAM bug's page
+                        t = tn
+                        pc = pc_next
                         r[R_F] = f0 & 0xF0
                         t += 4 * field(qw0, RWAIT_SHIFT, 1)
-                        if cond(field(qw0, CC_SHIFT, 3), f0):
-                            if field(qw0, NRD_SHIFT, 2) != 0:  # POP, RET
+                        if taken:
+                            if pops:
                                 lo = plain_get(g, env, sp)
                                 hi = plain_get(g, env, (sp + 1) & 0xFFFF)
                                 t += 8
@@ -1132,52 +1151,70 @@ def run_kernel(
                                     r[2 * d16 + 1] = lo
                             else:  # PUSH, CALL, RST
                                 v16 = push_value_host(w2q, r, sp, qimm, pc, f0)
-                                pc = push_target_host(qw0, pc, qimm, qword & 0xFF)
+                                pc = push_target_host(qw0, pc, qimm, qword >> 16)
                                 plain_set(g, env, (sp - 1) & 0xFFFF, v16 >> 8)
                                 plain_set(g, env, (sp - 2) & 0xFFFF, v16 & 0xFF)
                                 t += 12
                                 sp = (sp - 2) & 0xFFFF
                             t += 4 * field(qw0, EXTRA_SHIFT, 2)
-                    elif qlane == LANE_STORE8:
-                        w1q = ld_i32(g.dec_ptr, (qword & 0xFF) * DESC_BYTES + 4)
-                        src = field(w1q, SRC8_SHIFT, 4)
-                        vq = qimm & 0xFF
-                        if src != S8_IMM:
-                            vq = r[src]
-                        r[R_F] = f0 & 0xF0
-                        t += 4
-                        plain_set(g, env, qa, vq)
-                        if field(w2q, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
-                            hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
-                            r[4] = (hl1 >> 8) & 0xFF
-                            r[5] = hl1 & 0xFF
-                    else:  # LANE_REG8, LANE_LOAD8
-                        qcode = qword & 0xFF
-                        if qcode == 0xCB:
-                            # A CB-prefixed instruction (decode.rom_predecode): its second
-                            # byte, the immediate, picks its descriptor.
-                            qcode = CB_BASE + qimm
-                        w1q = ld_i32(g.dec_ptr, qcode * DESC_BYTES + 4)
-                        vq = qimm & 0xFF
-                        if qlane == LANE_LOAD8:
-                            t += 4
-                            if qa >= 0xC000:
-                                vq = plain_get(g, env, qa)
-                            else:
-                                vq = ld_u8(rom_ptr, wp.where(qa < 0x4000, off_lo, off_hi) + qa)
-                        else:
+                    else:  # LANE_REG8, LANE_LOAD8, LANE_STORE8
+                        w1q = qentry[1]
+                        w2q = qentry[2]
+                        qa = int(0)  # the byte's address (loads and stores)
+                        if qlane != LANE_REG8:
+                            # (for BIT b,(HL) the prefix's word 2, equal to its own:
+                            # decode.rom_predecode checks it)
+                            qa = bus_address_host(
+                                field(qw0, wp.where(qlane == LANE_LOAD8, RADDR_SHIFT,
+                                                    WADDR_SHIFT), 3),
+                                r, sp, qimm)
+                            # WRAM and HRAM (not IE); loads also ROM, outside the boot ROM.
+                            ram = plain_ram(qa)
+                            if qlane == LANE_LOAD8:
+                                if not (ram or (qa < 0x8000 and (qa >= 0x100 or g.has_boot == 0))):
+                                    break
+                                if tn + 4 < dma_e and tn + 4 >= dma_s:
+                                    break  # the read's M-cycle falls in OAM DMA
+                            elif not ram:
+                                break
+                        t = tn
+                        pc = pc_next
+                        if qlane == LANE_STORE8:
                             src = field(w1q, SRC8_SHIFT, 4)
+                            vq = qimm & 0xFF
                             if src != S8_IMM:
                                 vq = r[src]
-                        oq = alu8_host(w1q, r[R_A], vq, f0, qcode)
-                        r[R_F] = oq & 0xFF
-                        dq = field(w1q, DST8_SHIFT, 4)
-                        if dq < 8:
-                            r[dq] = oq >> 8
-                        if qlane == LANE_LOAD8 and field(w2q, DST16_SHIFT, 3) == R16_HL:
-                            hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
-                            r[4] = (hl1 >> 8) & 0xFF
-                            r[5] = hl1 & 0xFF
+                            r[R_F] = f0 & 0xF0
+                            t += 4
+                            plain_set(g, env, qa, vq)
+                            if field(w2q, DST16_SHIFT, 3) == R16_HL:  # (HL+) / (HL-)
+                                hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
+                                r[4] = (hl1 >> 8) & 0xFF
+                                r[5] = hl1 & 0xFF
+                        else:  # LANE_REG8, LANE_LOAD8
+                            vq = qimm & 0xFF
+                            if qlane == LANE_LOAD8:
+                                t += 4
+                                if qa >= 0xC000:
+                                    vq = plain_get(g, env, qa)
+                                else:
+                                    vq = ld_u8(rom_ptr, wp.where(qa < 0x4000, off_lo, off_hi) + qa)
+                            else:
+                                src = field(w1q, SRC8_SHIFT, 4)
+                                if src != S8_IMM:
+                                    vq = r[src]
+                            # (a CB-prefixed instruction's opcode is its second byte)
+                            oq = alu8_host(w1q, r[R_A], vq, f0, qword >> 16)
+                            r[R_F] = oq & 0xFF
+                            dq = field(w1q, DST8_SHIFT, 4)
+                            if dq < 8:
+                                r[dq] = oq >> 8
+                            if qlane == LANE_LOAD8 and field(w2q, DST16_SHIFT, 3) == R16_HL:
+                                hl1 = ((r[4] << 8) | r[5]) + hl_step(w2q)
+                                r[4] = (hl1 >> 8) & 0xFF
+                                r[5] = hl1 & 0xFF
+                    icount += 1
+                    ran = int(1)
                 if ran != 0:
                     continue
 
@@ -1273,7 +1310,7 @@ def run_kernel(
                         # back: its passes at once, as in the CUDA variant. Loops in
                         # ROM are the inner loop's.
                         lw = hram_loop_word(mget(g, env, HRAM_OFF + (pc - 0xFF80)),
-                                            ld_i32(pre_ptr, 4 * (g.rom_mask + 1)))
+                                            ld_i32(pre_ptr, PRE_ENTRY_BYTES * (g.rom_mask + 1)))
                         if lw != 0:
                             lreg = field(lw, LOOP_REG_SHIFT, 3)
                             lpass = loop_run(g, env, lw, r[lreg], r[R_F], (r[4] << 8) | r[5],
@@ -1578,14 +1615,15 @@ def run_kernel(
                     and (ime == 0 or irq == 0)):
                 lw = int(0)
                 if pc >= 0x100 and pc <= 0x7FFD and (pc & 0x3FFF) <= 0x3FFC:
-                    lw = ld_i32(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), 4 * (
+                    lw = ld_i32(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), PRE_ENTRY_BYTES * (
                         ((wp.where(pc < 0x4000, bank0, bankx) * 0x4000) & g.rom_mask)
                         + (pc & 0x3FFF)))
                     if (lw >> QUICK_SHIFT) != QUICK_RUN or (lw & RUN_LOOP) == 0:
                         lw = int(0)
                 elif pc >= 0xFF80 and pc <= 0xFFFC and op == 0x20 and e == 0xFD:
                     lw = hram_loop_word(mget(g, env, HRAM_OFF + (pc - 0xFF80)), ld_i32(
-                        g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), 4 * (g.rom_mask + 1)))
+                        g.dec_ptr + wp.uint64(DESC_TABLE_BYTES),
+                        PRE_ENTRY_BYTES * (g.rom_mask + 1)))
                 if lw != 0:
                     lreg = field(lw, LOOP_REG_SHIFT, 3)
                     lpass = loop_run(g, env, lw, rget(r, lreg), r[R_F], pair(r, 4), r[R_A], pc,

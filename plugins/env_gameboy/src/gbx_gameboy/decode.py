@@ -501,6 +501,42 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     return np.append(pre, RUN_LOOP).astype(np.int32)
 
 
+# One entry of the predecoded ROM as the run kernel reads it (``rom_predecode_entries``):
+# four int32, 16 bytes, so one aligned load brings all that the inner loop needs of an
+# instruction at once.
+PRE_ENTRY_WORDS = 4
+PRE_ENTRY_BYTES = 4 * PRE_ENTRY_WORDS
+# The entries follow the descriptors in one array: each stays 16-byte aligned.
+assert DESC_TABLE_BYTES % PRE_ENTRY_BYTES == 0
+
+
+def rom_predecode_entries(rom: bytes) -> np.ndarray:
+    """The predecoded ROM as the run kernel keeps it: int32 of shape ``(len(rom) + 1,
+    PRE_ENTRY_WORDS)``, one row per ROM byte and the word after them. Column 0 is
+    ``rom_predecode``'s word; columns 1 and 2 are words 1 and 2 of the descriptor of the
+    instruction that starts at the byte (at a CB prefix, the CB-prefixed instruction's);
+    column 3 holds its immediates in bits 0-15 (as many bytes as its opcode takes, the
+    rest zero; zero past the ROM's end) and its opcode in bits 16-23 (at a CB prefix, the
+    second opcode byte). The inner loop's opcode, immediates and descriptor then come
+    from one load that waits only for PC, not from loads of the code bytes and then of
+    the descriptor at the opcode."""
+    table = decode_table().reshape(2 * CB_BASE, WORDS)
+    data = np.frombuffer(bytes(rom), dtype=np.uint8).astype(np.int64)
+    out = np.zeros((len(data) + 1, PRE_ENTRY_WORDS), dtype=np.int64)
+    out[:, 0] = rom_predecode(rom)
+    desc = data.copy()
+    cb = np.flatnonzero(data[:-1] == 0xCB)
+    desc[cb] = CB_BASE + data[cb + 1]
+    out[:-1, 1] = table[desc, 1]
+    out[:-1, 2] = table[desc, 2]
+    padded = np.concatenate([data, np.zeros(2, dtype=np.int64)])
+    n_imm = table[data, 0] & 3
+    imm = (np.where(n_imm >= 1, padded[1:-1], 0)
+           | np.where(n_imm == 2, padded[2:] << 8, 0))
+    out[:-1, 3] = imm | (desc & 0xFF) << 16
+    return out.astype(np.int32)
+
+
 _DEC_R8 = {0x05 + 8 * y: y for y in (0, 1, 2, 3, 4, 5, 7)}  # DEC B ... DEC A, not (HL)
 _FILL_OPS = {0x22: LOOP_FILL, 0x32: LOOP_FILL | LOOP_FILL_DOWN}  # LD (HL+),A / LD (HL-),A
 _FILL_REGS = (0, 1, 2, 3)  # B C D E: a fill loop's count is neither HL nor A

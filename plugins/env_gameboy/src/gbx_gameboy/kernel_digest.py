@@ -34,7 +34,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True) in canonical form, warp 1.19.0.
-CUDA_PTX_SHA256 = "15d27b424442318722ff0283c2cfda16b82f57ee1cf02b50eda041d73634458a"
+CUDA_PTX_SHA256 = "27434d042714bcca98fd0404261f195d72639bfa96a2f5f3f61df3356ddbbb26"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda", lineinfo: bool = False) -> str:

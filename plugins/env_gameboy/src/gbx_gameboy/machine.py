@@ -26,7 +26,7 @@ from gbx_gameboy.cpu import (
     store_gb_host,
 )
 from gbx_gameboy.cpu_threads import ChunkedLaunch, chunk_bounds, resolve_threads
-from gbx_gameboy.decode import decode_table, rom_predecode
+from gbx_gameboy.decode import PRE_ENTRY_BYTES, decode_table, rom_predecode_entries
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.tiles import env_rows, row_of_envs
@@ -168,20 +168,16 @@ def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -
             + (8 * CLOCK_ROWS if PHASE_CLOCKS else 0))
 
 
-# Bytes after the ROM in a batch's copy of it: a 4-byte load at its last byte stays inside.
-ROM_PAD = 3
-
-
 def batch_bytes(cart: Cartridge, num_envs: int,
                 serial_capacity: int = DEFAULT_SERIAL_CAPACITY, cpu_variant: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
-    cannot fit before Warp allocates anything: the ROM and its predecoded form (4 bytes
-    per ROM byte) once, the per-env arrays. ``cpu_variant``: the batch runs only the run
-    kernel's CPU variant; a batch that may run the CUDA variant keeps 12 bytes per env of
-    lines left to draw after a launch."""
-    # the ROM with its pad, and its predecoded words (decode.rom_predecode)
-    rom = len(cart.data) * 5 + ROM_PAD + 4
+    cannot fit before Warp allocates anything: the ROM and its predecoded form
+    (``PRE_ENTRY_BYTES`` per ROM byte) once, the per-env arrays. ``cpu_variant``: the
+    batch runs only the run kernel's CPU variant; a batch that may run the CUDA variant
+    keeps 12 bytes per env of lines left to draw after a launch."""
+    # the ROM with its pad, and its predecoded entries (decode.rom_predecode_entries)
+    rom = len(cart.data) * (1 + PRE_ENTRY_BYTES) + PRE_ENTRY_BYTES
     pending = 0 if cpu_variant else num_envs * 3 * 4
     return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
 
@@ -273,17 +269,14 @@ class GameBoyBatch:
         nt = L.tiles_for(n)
         dev = self.device
         g = GB()
-        # ROM_PAD zero bytes after the ROM: the CPU variant's inner loop loads an
-        # instruction's four code bytes before it knows the lane, at any bank offset (one
-        # near a bank's end takes the full path then), so the last ones stay inside.
-        g.rom = wp.array(np.frombuffer(self.cart.data + bytes(ROM_PAD), dtype=np.uint8),
+        g.rom = wp.array(np.frombuffer(self.cart.data, dtype=np.uint8),
                          dtype=wp.uint8, device=dev)
         boot_np = np.frombuffer(boot, dtype=np.uint8) if boot else np.zeros(1, np.uint8)
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
         # the descriptors, then the predecoded ROM: the CPU variant's inner loop reads it,
         # and both variants' countdown and fill loops (countdown.py)
-        dec = np.concatenate([decode_table(), rom_predecode(self.cart.data)])
+        dec = np.concatenate([decode_table(), rom_predecode_entries(self.cart.data).ravel()])
         g.dec = wp.array(dec, dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
