@@ -399,11 +399,11 @@ def decode_table() -> np.ndarray:
     return np.array([describe(i).words() for i in range(2 * CB_BASE)], dtype=np.int32).ravel()
 
 
-# The CPU variant's predecoded ROM (``rom_predecode``): one int32 per ROM byte, word 0 of
-# the descriptor of the opcode that byte would be, with the lane of the run loop's inner
-# loop in bits 27-29 (QUICK_SHIFT, the "special" field, which is SP_NONE for every
-# instruction with a short lane): one of INNER_LANES, or LANE_GENERIC for an instruction
-# the inner loop leaves to the full path.
+# The CPU variant's predecoded word (``rom_predecode``, column 0 of the predecoded ROM's
+# entries): one int32 per ROM byte, word 0 of the descriptor of the opcode that byte
+# would be, with the lane of the run loop's inner loop in bits 27-29 (QUICK_SHIFT, the
+# "special" field, which is SP_NONE for every instruction with a short lane): one of
+# INNER_LANES, or LANE_GENERIC for an instruction the inner loop leaves to the full path.
 QUICK_SHIFT = SPECIAL_SHIFT
 INNER_LANES = (LANE_JUMP, LANE_REG8, LANE_REG16, LANE_LOAD8, LANE_STORE8, LANE_STACK)
 # A run of identical do-nothing instructions, NOP or JR +0 (a delay loop's padding): the
@@ -456,14 +456,13 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     INNER_LANES); at a CB prefix, the word of the CB-prefixed instruction it starts, with
     one immediate byte (the second opcode byte, which the prefix's own entry reads as
     one), so that the CB operations on registers and BIT on (HL) take the inner loop
-    (the kernel reads the rest of their descriptor at ``CB_BASE`` plus that byte); where
+    (the entry's other words are the rest of their descriptor); where
     a run of two or more NOPs or JR +0s starts, QUICK_RUN and the run instead (see
     QUICK_RUN); where a countdown or fill loop starts, RUN_LOOP and its fields too. One
     word follows those of the ROM: RUN_LOOP there lets the run kernel run a countdown
     loop in HRAM at once too (countdown.hram_loop_word; HRAM is written at run time, so
-    no word marks such a loop). The CPU variant of the run kernel reads it after the
-    descriptors, so that an instruction's length and lane come from one load at the
-    address of its PC, not from a load that waits for the opcode."""
+    no word marks such a loop). These words are column 0 of ``rom_predecode_entries``,
+    which the run kernel keeps after the descriptors."""
     table = decode_table().reshape(2 * CB_BASE, WORDS)
     out = _predecoded_words(table[:CB_BASE])
     out[0xCB] &= (1 << QUICK_SHIFT) - 1  # a prefix alone (the ROM's last byte): full path
