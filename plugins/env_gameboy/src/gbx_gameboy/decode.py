@@ -450,6 +450,16 @@ def _predecoded_words(table: np.ndarray) -> np.ndarray:
     return np.where(inner, kept | (lane << QUICK_SHIFT), kept)
 
 
+def _started_descriptors(data: np.ndarray) -> np.ndarray:
+    """The descriptor index (0 - 511) of the instruction that starts at each byte of
+    ``data``, read as code: the byte itself, or at a CB prefix CB_BASE plus the next byte
+    (a prefix at the last byte stays 0xCB)."""
+    desc = data.astype(np.int64)
+    cb = np.flatnonzero(data[:-1] == 0xCB)
+    desc[cb] = CB_BASE + desc[cb + 1]
+    return desc
+
+
 def rom_predecode(rom: bytes) -> np.ndarray:
     """int32 per byte of ``rom``: word 0 of the descriptor of the opcode equal to that
     byte, with its inner-loop lane in bits 27-29 (LANE_GENERIC for the lanes not in
@@ -477,8 +487,9 @@ def rom_predecode(rom: bytes) -> np.ndarray:
     pos = np.arange(len(data))
     # A CB prefix: the word of the instruction it and the next byte make, whose one
     # immediate is that byte (at the ROM's last byte the bank-edge rule below applies).
-    cb = np.flatnonzero(data[:-1] == 0xCB)
-    pre[cb] = prefixed[data[cb + 1]] | (out[0xCB] & 3)
+    desc = _started_descriptors(data)
+    cb = desc >= CB_BASE
+    pre[cb] = prefixed[desc[cb] - CB_BASE] | (out[0xCB] & 3)
     # The inner loop loads an instruction's three code bytes from one bank: at a bank
     # offset above 0x3FFC they span two, so the lane there is LANE_GENERIC.
     pre[(pos & 0x3FFF) > 0x3FFC] &= (1 << QUICK_SHIFT) - 1
@@ -523,9 +534,7 @@ def rom_predecode_entries(rom: bytes) -> np.ndarray:
     data = np.frombuffer(bytes(rom), dtype=np.uint8).astype(np.int64)
     out = np.zeros((len(data) + 1, PRE_ENTRY_WORDS), dtype=np.int64)
     out[:, 0] = rom_predecode(rom)
-    desc = data.copy()
-    cb = np.flatnonzero(data[:-1] == 0xCB)
-    desc[cb] = CB_BASE + data[cb + 1]
+    desc = _started_descriptors(data)
     out[:-1, 1] = table[desc, 1]
     out[:-1, 2] = table[desc, 2]
     padded = np.concatenate([data, np.zeros(2, dtype=np.int64)])

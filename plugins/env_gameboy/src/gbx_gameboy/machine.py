@@ -176,7 +176,7 @@ def batch_bytes(cart: Cartridge, num_envs: int,
     (``PRE_ENTRY_BYTES`` per ROM byte) once, the per-env arrays. ``cpu_variant``: the
     batch runs only the run kernel's CPU variant; a batch that may run the CUDA variant
     keeps 12 bytes per env of lines left to draw after a launch."""
-    # the ROM with its pad, and its predecoded entries (decode.rom_predecode_entries)
+    # the ROM and its predecoded entries (decode.rom_predecode_entries)
     rom = len(cart.data) * (1 + PRE_ENTRY_BYTES) + PRE_ENTRY_BYTES
     pending = 0 if cpu_variant else num_envs * 3 * 4
     return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
