@@ -472,10 +472,397 @@ def test_cuda_variant_draws_a_launchs_last_lines_after_it() -> None:
         batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32), 6, release_after=3)
     pend = batches["cuda"]._g.pend.numpy()
     assert (pend[:, 0] == 144).all() and (pend[:, 1] == 0).all(), pend
-    assert batches["cpu"]._g.pend.shape[0] == 1  # the CPU variant keeps no pending lines
+    # On the CPU device the CPU variant draws at once and keeps no line registers.
+    assert (batches["cpu"]._g.pend.numpy()[:, 0] == 0).all()
+    assert batches["cpu"]._g.lines.shape == (1, 1)
     host, cuda = (b.state_tensors()["fb"] for b in batches.values())
     assert len(torch.unique(host)) >= 3, "the compared frame is blank"
     assert torch.equal(host, cuda)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cpu_variant_on_a_gpu_draws_a_launchs_last_lines_after_it() -> None:
+    """On a GPU the CPU variant leaves the drawn frame's lines that its catch-up reaches
+    to draw_pending_kernel as the CUDA variant does (the bundled game: all 144 at the
+    VBlank that ends a frames launch), and a cycles launch that goes on past that VBlank
+    draws them before its next instruction (flush_draw); every state and frame is the
+    CPU device's, where the variant draws each line at once."""
+    n = 4
+    host = GameBoyBatch(str(DEFAULT_ROM), n, "cpu", threads=1, kernel="cpu")
+    gpu = GameBoyBatch(str(DEFAULT_ROM), n, "cuda", kernel="cpu", block_threads=1)
+
+    def same_state() -> None:
+        a, b = host.state_tensors(), gpu.state_tensors()
+        assert len(torch.unique(a["fb"])) >= 3, "the compared frame is blank"
+        for name, tensor in a.items():
+            assert torch.equal(tensor.cpu(), b[name].cpu()), f"{name} differs"
+
+    for batch in (host, gpu):
+        batch.run_frames(40)
+        batch.step_frames(torch.full((n,), 0x80, dtype=torch.int32, device=batch.device), 6,
+                          release_after=3)
+    pend = gpu._g.pend.numpy()
+    assert (pend[:, 0] == 144).all() and (pend[:, 1] == 0).all(), pend
+    same_state()
+    for batch in (host, gpu):
+        # From the VBlank the step ended at, past the next one: lines 0 - 143 drawn.
+        batch.step_cycles(torch.zeros(n, dtype=torch.int32, device=batch.device), 80_000,
+                          render=True)
+    assert (gpu._g.pend.numpy()[:, 0] == 0).all()
+    same_state()
+
+
+MID_FRAME_BODY = """
+    ld sp, $DFF0
+.wait:
+    ldh a, [$44]
+    cp 144
+    jr nz, .wait
+    xor a
+    ldh [$40], a
+    ld hl, $8000
+    ld b, 64
+    ld a, $5A
+.tiles:
+    ld [hl+], a
+    add a, 37
+    dec b
+    jr nz, .tiles
+    ld hl, $9800
+    ld d, 8
+    ld b, 0
+    xor a
+.map:
+    ld [hl+], a
+    inc a
+    and 3
+    dec b
+    jr nz, .map
+    dec d
+    jr nz, .map
+    ld hl, $FE00
+    ld b, 160
+    ld a, 16
+.oam:
+    ld [hl+], a
+    add a, 29
+    dec b
+    jr nz, .oam
+{dma_source}    ld hl, $FF80
+    ld a, $3E
+    ld [hl+], a
+    ld a, $C1
+    ld [hl+], a
+    ld a, $E0
+    ld [hl+], a
+    ld a, $46
+    ld [hl+], a
+    ld a, $3E
+    ld [hl+], a
+    ld a, $28
+    ld [hl+], a
+    ld a, $3D
+    ld [hl+], a
+    ld a, $20
+    ld [hl+], a
+    ld a, $FD
+    ld [hl+], a
+    ld a, $C9
+    ld [hl], a
+    xor a
+    ld [$C000], a
+    ld [$C001], a
+    ld [$C003], a
+    ld a, $E4
+    ldh [$47], a
+    ld a, $D2
+    ldh [$48], a
+    ld a, $1B
+    ldh [$49], a
+    ld a, 100
+    ldh [$4A], a
+    ld a, 87
+    ldh [$4B], a
+    ld a, $08
+    ldh [$41], a
+    ld a, $03
+    ldh [$FF], a
+    xor a
+    ldh [$0F], a
+    ld a, $F3
+    ldh [$40], a
+    ei
+.spin:
+    halt
+    jr .spin
+"""
+MID_FRAME_HANDLERS = """
+SECTION "vbl", ROM0[$0040]
+    jp OnVBlank
+SECTION "stat", ROM0[$0048]
+    jp OnStat
+SECTION "h", ROM0[$1000]
+OnVBlank:
+    push af
+    push bc
+    ld a, [$C000]
+    inc a
+    ld [$C000], a
+    and 4
+    jp z, .lines
+    xor a
+    jr .source
+.lines:
+    ld a, $08
+.source:
+    ldh [$41], a
+    ld a, $20
+    ldh [$00], a
+    ldh a, [$00]
+    ldh a, [$00]
+    cpl
+    and $0F
+    ld b, a
+    ld a, $10
+    ldh [$00], a
+    ldh a, [$00]
+    ldh a, [$00]
+    cpl
+    and $0F
+    swap a
+    or b
+    ld [$C001], a
+    ld a, $30
+    ldh [$00], a
+    ld a, [$C001]
+    ldh [$42], a
+    ld a, [$C000]
+    and 1
+    add a, a
+    add a, a
+    add a, 86
+    ld [$C104], a
+    ld a, [$C000]
+    and 1
+    jp z, .hide
+    ld a, 66
+.hide:
+    ld [$FE00], a
+    ld a, [$C001]
+    and 63
+    add a, 40
+    ld [$FE01], a
+    pop bc
+    pop af
+    reti
+OnStat:
+    ld a, [$C003]
+    or a
+    jp nz, .spback
+    push af
+    push bc
+    push hl
+    ldh a, [$44]
+    ld c, a
+    ld a, [$C001]
+    add a, c
+    ldh [$43], a
+    ld a, c
+    rlca
+    rlca
+    xor $E4
+    ldh [$47], a
+    ld a, c
+    cp 40
+    jp z, .vram
+    cp 80
+    jp z, .dma
+    cp 100
+    jp z, .bug
+    cp 102
+    jp z, .rdbug
+    cp 105
+    jp z, .rdidu
+    cp 107
+    jp z, .spbug
+    cp 110
+    jp z, .winoff
+    cp 115
+    jp z, .winon
+    cp 120
+    jp z, .lcdoff
+    jp .done
+.vram:
+    ld hl, $8010
+    ld a, [$C000]
+    ld [hl+], a
+    ld [hl+], a
+    cpl
+    ld [hl+], a
+    ld [hl], a
+    jp .done
+.dma:
+    call $FF80
+    jp .done
+.bug:
+    ld hl, $FE20
+    ld b, 40
+.inc:
+    inc hl
+    dec b
+    jr nz, .inc
+    jp .done
+.rdbug:
+    ld hl, $FE30
+    ld b, 40
+.rd:
+    ld a, [hl]
+    dec b
+    jr nz, .rd
+    jp .done
+.rdidu:
+    ld hl, $FE50
+.mode2:
+    ldh a, [$41]
+    and 3
+    cp 2
+    jr nz, .mode2
+    nop
+    nop
+    nop
+    ld a, [hl+]
+    jp .done
+.spbug:
+    ld [$C010], sp
+    ld a, 1
+    ld [$C003], a
+    ld a, $20
+    ldh [$41], a
+    xor a
+    ldh [$0F], a
+    ld sp, $FE90
+    ei
+.spin2:
+    jr .spin2
+.spback:
+    xor a
+    ld [$C003], a
+    ld a, $08
+    ldh [$41], a
+    ld hl, $C010
+    ld a, [hl+]
+    ld h, [hl]
+    ld l, a
+    ld sp, hl
+    jp .done
+.winoff:
+    ld a, $D3
+    ldh [$40], a
+    jp .done
+.winon:
+    ld a, $F3
+    ldh [$40], a
+    jp .done
+.lcdoff:
+    ld a, [$C000]
+    and 3
+    cp 1
+    jr nz, .done
+    inc a
+    ld [$C000], a
+    xor a
+    ldh [$41], a
+    ldh [$40], a
+    ld a, $F3
+    ldh [$40], a
+.done:
+    pop hl
+    pop bc
+    pop af
+    reti
+"""
+
+def _mid_frame_rom() -> bytes:
+    """Frames that change what their lines show while they are drawn. A STAT interrupt at
+    every HBlank sets SCX and BGP from LY; at line 40 it rewrites a tile's bytes (VRAM), at
+    80 it runs an OAM DMA (from HRAM) that moves object 1 over lines 70 - 81 by the frame's
+    parity and puts 38 objects over lines 98 - 110, and then it hits the OAM corruption
+    bug: at 100 by stepping HL through OAM across the next lines' OAM scans (the
+    increment/decrement unit), at 102 by reading OAM across them, at 105 by one LD A,
+    [HL+] from OAM once the next line's scan has begun, and at 107 by taking the next
+    line's mode-2 STAT interrupt with SP in OAM (the dispatch's push; the handler puts SP
+    back). At 110 and 115 it turns the window off and on, and at 120 of one frame in
+    eight it turns the STAT interrupt and the LCD off, and the LCD on again. Every other four frames run without the STAT interrupt
+    (their lines can be stepped over in one go). The VBlank handler reads the buttons into
+    SCY, so envs given different buttons draw different frames, and shows or hides object
+    0 over lines 50 - 57 by the frame's parity (an OAM write, seen by the lines a cycles
+    launch has drawn before it)."""
+    from gbx_gameboy.microrom import micro_rom
+
+    table = [0, 0, 0, 0, 86, 60, 1, 0]
+    for i in range(2, 40):
+        attr = ((i % 4) << 5) | ((i % 3 == 0) << 4) | ((i % 5 == 0) << 7)
+        table += [114 + i % 6, 8 + (i * 11) % 160, i & 3, attr]
+    dma_source = "    ld hl, $C100\n" + "".join(
+        f"    ld a, {v}\n    ld [hl+], a\n" for v in table)
+    return micro_rom(MID_FRAME_BODY.replace("{dma_source}", dma_source),
+                     extra=MID_FRAME_HANDLERS)
+
+
+def _mid_frame_steps(device: str, kernel: str, block_threads: int | None = None
+                     ) -> list[dict[str, torch.Tensor]]:
+    """Every state of 8 envs of the mid-frame ROM after each of 12 steps of 3 frames
+    (random buttons per env), and after cycle launches of odd lengths that end inside
+    drawn frames."""
+    n = 8
+    batch = GameBoyBatch(_mid_frame_rom(), n, device, threads=1, kernel=kernel,
+                         block_threads=block_threads)
+    batch.run_frames(3)
+    gen = torch.Generator().manual_seed(3)
+    states = []
+    for _ in range(12):
+        buttons = torch.randint(0, 256, (n,), generator=gen, dtype=torch.int32)
+        batch.step_frames(buttons.to(device), 3, release_after=2)
+        states.append({k: v.cpu().clone() for k, v in batch.state_tensors().items()})
+    for cycles in (30011, 70224, 101_117, 4567):
+        buttons = torch.randint(0, 256, (n,), generator=gen, dtype=torch.int32)
+        batch.step_cycles(buttons.to(device), cycles, render=True)
+        states.append({k: v.cpu().clone() for k, v in batch.state_tensors().items()})
+    return states
+
+
+def test_lines_drawn_later_show_what_they_showed_when_due() -> None:
+    """The CUDA variant defers drawing (on the CPU device too), the CPU variant draws each
+    line as it leaves mode 3: with registers, VRAM and OAM changed while the frame is
+    drawn, both give the same frames and states bit for bit."""
+    at_once = _mid_frame_steps("cpu", "cpu")
+    later = _mid_frame_steps("cpu", "cuda")
+    shown = [s["fb"] for s in at_once[:12]]
+    # The steps drew frames of every kind: blank (the LCD turned off), whole (the
+    # background's rows repeat every 8 lines above the objects) and split by the STAT
+    # interrupt (SCX and BGP change on every line).
+    def kind(fb: torch.Tensor) -> str:
+        rows = len({bytes(row.numpy()) for row in fb[:40]})
+        return "blank" if not fb.any() else "split" if rows == 40 else "whole"
+
+    kinds = {kind(fb[0]) for fb in shown}
+    assert kinds == {"blank", "whole", "split"}, kinds
+    assert any(not torch.equal(fb[0], fb[e]) for fb in shown for e in range(1, 8)), \
+        "the envs drew the same frames"
+    for step, (a, b) in enumerate(zip(at_once, later, strict=True)):
+        for name, tensor in a.items():
+            assert torch.equal(tensor, b[name]), f"{name} differs after step {step}"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize(("gpu_kernel", "block"), [("cpu", 1), ("cpu", 4), ("cuda", 32)])
+def test_lines_drawn_later_on_a_gpu_match_the_cpu_device(gpu_kernel: str, block: int) -> None:
+    """The same on a GPU, where both variants defer drawing."""
+    at_once = _mid_frame_steps("cpu", "cpu")
+    on_gpu = _mid_frame_steps("cuda", gpu_kernel, block)
+    for step, (a, b) in enumerate(zip(at_once, on_gpu, strict=True)):
+        for name, tensor in a.items():
+            assert torch.equal(tensor, b[name]), f"{name} differs after step {step}"
 
 
 def _countdown_rom() -> bytes:

@@ -56,7 +56,7 @@ def run(
 
     # Device and memory are checked before Warp allocates: one line, exit 2.
     target = resolve_device(device)
-    check_memory(batch_bytes(cart, envs, cpu_variant=target.type == "cpu"), target,
+    check_memory(batch_bytes(cart, envs, on_cpu=target.type == "cpu"), target,
                  algo="gbx gameboy run", fix="lower --envs")
     batch = GameBoyBatch(cart, envs, device)
     presses = _prepare(batch, state, press)

@@ -119,7 +119,19 @@ from gbx_gameboy.decode import (
     WVAL_SHIFT,
     WWAIT_SHIFT,
 )
-from gbx_gameboy.kstate import GB, ld_i32, ld_u8, mem_base, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.kstate import (
+    GB,
+    ld_i32,
+    ld_u8,
+    mem_base,
+    mget,
+    mset,
+    on_gpu,
+    sget,
+    sset,
+    tget,
+    tset,
+)
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     FAULT_BUDGET,
@@ -161,10 +173,10 @@ from gbx_gameboy.layout import (
 from gbx_gameboy.memory import rd_cpu, rom_code_byte, serial_sync, set_buttons, wr, wr_cpu
 from gbx_gameboy.oam_bug import (
     OAM_BUG_WRITE,
-    oam_bug,
     oam_bug_idu,
     oam_bug_read_idu,
     oam_bug_unit,
+    oam_corrupt,
 )
 from gbx_gameboy.phase_clock import (
     CLOCK_ROWS,
@@ -177,11 +189,10 @@ from gbx_gameboy.phase_clock import (
 )
 from gbx_gameboy.ppu_timing import (
     SEEN_MARGIN,
-    flush_draw,
+    draw_line,
     ppu_advance,
     ppu_cpu_event,
-    render_line,
-    window_line_after,
+    window_after,
 )
 from gbx_gameboy.timer import timer_sync
 from gbx_gameboy.warp_setup import wp
@@ -231,10 +242,8 @@ DESC_BYTES = 4 * WORDS  # one opcode descriptor (decode.py)
 # warp. A CPU core predicts branches, so there the variant's helpers below compute only
 # what the instruction uses; a lone GPU thread predicts none and waits for each branch
 # to resolve, so there the same helpers compute their candidates branch-free and select
-# (docs/benchmarks.md, "Selects for a lone GPU thread"). ``on_gpu`` is a constant of each
-# device's build of the module, so the compiler keeps one of the two forms.
-@wp.func_native("#ifdef __CUDA_ARCH__\nreturn true;\n#else\nreturn false;\n#endif\n")
-def on_gpu() -> bool: ...  # type: ignore[empty-body]
+# (docs/benchmarks.md, "Selects for a lone GPU thread"). ``on_gpu`` (kstate.py) is a
+# constant of each device's build of the module, so the compiler keeps one of the two forms.
 
 
 @wp.func
@@ -753,7 +762,7 @@ def catch_up(g: GB, env: int, t: int, halted: int, limit: int):
         if halted != 0 and pending_irq(g, env) == 0:
             nxt = wp.min(sget(g, env, T_TIMER_NEXT), sget(g, env, T_SERIAL_END))
             unobserved = wp.min(nxt, limit)
-        ppu_advance(g.ref, env, t, unobserved, 1)
+        ppu_advance(g.ref, env, t, unobserved)
 
 
 @wp.func
@@ -776,10 +785,11 @@ def store_gb(dst: wp.array(dtype=GB), g: GB):
 
 @wp.kernel
 def draw_pending_kernel(g: GB):
-    """After a launch of the CUDA variant: draw the lines of the drawn frame that its last
-    catch-up left pending (``ppu_timing.flush_draw``), one thread per (env, line). The
-    state is the one they were due in, since no instruction ran after that catch-up; the
-    window line counter of each line follows from the first one's."""
+    """After a launch that defers drawing (ppu_timing.flush_draw): draw the lines of the
+    drawn frame left pending, one thread per (env, line), each with the LCD registers
+    recorded for it and the VRAM and OAM the launch left, which are those it was due with
+    (any change to them drew the pending lines first). A line's window line counter
+    follows from the first pending line's and the registers of the lines before it."""
     env, ly = wp.tid()
     count = g.pend[env, 0]
     first = g.pend[env, 1]
@@ -788,8 +798,8 @@ def draw_pending_kernel(g: GB):
     mb = mem_base(g, env)
     win = g.pend[env, 2]
     for k in range(first, ly):
-        win = window_line_after(mb, k, win)
-    render_line(mb, env, ly, win, g.fb)
+        win = window_after(k, win, g.lines[env, k])
+    draw_line(mb, env, ly, win, g.fb, g.lines[env, ly])
 
 
 @wp.kernel(name="store_gb_host", module=HOST_MODULE)
@@ -875,8 +885,7 @@ def run_kernel(
         else:
             set_buttons(g.ref, env, 0)
 
-    if wp.static(not HOST):
-        g.pend[env, 0] = 0  # the previous launch's lines were drawn after it
+    g.pend[env, 0] = 0  # the previous launch's lines were drawn after it
     # The launch's cycle limit: the requested cycles, or the frames' cycle budget.
     limit = wp.min(amount, LAUNCH_TIME_LIMIT)
     if mode != RUN_CYCLES:
@@ -925,8 +934,6 @@ def run_kernel(
                     break
             elif t >= limit:
                 break
-            if wp.static(not HOST):
-                flush_draw(g.ref, env)  # the launch goes on: draw before the CPU runs
             next_ev = wp.min(
                 wp.min(ppu_cpu_event(g, env), sget(g, env, T_TIMER_NEXT)),
                 wp.min(sget(g, env, T_SERIAL_END), limit),
@@ -981,7 +988,7 @@ def run_kernel(
                 pc = (pc - 1) & 0xFFFF
             t += 8
             if (sp & 0xFF00) == 0xFE00:
-                oam_bug(g.ref, env, t, OAM_BUG_WRITE)  # SP on the bus (oam_bug.py)
+                oam_corrupt(g, env, t, OAM_BUG_WRITE)  # SP on the bus (oam_bug.py)
             sp = (sp - 1) & 0xFFFF
             t += 4
             wr(g, env, sp, pc >> 8, t)
@@ -1721,8 +1728,8 @@ def run_kernel(
 
 
 # The CPU variant: the same function, generated with HOST = True (see HOST above) into a
-# Warp module of its own. It draws lines with ``render.render_line_host`` (a tile row at a
-# time) instead of ``render.render_line``: every Warp function on a call path from the
+# Warp module of its own. It draws lines with ``render.draw_line_host`` (a tile row at a
+# time) instead of ``render.draw_line``: every Warp function on a call path from the
 # kernel to the renderer is copied into the CPU module with its reference to the next one
 # on the path replaced, so the CUDA variant's functions stay as they are.
 def _host_function(func: Any, replace: dict[str, Any]) -> Any:
@@ -1771,11 +1778,11 @@ def _host_render() -> dict[str, Any]:
     """The CPU variant's replacements for the renderer (none in a timing-only build)."""
     from gbx_gameboy import ppu_timing
 
-    if ppu_timing.render_line is ppu_timing._no_render:
+    if ppu_timing.draw_line is ppu_timing._no_draw:
         return {}
-    from gbx_gameboy.render import render_line, render_line_host
+    from gbx_gameboy.render import draw_line, draw_line_host
 
-    return _host_replacements(run_kernel.func, render_line, render_line_host, {})
+    return _host_replacements(run_kernel.func, draw_line, draw_line_host, {})
 
 
 run_kernel_host = wp.kernel(_host_function(run_kernel.func, _host_render()),

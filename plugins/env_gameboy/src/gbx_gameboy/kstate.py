@@ -59,7 +59,8 @@ class GB:
     apu: wp.array3d(dtype=wp.int32)  # (tiles, APU_COUNT, TILE)
     fb: wp.array3d(dtype=wp.uint8)  # (N, 144, 160)
     clocks: wp.array2d(dtype=wp.int64)  # (CLOCK_ROWS, N) with phase clocks, else (1, 1)
-    pend: wp.array2d(dtype=wp.int32)  # (N, 3) lines left to draw after a launch, else (1, 3)
+    pend: wp.array2d(dtype=wp.int32)  # (N, 3) the lines left to draw (ppu_timing.flush_draw)
+    lines: wp.array2d(dtype=wp.vec2i)  # (N, 144) their LCD registers, else (1, 1)
     # Base addresses of the tiled arrays above (``array.ptr``) and the bytes of one tile
     # of the two whose row count depends on the cartridge / the batch.
     mem_ptr: wp.uint64
@@ -101,6 +102,14 @@ def load_gb(ref: wp.uint64) -> GB:
 # Plain loads and stores at a byte offset from a base address. Warp's array indexing
 # multiplies by strides read at run time and wraps negative indices; these compile to one
 # load or store with the offset folded in when it is a constant.
+# True in a kernel's GPU build, False in its CPU build: a constant of each build, so the
+# compiler keeps only the branch that build takes. The run kernel's CPU variant, which
+# runs on CPU cores and, for small batches, alone in a GPU warp, uses it where the two
+# want different code (cpu.py's helpers, ppu_timing's deferred drawing).
+@wp.func_native("#ifdef __CUDA_ARCH__\nreturn true;\n#else\nreturn false;\n#endif\n")
+def on_gpu() -> bool: ...  # type: ignore[empty-body]
+
+
 @wp.func_native("return (int32_t)(((const uint8_t*)base)[off]);")
 def ld_u8(base: wp.uint64, off: int) -> int: ...  # type: ignore[empty-body]
 

@@ -169,16 +169,17 @@ def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -
 
 
 def batch_bytes(cart: Cartridge, num_envs: int,
-                serial_capacity: int = DEFAULT_SERIAL_CAPACITY, cpu_variant: bool = False) -> int:
+                serial_capacity: int = DEFAULT_SERIAL_CAPACITY, on_cpu: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
     cannot fit before Warp allocates anything: the ROM and its predecoded form
-    (``PRE_ENTRY_BYTES`` per ROM byte) once, the per-env arrays. ``cpu_variant``: the
-    batch runs only the run kernel's CPU variant; a batch that may run the CUDA variant
-    keeps 12 bytes per env of lines left to draw after a launch."""
+    (``PRE_ENTRY_BYTES`` per ROM byte) once, the per-env arrays. ``on_cpu``: the batch is
+    on the CPU device with the default kernel (the CPU variant, which draws at once there);
+    a GPU batch keeps the LCD registers of each line of a frame left to draw after a
+    launch (8 bytes per line)."""
     # the ROM and its predecoded entries (decode.rom_predecode_entries)
     rom = len(cart.data) * (1 + PRE_ENTRY_BYTES) + PRE_ENTRY_BYTES
-    pending = 0 if cpu_variant else num_envs * 3 * 4
+    pending = num_envs * (3 * 4 + (0 if on_cpu else L.SCREEN_H * 8))
     return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
 
 
@@ -286,12 +287,14 @@ class GameBoyBatch:
         g.tm = wp.zeros((nt, L.TM_COUNT, L.TILE), dtype=wp.int64, device=dev)
         clock_shape = (CLOCK_ROWS, n) if PHASE_CLOCKS else (1, 1)
         g.clocks = wp.zeros(clock_shape, dtype=wp.int64, device=dev)
-        # The CUDA variant's lines left to draw after a launch: count, first line, window
-        # line counter (ppu_timing.flush_draw); the CPU variant draws at once. Every launch
-        # of the CUDA variant that draws is followed by the kernel that draws them, so no
-        # line is left over when the next launch runs the other variant.
-        g.pend = wp.zeros((n if "cuda" in self._variants else 1, 3), dtype=wp.int32,
-                          device=dev)
+        # The lines a launch leaves to draw (count, first line, window line counter) and
+        # the LCD registers of each (ppu_timing.flush_draw): a GPU launch and the CUDA
+        # variant defer drawing, the CPU variant on the CPU device draws at once. Every
+        # launch that defers and draws is followed by the kernel that draws them, so no
+        # line is left over for the next launch, whichever variant it runs.
+        defers = not self._on_cpu or "cuda" in self._variants
+        g.pend = wp.zeros((n, 3), dtype=wp.int32, device=dev)
+        g.lines = wp.zeros((n, L.SCREEN_H) if defers else (1, 1), dtype=wp.vec2i, device=dev)
         g.ser = wp.zeros((nt, serial_capacity, L.TILE), dtype=wp.uint8, device=dev)
         g.apu = wp.zeros((nt, L.APU_COUNT, L.TILE), dtype=wp.int32, device=dev)
         g.mem_ptr, g.st_ptr, g.tm_ptr, g.apu_ptr = g.mem.ptr, g.st.ptr, g.tm.ptr, g.apu.ptr
@@ -560,7 +563,7 @@ class GameBoyBatch:
                 self._chunks[variant] = ChunkedLaunch(run, self.device, self.num_envs,
                                                       self.threads, inputs)
             self._chunks[variant].launch(inputs)
-        if variant == "cuda" and render_frame >= 0:
+        if (variant == "cuda" or not self._on_cpu) and render_frame >= 0:
             wp.launch(draw_pending_kernel, dim=(self.num_envs, L.SCREEN_H), inputs=[g],
                       device=self.device)
         if ticket is not None and self._clock is not None:

@@ -55,11 +55,12 @@ from gbx_gameboy.layout import (
     VRAM_OFF,
     WRAM_OFF,
 )
-from gbx_gameboy.oam_bug import OAM_BUG_READ, OAM_BUG_WRITE, oam_bug
+from gbx_gameboy.oam_bug import OAM_BUG_READ, OAM_BUG_WRITE, oam_corrupt
 from gbx_gameboy.ppu_timing import (
     ACCESS_OAM_READ,
     ACCESS_OAM_WRITE,
     ACCESS_VRAM,
+    flush_pending,
     lcdc_write,
     lcdon_line_end,
     ppu_sync,
@@ -326,6 +327,7 @@ def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     src = (v & 0xFF) << 8
     if src >= 0xE000:
         src = src - 0x2000  # E000-FFFF sources see the WRAM echo
+    flush_pending(g, env)  # lines still to draw see OAM as it was
     for i in range(DMA_BYTES):
         mset(g, env, OAM_OFF + i, bus_peek(g, env, src + i))
     # One set-up M-cycle, then one byte per M-cycle; a restart keeps OAM blocked.
@@ -479,6 +481,17 @@ def rd_call(ref: wp.uint64, env: int, a: int, t: int) -> int:
     return v
 
 
+@wp.func(inline=False)
+def oam_read(ref: wp.uint64, env: int, a: int, t: int) -> int:
+    """CPU read of FE00-FEFF at cycle t: OAM, or 0xFF where it is blocked or unusable."""
+    g = load_gb(ref)
+    oam_corrupt(g, env, t, OAM_BUG_READ)  # DMG: during the OAM scan (oam_bug.py)
+    v = int(0xFF)
+    if a < 0xFEA0 and not oam_blocked(g, env, t, ACCESS_OAM_READ):
+        v = mget(g, env, OAM_OFF + (a - 0xFE00))
+    return v
+
+
 @wp.func
 def rom_code_byte(g: GB, a: int, bank0: int, bankx: int) -> int:
     """Byte of cartridge ROM at CPU address a (0000-7FFF) with the given banks mapped."""
@@ -566,9 +579,7 @@ def rd_mapped(g: GB, env: int, a: int, t: int) -> int:
     elif a < 0xFE00:
         v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
     elif a < 0xFF00:
-        oam_bug(g.ref, env, t, OAM_BUG_READ)  # DMG: during the OAM scan (oam_bug.py)
-        if a < 0xFEA0 and not oam_blocked(g, env, t, ACCESS_OAM_READ):
-            v = mget(g, env, OAM_OFF + (a - 0xFE00))
+        v = oam_read(g.ref, env, a, t)
     elif a < 0xFF80:
         v = io_read(g, env, a - 0xFF00, t)
     else:
@@ -596,6 +607,8 @@ def wr_call(ref: wp.uint64, env: int, a: int, v: int, t: int):
 
 @wp.func
 def wr_slow(g: GB, env: int, a: int, v: int, t: int):
+    if (a >= 0x8000 and a < 0xA000) or (a >= 0xFE00 and a < 0xFF00):
+        flush_pending(g, env)  # lines still to draw see VRAM and OAM as they were
     if a < 0x8000:
         rom_write(g.ref, env, a, v, t)
     elif a < 0xA000:
@@ -606,7 +619,7 @@ def wr_slow(g: GB, env: int, a: int, v: int, t: int):
     elif a < 0xFE00:
         mset(g, env, WRAM_OFF + (a & 0x1FFF), v)
     elif a < 0xFF00:
-        oam_bug(g.ref, env, t, OAM_BUG_WRITE)  # DMG: during the OAM scan (oam_bug.py)
+        oam_corrupt(g, env, t, OAM_BUG_WRITE)  # DMG: during the OAM scan (oam_bug.py)
         # FEA0-FEFF (unusable) ignores writes.
         if a < 0xFEA0 and not oam_blocked(g, env, t, ACCESS_OAM_WRITE):
             mset(g, env, OAM_OFF + (a - 0xFE00), v)

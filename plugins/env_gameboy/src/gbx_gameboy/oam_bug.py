@@ -60,7 +60,7 @@ from gbx_gameboy.layout import (
     T_LINE_AT,
     T_PPU_NEXT,
 )
-from gbx_gameboy.ppu_timing import PH_LINE153, ppu_sync
+from gbx_gameboy.ppu_timing import PH_LINE153, flush_pending, ppu_sync
 from gbx_gameboy.warp_setup import wp
 
 wp.set_module_options({"enable_backward": False})
@@ -113,7 +113,8 @@ def oam_scan_row(g: GB, env: int, t: int) -> int:
 @wp.func(inline=False)
 def oam_bug(ref: wp.uint64, env: int, t: int, kind: int):
     """Apply the corruption of one access of ``kind`` (OAM_BUG_*) in the M-cycle ending at
-    cycle t, if the OAM scan is reading a row other than row 0 then."""
+    cycle t, if the OAM scan is reading a row other than row 0 then. Called only through
+    ``oam_corrupt``."""
     g = load_gb(ref)
     row = oam_scan_row(g, env, t)
     if row >= 1 and row < OAM_ROWS:
@@ -140,6 +141,17 @@ def oam_bug(ref: wp.uint64, env: int, t: int, kind: int):
             copy_oam_row(g, env, row - 1, row, 1)
 
 
+@wp.func
+def oam_corrupt(g: GB, env: int, t: int, kind: int):
+    """``oam_bug`` after drawing the lines still pending (ppu_timing.flush_pending), which
+    see OAM as it was: every OAM corruption goes through here. The drawing call stays out
+    of ``oam_bug`` itself, which the run loop's per-instruction hook reaches through this
+    module's out-of-line functions: there it made ptxas keep more of the CUDA variant's
+    loop in local memory (its path 450 instructions instead of 424)."""
+    flush_pending(g, env)
+    oam_bug(g.ref, env, t, kind)
+
+
 @wp.func(inline=False)
 def oam_bug_idu(ref: wp.uint64, env: int, w0: int, w2: int, t: int):
     """The run loop found the 16-bit value of the instruction's increment/decrement
@@ -156,7 +168,7 @@ def oam_bug_idu(ref: wp.uint64, env: int, w0: int, w2: int, t: int):
     step = (op16 == OP16_INC or op16 == OP16_DEC) and nrd == 0 and nwr == 0
     ld_sp_hl = op16 == OP16_PASS and src16 == R16_HL and dst16 == R16_SP
     if step or ld_sp_hl or spd == SPD_PUSH:
-        oam_bug(ref, env, t + 4, OAM_BUG_WRITE)
+        oam_corrupt(load_gb(ref), env, t + 4, OAM_BUG_WRITE)
 
 
 @wp.func(inline=False)
@@ -168,7 +180,7 @@ def oam_bug_read_idu(ref: wp.uint64, env: int, w0: int, w2: int, t: int):
     spd = (w0 >> SPD_SHIFT) & 3
     op16 = (w2 >> OP16_SHIFT) & 7
     if spd == SPD_POP or op16 == OP16_INC or op16 == OP16_DEC:
-        oam_bug(ref, env, t, OAM_BUG_READ_IDU)
+        oam_corrupt(load_gb(ref), env, t, OAM_BUG_READ_IDU)
 
 
 @wp.func(inline=False)

@@ -3,15 +3,28 @@
 The PPU is event driven: ``S_PPU_MODE`` and ``LY`` hold the current state and
 ``T_PPU_NEXT`` the cycle of the next transition. ``ppu_sync`` walks the transitions up to a
 cycle (a handful per scanline), so reads of STAT/LY, VRAM/OAM access checks and interrupt
-checks see the state of the exact M-cycle. The renderer's ``render_line`` is called when a
-line leaves mode 3, only in the frame selected by ``GB.render_frame``.
+checks see the state of the exact M-cycle. A line is drawn (``render.draw_line``), or
+recorded to be drawn later (see "Deferred drawing" below), when it leaves mode 3, only in
+the frame selected by ``GB.render_frame``.
 """
 
 from __future__ import annotations
 
 import os
 
-from gbx_gameboy.kstate import GB, load_gb, mem_base, mem_get, mget, mset, sget, sset, tget, tset
+from gbx_gameboy.kstate import (
+    GB,
+    load_gb,
+    mem_base,
+    mem_get,
+    mget,
+    mset,
+    on_gpu,
+    sget,
+    sset,
+    tget,
+    tset,
+)
 from gbx_gameboy.layout import (
     CYCLES_PER_FRAME,
     IF,
@@ -50,50 +63,63 @@ wp.set_module_options({"enable_backward": False})
 
 
 @wp.func
-def _no_render(
+def _no_draw(
     mb: wp.uint64,
     env: int,
     ly: int,
     win_line: int,
     fb: wp.array3d(dtype=wp.uint8),
+    regs: wp.vec2i,
 ) -> int:
     return win_line
 
 
 @wp.func
-def _no_window(mb: wp.uint64, ly: int, win_line: int) -> int:
+def _no_regs(mb: wp.uint64) -> wp.vec2i:
+    return wp.vec2i(0, 0)
+
+
+@wp.func
+def _no_window(ly: int, win_line: int, regs: wp.vec2i) -> int:
     return win_line
 
 
 # GBX_GAMEBOY_NO_RENDER=1 builds a timing-only kernel (no pixels; compiles faster), e.g. for
 # headless conformance runs. Without the renderer module the same fallback is used.
 if os.environ.get("GBX_GAMEBOY_NO_RENDER", "") == "1":
-    render_line = _no_render
-    window_line_after = _no_window
+    draw_line = _no_draw
+    line_regs = _no_regs
+    window_after = _no_window
 else:
     try:
-        from gbx_gameboy.render import render_line, window_line_after
+        from gbx_gameboy.render import draw_line, line_regs, window_after
     except ModuleNotFoundError as exc:
         if exc.name != "gbx_gameboy.render":
             raise
-        render_line = _no_render
-        window_line_after = _no_window
+        draw_line = _no_draw
+        line_regs = _no_regs
+        window_after = _no_window
 
 
-# Deferred drawing (the CUDA variant): the lines of the drawn frame that the run loop's
-# event catch-up reaches are recorded in g.pend, not drawn. If the launch goes on, the loop
-# draws them (flush_draw) before the next instruction; if it ends there, a kernel of one
-# thread per (env, line) draws them after the launch (cpu.draw_pending_kernel), instead of
-# one lane at a time while the rest of its warp waits. The state they are drawn from is
-# the one they were due in either way: no instruction runs in between. The CPU variant
-# (its copies of these functions see HOST = True, cpu._host_function) draws at once: a
-# CPU thread has no warp to wait for it.
+# Deferred drawing. A line of the drawn frame is not drawn when it leaves mode 3: its LCD
+# registers (render.line_regs) are recorded in g.lines and the line joins the pending ones
+# in g.pend (count, first line, the window line counter at the first; they are always
+# consecutive). Only VRAM, OAM and those registers make a line's picture, so the pending
+# lines are drawn in the thread (flush_draw) only before VRAM or OAM changes (a CPU write
+# to either, OAM DMA, the OAM corruption bug); the rest are drawn after the launch by a
+# kernel of one thread per (env, line) (cpu.draw_pending_kernel), instead of one lane at
+# a time while the rest of its warp waits, or, for the CPU variant's lone thread, instead
+# of in its serial walk over the frame. Each line is drawn from the registers, VRAM and
+# OAM it was due with, as drawing it at once would. The CUDA variant always defers; the
+# CPU variant's copies of these functions (they see HOST = True, cpu._host_function) only
+# in its GPU build (kstate.on_gpu): on the CPU device it draws at once, where a later
+# kernel would draw the same lines on the same core.
 HOST = False
 
 
 @wp.func(inline=False)
 def flush_draw(ref: wp.uint64, env: int):
-    """Draw the lines left pending by the last catch-up (state unchanged since)."""
+    """Draw the pending lines now, before VRAM or OAM changes."""
     g = load_gb(ref)
     count = g.pend[env, 0]
     if count > 0:
@@ -101,21 +127,35 @@ def flush_draw(ref: wp.uint64, env: int):
         win = g.pend[env, 2]
         first = g.pend[env, 1]
         for k in range(count):
-            win = render_line(mb, env, first + k, win, g.fb)
+            ly = first + k
+            if ly >= 0 and ly < 144:  # a bad state cannot reach another env's records
+                win = draw_line(mb, env, ly, win, g.fb, g.lines[env, ly])
         g.pend[env, 0] = 0
 
 
 @wp.func
+def flush_pending(g: GB, env: int):
+    """VRAM or OAM is about to change: draw the lines still pending with what they were
+    due with (one load when none is)."""
+    if g.pend[env, 0] != 0:
+        flush_draw(g.ref, env)
+
+
+@wp.func
 def defer_lines(g: GB, env: int, mb: wp.uint64, ly: int, n: int):
-    """Lines ly .. ly + n - 1 join the pending ones (which end at ly - 1, if any), and the
-    window line counter moves on as drawing them would move it."""
+    """Lines ly .. ly + n - 1 (drawn with the registers of the moment) join the pending
+    ones (which end at ly - 1, if any), and the window line counter moves on as drawing
+    them would move it."""
     if g.pend[env, 0] == 0:
         g.pend[env, 1] = ly
         g.pend[env, 2] = sget(g, env, S_WIN_LINE)
     g.pend[env, 0] = g.pend[env, 0] + n
+    regs = line_regs(mb)
     win = sget(g, env, S_WIN_LINE)
     for k in range(n):
-        win = window_line_after(mb, ly + k, win)
+        if ly + k >= 0 and ly + k < 144:  # as in flush_draw
+            g.lines[env, ly + k] = regs
+        win = window_after(ly + k, win, regs)
     sset(g, env, S_WIN_LINE, win)
 
 
@@ -289,6 +329,14 @@ def blank_rows(g: GB, env: int, first: int, last: int):
 
 
 @wp.func
+def blank_screen(g: GB, env: int):
+    """The drawn frame's screen white (the LCD is off): lines still pending would draw
+    over it, so they are dropped."""
+    g.pend[env, 0] = 0
+    blank_rows(g, env, 0, 144)
+
+
+@wp.func
 def frame_done(g: GB, env: int):
     tset(g, env, TM_FRAMES, tget(g, env, TM_FRAMES) + wp.int64(1))
     sset(g, env, S_LFRAMES, sget(g, env, S_LFRAMES) + 1)
@@ -300,7 +348,7 @@ def ppu_sync(ref: wp.uint64, env: int, t: int):
 
     Whatever the CPU saw of the PPU made it sync then, so lines whose mode 3 ended before
     t were not looked at: their object scans are skipped (see ``ppu_advance``)."""
-    ppu_advance(ref, env, t, t - SEEN_MARGIN, 0)
+    ppu_advance(ref, env, t, t - SEEN_MARGIN)
 
 
 @wp.func
@@ -328,7 +376,7 @@ def ppu_cpu_event(g: GB, env: int) -> int:
 
 
 @wp.func(inline=False)
-def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int, defer: int):
+def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
     """Apply every PPU transition at cycles <= t.
 
     ``unobserved_until``: the CPU provably neither reads PPU state (STAT, VRAM/OAM access
@@ -337,15 +385,15 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int, defer: 
     length only changes when mode 0 starts, which nothing can see then (the line is drawn
     from the same, unchanged registers and its end does not move). That keeps a halted
     CPU, the common case while a game waits for VBlank, free of the scan's cost.
-    ``defer`` (the run loop's event catch-up, in the CUDA variant): the drawn frame's lines
-    are recorded in ``g.pend`` instead of drawn (see flush_draw).
+    The drawn frame's lines are recorded to be drawn later where the build defers
+    drawing (see flush_draw).
     """
     g = load_gb(ref)
     while sget(g, env, T_PPU_NEXT) <= t:
         ev = sget(g, env, T_PPU_NEXT)
         if (mget(g, env, IO_OFF + LCDC) & 0x80) == 0:
             if g.render_frame == sget(g, env, S_LFRAMES):
-                blank_rows(g, env, 0, 144)  # the observed frame passed with the LCD off
+                blank_screen(g, env)  # the observed frame passed with the LCD off
             frame_done(g, env)  # LCD off: a frame still lasts 70224 cycles
             sset(g, env, T_PPU_NEXT, ev + CYCLES_PER_FRAME)
         else:
@@ -372,13 +420,14 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int, defer: 
                 if g.render_frame == sget(g, env, S_LFRAMES):
                     mb = mem_base(g, env)
                     blank = (sget(g, env, S_PPU_FLAGS) & PPU_BLANK_FRAME) != 0
-                    later = int(0)
-                    if wp.static(not HOST):
-                        later = wp.where(defer != 0 and not blank, 1, 0)
+                    later = wp.where(not blank and ly < 144, 1, 0)
+                    if wp.static(HOST):
+                        later = wp.where(on_gpu(), later, 0)
                     if later != 0:
                         defer_lines(g, env, mb, ly, 1)
                     else:
-                        win_line = render_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb)
+                        win_line = draw_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb,
+                                             line_regs(mb))
                         sset(g, env, S_WIN_LINE, win_line)
                         if blank and ly < 144:
                             blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown
@@ -429,9 +478,9 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int, defer: 
                     # with up to a frame's lines due, five transitions each.
                     skip = (t - ev) // LINE_CYCLES
                     drawn = g.render_frame == sget(g, env, S_LFRAMES)
-                    later = int(0)  # the drawn frame's lines may be left to draw later
-                    if wp.static(not HOST):
-                        later = wp.where(defer != 0 and flags == 0, 1, 0)
+                    later = wp.where(flags == 0, 1, 0)  # the drawn frame's lines may wait
+                    if wp.static(HOST):
+                        later = wp.where(on_gpu(), later, 0)
                     if skip > 0 and (not drawn or later != 0):
                         if (mget(g, env, IO_OFF + STAT) & 0x78) == 0:
                             skip = wp.min(skip, 143 - ly)
@@ -463,7 +512,7 @@ def lcdc_write(ref: wp.uint64, env: int, v: int, t: int):
         sset(g, env, S_PPU_FLAGS, 0)
         sset(g, env, T_PPU_NEXT, t + CYCLES_PER_FRAME)
         if g.render_frame == sget(g, env, S_LFRAMES):
-            blank_rows(g, env, 0, 144)  # the screen goes blank at once
+            blank_screen(g, env)  # the screen goes blank at once
     elif (old & 0x80) == 0 and (v & 0x80) != 0:
         mset(g, env, IO_OFF + LY, 0)
         sset(g, env, S_PPU_MODE, 0)

@@ -11,9 +11,17 @@ Rendering a whole line at once (instead of a pixel FIFO) is exact for every
 register write that lands between lines; writes in the middle of mode 3 take
 effect from the next line. That is what dmg-acid2 and most games need.
 
-``render_line_host`` draws the same picture a tile row at a time (one map entry and
-one pair of tile bytes per 8 pixels, where ``render_line`` reads them per pixel): the
-CPU variant of the run kernel draws with it, the CUDA variant with ``render_line``.
+A line's picture depends on VRAM, OAM and eight LCD registers (LCDC, SCX, SCY, WY, WX,
+BGP, OBP0, OBP1), which ``line_regs`` packs into two words. ``draw_line`` draws from
+those words rather than from the registers themselves, so a line can be drawn after the
+registers have moved on (the run kernel's deferred drawing, ppu_timing.py, records each
+line's words and draws the line later, while VRAM and OAM are as they were);
+``render_line`` draws with the registers of the moment.
+
+``draw_line_host`` (``render_line_host``) draws the same picture a tile row at a time (one
+map entry and one pair of tile bytes per 8 pixels, where ``draw_line`` reads them per
+pixel): the CPU variant of the run kernel draws with it, the CUDA variant with
+``draw_line``.
 
 ``render_frames`` is a standalone kernel (one thread per env, lines in order)
 used by tests and tools to draw the current VRAM/OAM/IO state of every env.
@@ -104,28 +112,51 @@ def _palette(pal: int, colour: int) -> int:
 
 
 @wp.func
-def window_line_after(mb: wp.uint64, ly: int, win_line: int) -> int:
-    """The window line counter after line ``ly``: what ``render_line`` returns, without
-    drawing."""
+def line_regs(mb: wp.uint64) -> wp.vec2i:
+    """The LCD registers a line is drawn with, packed: LCDC, SCX, SCY and WY in bytes 0-3
+    of the first word, WX, BGP, OBP0 and OBP1 in bytes 0-3 of the second."""
+    return wp.vec2i(
+        _rd(mb, _LCDC) | (_rd(mb, _SCX) << 8) | (_rd(mb, _SCY) << 16) | (_rd(mb, _WY) << 24),
+        _rd(mb, _WX) | (_rd(mb, _BGP) << 8) | (_rd(mb, _OBP0) << 16) | (_rd(mb, _OBP1) << 24),
+    )
+
+
+@wp.func
+def _reg(regs: wp.vec2i, word: int, byte: int) -> int:
+    return (regs[word] >> (byte * 8)) & 0xFF
+
+
+@wp.func
+def window_after(ly: int, win_line: int, regs: wp.vec2i) -> int:
+    """The window line counter after line ``ly`` drawn with ``regs`` (``line_regs``): what
+    ``draw_line`` returns, without drawing."""
     if ly < 0 or ly >= _H:
         return win_line
-    lcdc = _rd(mb, _LCDC)
+    lcdc = _reg(regs, 0, 0)
     if (lcdc & 0x80) == 0 or (lcdc & 0x21) != 0x21:
         return win_line
-    if ly >= _rd(mb, _WY) and _rd(mb, _WX) <= 166:
+    if ly >= _reg(regs, 0, 3) and _reg(regs, 1, 0) <= 166:
         return win_line + 1
     return win_line
 
 
 @wp.func
-def render_line(
+def window_line_after(mb: wp.uint64, ly: int, win_line: int) -> int:
+    """The window line counter after line ``ly`` drawn with the registers of the moment."""
+    return window_after(ly, win_line, line_regs(mb))
+
+
+@wp.func
+def draw_line(
     mb: wp.uint64,
     env: int,
     ly: int,
     win_line: int,
     fb: wp.array3d(dtype=wp.uint8),
+    regs: wp.vec2i,
 ) -> int:
-    """Draw line ``ly`` of ``env`` into ``fb[env, ly, :]``; return the new window line counter.
+    """Draw line ``ly`` of ``env`` into ``fb[env, ly, :]`` with the LCD registers ``regs``
+    (``line_regs``) and the env's VRAM and OAM; return the new window line counter.
 
     Only lines 0-143 exist in the framebuffer: any other ``ly`` draws nothing (the PPU
     never draws VBlank lines; the guard keeps a bad state from writing another env's rows).
@@ -134,7 +165,7 @@ def render_line(
         return win_line
     if wp.static(CHECK_BOUNDS):
         check_index(ly, _H)  # the framebuffer row (a Warp array, not a kstate accessor)
-    lcdc = _rd(mb, _LCDC)
+    lcdc = _reg(regs, 0, 0)
     if (lcdc & 0x80) == 0:
         # LCD off: the DMG shows a blank (white) screen.
         for x in range(_W):
@@ -154,13 +185,13 @@ def render_line(
     if (lcdc & 0x40) != 0:
         win_map = 0x1C00
 
-    scx = _rd(mb, _SCX)
-    scy = _rd(mb, _SCY)
-    wy = _rd(mb, _WY)
-    wx = _rd(mb, _WX)
-    bgp = _rd(mb, _BGP)
-    obp0 = _rd(mb, _OBP0)
-    obp1 = _rd(mb, _OBP1)
+    scx = _reg(regs, 0, 1)
+    scy = _reg(regs, 0, 2)
+    wy = _reg(regs, 0, 3)
+    wx = _reg(regs, 1, 0)
+    bgp = _reg(regs, 1, 1)
+    obp0 = _reg(regs, 1, 2)
+    obp1 = _reg(regs, 1, 3)
 
     # LCDC bit 0 off hides the window too (DMG).
     win_active = wp.int32(0)
@@ -235,6 +266,18 @@ def render_line(
 
 
 @wp.func
+def render_line(
+    mb: wp.uint64,
+    env: int,
+    ly: int,
+    win_line: int,
+    fb: wp.array3d(dtype=wp.uint8),
+) -> int:
+    """``draw_line`` with the LCD registers of the moment."""
+    return draw_line(mb, env, ly, win_line, fb, line_regs(mb))
+
+
+@wp.func
 def _plane_span(
     mb: wp.uint64, env: int, ly: int, fb: wp.array3d(dtype=wp.uint8),
     map_base: int, unsigned_tiles: int, x0: int, x1: int, px0: int, py: int,
@@ -270,26 +313,27 @@ def _plane_span(
 
 
 @wp.func
-def render_line_host(
+def draw_line_host(
     mb: wp.uint64,
     env: int,
     ly: int,
     win_line: int,
     fb: wp.array3d(dtype=wp.uint8),
+    regs: wp.vec2i,
 ) -> int:
-    """``render_line`` for one CPU thread: the same picture, drawn a tile row at a time.
+    """``draw_line`` for one CPU thread: the same picture, drawn a tile row at a time.
 
     The background and window take one map entry and one pair of tile bytes per 8
     pixels, each object its pair of tile bytes once; objects are drawn from the lowest
     drawing priority to the highest, each opaque pixel deciding against the BG colour
     index kept beside the shade, so the highest-priority opaque object decides, as in
-    ``render_line``. The CPU variant of the run kernel draws with it
-    (``cpu.run_kernel_host``); ``test_render.py`` checks it against ``render_line``."""
+    ``draw_line``. The CPU variant of the run kernel draws with it
+    (``cpu.run_kernel_host``); ``test_render.py`` checks it against ``draw_line``."""
     if ly < 0 or ly >= _H:
         return win_line
     if wp.static(CHECK_BOUNDS):
         check_index(ly, _H)
-    lcdc = _rd(mb, _LCDC)
+    lcdc = _reg(regs, 0, 0)
     if (lcdc & 0x80) == 0:
         for x in range(_W):
             fb[env, ly, x] = wp.uint8(0)
@@ -307,18 +351,18 @@ def render_line_host(
     win_map = wp.int32(0x1800)
     if (lcdc & 0x40) != 0:
         win_map = 0x1C00
-    scx = _rd(mb, _SCX)
-    scy = _rd(mb, _SCY)
-    wy = _rd(mb, _WY)
-    wx = _rd(mb, _WX)
-    bgp = _rd(mb, _BGP)
+    scx = _reg(regs, 0, 1)
+    scy = _reg(regs, 0, 2)
+    wy = _reg(regs, 0, 3)
+    wx = _reg(regs, 1, 0)
+    bgp = _reg(regs, 1, 1)
 
     win_active = wp.int32(0)
     if bg_on != 0 and (lcdc & 0x20) != 0 and ly >= wy and wx <= 166:
         win_active = 1
     win_x0 = wx - 7
 
-    # The same object selection and order as render_line, repeated rather than shared:
+    # The same object selection and order as draw_line, repeated rather than shared:
     # moving it into a helper changes the CUDA variant's recorded PTX.
     objs = _vec10i()
     nobj = wp.int32(0)
@@ -355,8 +399,8 @@ def render_line_host(
                         bg_end - win_x0, win_line, bgp, keep)
 
     if nobj > 0:
-        obp0 = _rd(mb, _OBP0)
-        obp1 = _rd(mb, _OBP1)
+        obp0 = _reg(regs, 1, 2)
+        obp1 = _reg(regs, 1, 3)
         for k in range(nobj):
             o = _OAM + objs[nobj - 1 - k] * 4
             oy = _rd(mb, o) - 16
@@ -395,6 +439,18 @@ def render_line_host(
     if win_active != 0 and win_x0 < _W:
         return win_line + 1
     return win_line
+
+
+@wp.func
+def render_line_host(
+    mb: wp.uint64,
+    env: int,
+    ly: int,
+    win_line: int,
+    fb: wp.array3d(dtype=wp.uint8),
+) -> int:
+    """``draw_line_host`` with the LCD registers of the moment."""
+    return draw_line_host(mb, env, ly, win_line, fb, line_regs(mb))
 
 
 @wp.kernel
