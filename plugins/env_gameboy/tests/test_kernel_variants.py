@@ -792,11 +792,11 @@ def _mid_frame_rom() -> bytes:
     [HL+] from OAM once the next line's scan has begun, and at 107 by taking the next
     line's mode-2 STAT interrupt with SP in OAM (the dispatch's push; the handler puts SP
     back). At 110 and 115 it turns the window off and on, and at 120 of one frame in
-    eight it turns the STAT interrupt and the LCD off, and the LCD on again. Every other four frames run without the STAT interrupt
-    (their lines can be stepped over in one go). The VBlank handler reads the buttons into
-    SCY, so envs given different buttons draw different frames, and shows or hides object
-    0 over lines 50 - 57 by the frame's parity (an OAM write, seen by the lines a cycles
-    launch has drawn before it)."""
+    eight it turns the STAT interrupt and the LCD off, and the LCD on again. Every other
+    four frames run without the STAT interrupt (their lines can be stepped over in one
+    go). The VBlank handler reads the buttons into SCY, so envs given different buttons
+    draw different frames, and shows or hides object 0 over lines 50 - 57 by the frame's
+    parity (an OAM write, seen by the lines a cycles launch has drawn before it)."""
     from gbx_gameboy.microrom import micro_rom
 
     table = [0, 0, 0, 0, 86, 60, 1, 0]

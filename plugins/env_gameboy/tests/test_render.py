@@ -21,7 +21,7 @@ from gbx_gameboy.layout import (
     WX,
     WY,
 )
-from gbx_gameboy.render import render_frames, render_line, window_line_after
+from gbx_gameboy.render import line_regs, render_frames, render_line, window_after
 from gbx_gameboy.tiles import tile_envs
 from gbx_gameboy.warp_setup import import_warp
 
@@ -219,17 +219,17 @@ def _counters_with_line_io(
     drawn: wp.array2d(dtype=wp.int32),
     counted: wp.array2d(dtype=wp.int32),
 ):
-    """For every line and register set: render_line's counter and window_line_after's."""
+    """For every line and register set: render_line's counter and window_after's."""
     env = wp.tid()
     for ly in range(-1, 146):
         row = wp.clamp(ly, 0, 143)
         for r in range(0x40, 0x4C):
             mem[0, IO_OFF + r, env] = line_io[env, row, r]
         drawn[env, ly + 1] = render_line(mem_ptr + wp.uint64(env), env, ly, 5, fb)
-        counted[env, ly + 1] = window_line_after(mem_ptr + wp.uint64(env), ly, 5)
+        counted[env, ly + 1] = window_after(ly, 5, line_regs(mem_ptr + wp.uint64(env)))
 
 
-def test_window_line_after_counts_as_render_line_does() -> None:
+def test_window_after_counts_as_render_line_does() -> None:
     rng = np.random.default_rng(11)
     states = np.stack([random_state(rng) for _ in range(8)])
     io = np.repeat(states[:, None, IO_OFF:IO_OFF + 0x80], 144, axis=1)

@@ -141,12 +141,6 @@ def window_after(ly: int, win_line: int, regs: wp.vec2i) -> int:
 
 
 @wp.func
-def window_line_after(mb: wp.uint64, ly: int, win_line: int) -> int:
-    """The window line counter after line ``ly`` drawn with the registers of the moment."""
-    return window_after(ly, win_line, line_regs(mb))
-
-
-@wp.func
 def draw_line(
     mb: wp.uint64,
     env: int,
