@@ -1,11 +1,11 @@
 """Scanline renderer of the DMG picture: background, window and objects.
 
-``render_line`` is a ``wp.func`` that the machine kernel calls once per
-visible line, at the moment the line leaves mode 3, and only in frames that
-are observed. It reads VRAM, OAM and the LCD registers of one env from the
-tiled ``mem`` array through the env's base address (``kstate.mem_base``, see
-:mod:`gbx_gameboy.layout`) and writes 160 shade indices (0..3, after
-BGP/OBP0/OBP1) to ``fb[env, ly, :]``.
+``draw_line`` is a ``wp.func`` that draws one visible line of one env as it is when the
+line leaves mode 3, only in frames that are observed (the run kernel draws it then, or
+records its registers and draws it later). It reads VRAM and OAM from the tiled ``mem``
+array through the env's base address (``kstate.mem_base``, see
+:mod:`gbx_gameboy.layout`) and writes 160 shade indices (0..3, after BGP/OBP0/OBP1) to
+``fb[env, ly, :]``.
 
 Rendering a whole line at once (instead of a pixel FIFO) is exact for every
 register write that lands between lines; writes in the middle of mode 3 take
