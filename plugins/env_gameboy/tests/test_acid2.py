@@ -42,8 +42,8 @@ def _check_screen(case: str, device: str, kernel: str = "auto") -> None:
         assert bad.size == 0, f"{case}: {len(bad)} pixels differ, first at (y, x) = {tuple(bad[0])}"
 
 
-# The CPU device runs both variants of the run kernel: the CPU one draws with
-# render_line_host, the CUDA one with render_line.
+# The CPU device runs both variants of the run kernel: the CPU one draws each line in the
+# thread, the CUDA one records them and draw_pending_kernel draws them after the launch.
 @pytest.mark.parametrize("kernel", ["cpu", "cuda"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_screen_matches_reference(case: str, kernel: str) -> None:

@@ -73,8 +73,8 @@ def _assert_variants_agree(rom: str, n: int, boot: int = 30) -> None:
     mem0 = env_rows(host["mem"], 0)
     assert any(not torch.equal(mem0, env_rows(host["mem"], e)) for e in range(1, n)), \
         "the envs did not diverge"
-    # The last frame is drawn (the CPU variant's render_line_host, the CUDA one's
-    # render_line) and shows at least three shades.
+    # The last frame is drawn (by the CPU variant at once, by the CUDA one after the
+    # launch) and shows at least three shades.
     assert len(torch.unique(host["fb"])) >= 3, "the compared frame is blank"
     cuda = _played(rom, "cuda", n, boot)
     for name, tensor in host.items():

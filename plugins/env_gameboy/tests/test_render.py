@@ -53,31 +53,45 @@ def random_state(rng: np.random.Generator, lcdc: int | None = None) -> np.ndarra
     return m
 
 
-# Both renderers: render_line (CUDA variant) and render_line_host (CPU variant).
-HOSTS = pytest.mark.parametrize("host", [False, True], ids=["render_line", "render_line_host"])
+# Both renderers: draw_line (eight pixels at a time) and draw_line_small (a pixel at a time).
+RENDERERS = pytest.mark.parametrize("small", [False, True], ids=["draw_line", "draw_line_small"])
 
 
-def render_warp(states: np.ndarray, device: str, host: bool = False) -> np.ndarray:
+def render_warp(states: np.ndarray, device: str, small: bool = False) -> np.ndarray:
     tiled = tile_envs(torch.from_numpy(states)).numpy()  # (tiles, bytes, TILE)
     mem = wp.array(tiled, dtype=wp.uint8, device=device)
     fb = wp.zeros((states.shape[0], 144, 160), dtype=wp.uint8, device=device)
-    render_frames(mem, fb, host=host)
+    render_frames(mem, fb, small)
     return fb.numpy()
 
 
-@HOSTS
+@RENDERERS
 @pytest.mark.parametrize("device", devices())
-def test_random_states_match_reference(device: str, host: bool) -> None:
+def test_random_states_match_reference(device: str, small: bool) -> None:
     rng = np.random.default_rng(1234)
     lcdcs = [None] * 10 + [0xFF, 0xE3, 0x93, 0x97, 0xF3, 0x81, 0x82, 0x87, 0x91, 0x00]
     states = np.stack([random_state(rng, lc) for lc in lcdcs])
-    got = render_warp(states, device, host)
+    got = render_warp(states, device, small)
     for e in range(len(states)):
         want = reference_frame(states[e])
         bad = np.argwhere(got[e] != want)
         assert bad.size == 0, f"env {e} lcdc={states[e][IO_OFF + LCDC]:#x}: first diff at {bad[0]}"
     # The states really exercise every shade and objects over the BG.
     assert set(np.unique(got)) == {0, 1, 2, 3}
+
+
+
+def test_renderers_agree_on_many_random_states() -> None:
+    # Fine scroll, the window from every WX, tall and flipped objects at every X: the
+    # eight-pixel groups and bit masks of draw_line against draw_line_small's pixels.
+    rng = np.random.default_rng(99)
+    states = np.stack([random_state(rng, None if i % 3 else int(rng.integers(0, 256)) | 0x80)
+                       for i in range(256)])
+    states[:32, IO_OFF + WX] = np.arange(32) * 5 % 175  # WX 0-170, the first group's edges
+    states[32:64, IO_OFF + SCX] = np.arange(32) % 8  # each fine scroll alone
+    eight, small = render_warp(states, "cpu"), render_warp(states, "cpu", small=True)
+    bad = np.argwhere(eight != small)
+    assert bad.size == 0, f"{len(bad)} pixels differ, first at (env, y, x) = {tuple(bad[0])}"
 
 
 def solid_tile(m: np.ndarray, tile: int, colour: int) -> None:
@@ -97,23 +111,23 @@ def put_obj(m: np.ndarray, i: int, y: int, x: int, tile: int, attr: int = 0) -> 
     m[OAM_OFF + 4 * i:OAM_OFF + 4 * i + 4] = [y + 16, x + 8, tile, attr]
 
 
-@HOSTS
-def test_ten_objects_per_line_in_oam_order(host: bool) -> None:
+@RENDERERS
+def test_ten_objects_per_line_in_oam_order(small: bool) -> None:
     m = blank_state()
     solid_tile(m, 1, 3)
     for i in range(12):  # 12 objects on line 0; the last two are dropped
         put_obj(m, i, 0, 8 * i, 1)
-    got = render_warp(m[None], "cpu", host)[0]
+    got = render_warp(m[None], "cpu", small)[0]
     assert (got[0, 0:80] == 3).all()
     assert (got[0, 80:] == 0).all()
     # An object off-screen in X still uses up one of the ten slots.
     put_obj(m, 0, 0, -8, 1)
-    got = render_warp(m[None], "cpu", host)[0]
+    got = render_warp(m[None], "cpu", small)[0]
     assert (got[0, 0:8] == 0).all() and (got[0, 8:80] == 3).all() and (got[0, 80:] == 0).all()
 
 
-@HOSTS
-def test_object_priority_lower_x_then_oam_index(host: bool) -> None:
+@RENDERERS
+def test_object_priority_lower_x_then_oam_index(small: bool) -> None:
     m = blank_state()
     solid_tile(m, 1, 1)
     solid_tile(m, 2, 2)
@@ -121,13 +135,13 @@ def test_object_priority_lower_x_then_oam_index(host: bool) -> None:
     put_obj(m, 1, 0, 0, 2)
     put_obj(m, 2, 20, 50, 1)  # same X: lower OAM index wins
     put_obj(m, 3, 20, 50, 2)
-    got = render_warp(m[None], "cpu", host)[0]
+    got = render_warp(m[None], "cpu", small)[0]
     assert list(got[0, 0:12]) == [2] * 8 + [1] * 4
     assert (got[20, 50:58] == 1).all()
 
 
-@HOSTS
-def test_bg_over_obj_flips_palettes_and_tall_objects(host: bool) -> None:
+@RENDERERS
+def test_bg_over_obj_flips_palettes_and_tall_objects(small: bool) -> None:
     m = blank_state(lcdc=0x97)  # 8x16 objects
     solid_tile(m, 4, 3)  # tile 4 (top) and 5 (bottom) of the pair 4/5
     solid_tile(m, 5, 1)
@@ -142,7 +156,7 @@ def test_bg_over_obj_flips_palettes_and_tall_objects(host: bool) -> None:
     x_tile[0] = 0x80  # one pixel at the left edge of row 0
     m[VRAM_OFF + 8 * 16:VRAM_OFF + 9 * 16] = x_tile
     put_obj(m, 5, 60, 60, 8, attr=0x20)  # X flip moves it to the right edge
-    got = render_warp(m[None], "cpu", host)[0]
+    got = render_warp(m[None], "cpu", small)[0]
     assert (got[0:8, 0:8] == 3).all() and (got[8:16, 0:8] == 1).all()
     assert (got[0:8, 20:28] == 1).all() and (got[8:16, 20:28] == 3).all()
     assert (got[0:8, 40:48] == 0).all() and (got[8:16, 40:48] == 2).all()
@@ -152,21 +166,21 @@ def test_bg_over_obj_flips_palettes_and_tall_objects(host: bool) -> None:
     assert (reference_frame(m) == got).all()
 
 
-@HOSTS
-def test_bg_disabled_is_white_but_objects_show(host: bool) -> None:
+@RENDERERS
+def test_bg_disabled_is_white_but_objects_show(small: bool) -> None:
     m = blank_state(lcdc=0x92)
     m[IO_OFF + BGP] = 0xFF  # would be black if BG colour 0 were drawn
     solid_tile(m, 1, 3)
     put_obj(m, 0, 10, 10, 1, attr=0x80)
-    got = render_warp(m[None], "cpu", host)[0]
+    got = render_warp(m[None], "cpu", small)[0]
     assert got[0, 0] == 0 and (got[10:18, 10:18] == 3).all()
 
 
-@HOSTS
-def test_lcd_off_is_blank(host: bool) -> None:
+@RENDERERS
+def test_lcd_off_is_blank(small: bool) -> None:
     m = blank_state(lcdc=0x13)
     m[IO_OFF + BGP] = 0xFF
-    assert (render_warp(m[None], "cpu", host)[0] == 0).all()
+    assert (render_warp(m[None], "cpu", small)[0] == 0).all()
 
 
 @wp.kernel

@@ -788,18 +788,21 @@ def draw_pending_kernel(g: GB):
     """After a launch that defers drawing (ppu_timing.flush_draw): draw the lines of the
     drawn frame left pending, one thread per (env, line), each with the LCD registers
     recorded for it and the VRAM and OAM the launch left, which are those it was due with
-    (any change to them drew the pending lines first). A line's window line counter
-    follows from the first pending line's and the registers of the lines before it."""
+    (any change to them drew the pending lines first). A line that shows the window takes
+    its window line counter from the first pending line's and the registers of the lines
+    before it."""
     env, ly = wp.tid()
     count = g.pend[env, 0]
     first = g.pend[env, 1]
     if ly < first or ly >= first + count:
         return
     mb = mem_base(g, env)
+    regs = g.lines[env, ly]
     win = g.pend[env, 2]
-    for k in range(first, ly):
-        win = window_after(k, win, g.lines[env, k])
-    draw_line(mb, env, ly, win, g.fb, g.lines[env, ly])
+    if window_after(ly, 0, regs) != 0:  # only the window's lines need the counter
+        for k in range(first, ly):
+            win = window_after(k, win, g.lines[env, k])
+    draw_line(mb, env, ly, win, g.fb, regs)
 
 
 @wp.kernel(name="store_gb_host", module=HOST_MODULE)
@@ -1728,10 +1731,9 @@ def run_kernel(
 
 
 # The CPU variant: the same function, generated with HOST = True (see HOST above) into a
-# Warp module of its own. It draws lines with ``render.draw_line_host`` (a tile row at a
-# time) instead of ``render.draw_line``: every Warp function on a call path from the
-# kernel to the renderer is copied into the CPU module with its reference to the next one
-# on the path replaced, so the CUDA variant's functions stay as they are.
+# Warp module of its own. Every Warp function that reads HOST itself (ppu_timing's
+# ppu_advance) or calls one that does is copied into the CPU module, its copy seeing
+# HOST = True and calling the copies, so the CUDA variant's functions stay as they are.
 def _host_function(func: Any, replace: dict[str, Any]) -> Any:
     """A copy of the Python function ``func`` that sees HOST = True and ``replace``."""
     copy = types.FunctionType(func.__code__, {**func.__globals__, "HOST": True, **replace},
@@ -1742,30 +1744,31 @@ def _host_function(func: Any, replace: dict[str, Any]) -> Any:
     return copy
 
 
-def _referenced_functions(func: Any) -> dict[str, Any]:
-    """The Warp functions the Python function ``func`` names as globals."""
+def _global_names(func: Any) -> set[str]:
+    """The global names the Python function ``func`` uses (nested code included)."""
     names = set(func.__code__.co_names)
     for const in func.__code__.co_consts:
         if isinstance(const, types.CodeType):
             names |= set(const.co_names)
-    return {n: v for n in names
+    return names
+
+
+def _referenced_functions(func: Any) -> dict[str, Any]:
+    """The Warp functions the Python function ``func`` names as globals."""
+    return {n: v for n in _global_names(func)
             if isinstance(v := func.__globals__.get(n), type(ppu_advance))}
 
 
-def _host_replacements(func: Any, target: Any, host_target: Any,
-                       done: dict[int, Any]) -> dict[str, Any]:
-    """Global names in ``func`` to rebind in its CPU copy: ``target`` to ``host_target``,
-    and every Warp function that reaches ``target`` to its CPU copy (made once, in
-    ``done``, keyed by the original's id; None for functions that do not reach it)."""
+def _host_replacements(func: Any, done: dict[int, Any]) -> dict[str, Any]:
+    """Global names in ``func`` to rebind in its CPU copy: every Warp function it calls
+    that reads HOST, or reaches one that does, to that function's CPU copy (made once, in
+    ``done``, keyed by the original's id; None for functions that need none)."""
     replace: dict[str, Any] = {}
     for name, fn in _referenced_functions(func).items():
-        if fn is target:
-            replace[name] = host_target
-            continue
         if id(fn) not in done:
-            done[id(fn)] = None  # a cycle through fn does not reach the target by itself
-            sub = _host_replacements(fn.func, target, host_target, done)
-            if sub:
+            done[id(fn)] = None  # a cycle through fn does not make it read HOST
+            sub = _host_replacements(fn.func, done)
+            if sub or "HOST" in _global_names(fn.func):
                 hint = {"forceinline": True, "noinline": False}.get(fn.inline_hint or "")
                 done[id(fn)] = wp.func(_host_function(fn.func, sub), name=f"{fn.key}_host",
                                        module=HOST_MODULE, inline=hint)
@@ -1774,16 +1777,7 @@ def _host_replacements(func: Any, target: Any, host_target: Any,
     return replace
 
 
-def _host_render() -> dict[str, Any]:
-    """The CPU variant's replacements for the renderer (none in a timing-only build)."""
-    from gbx_gameboy import ppu_timing
-
-    if ppu_timing.draw_line is ppu_timing._no_draw:
-        return {}
-    from gbx_gameboy.render import draw_line, draw_line_host
-
-    return _host_replacements(run_kernel.func, draw_line, draw_line_host, {})
-
-
-run_kernel_host = wp.kernel(_host_function(run_kernel.func, _host_render()),
-                            name="run_kernel_host", module=HOST_MODULE)
+run_kernel_host = wp.kernel(
+    _host_function(run_kernel.func, _host_replacements(run_kernel.func, {})),
+    name="run_kernel_host", module=HOST_MODULE,
+)

@@ -87,16 +87,16 @@ def _no_window(ly: int, win_line: int, regs: wp.vec2i) -> int:
 # GBX_GAMEBOY_NO_RENDER=1 builds a timing-only kernel (no pixels; compiles faster), e.g. for
 # headless conformance runs. Without the renderer module the same fallback is used.
 if os.environ.get("GBX_GAMEBOY_NO_RENDER", "") == "1":
-    draw_line = _no_draw
+    draw_line = draw_line_small = _no_draw
     line_regs = _no_regs
     window_after = _no_window
 else:
     try:
-        from gbx_gameboy.render import draw_line, line_regs, window_after
+        from gbx_gameboy.render import draw_line, draw_line_small, line_regs, window_after
     except ModuleNotFoundError as exc:
         if exc.name != "gbx_gameboy.render":
             raise
-        draw_line = _no_draw
+        draw_line = draw_line_small = _no_draw
         line_regs = _no_regs
         window_after = _no_window
 
@@ -117,6 +117,22 @@ else:
 HOST = False
 
 
+@wp.func
+def draw_in_thread(
+    mb: wp.uint64, env: int, ly: int, win_line: int, fb: wp.array3d(dtype=wp.uint8),
+    regs: wp.vec2i,
+) -> int:
+    """A line drawn by the run kernel's thread itself. The CPU variant on the CPU device
+    draws every observed line here, with render.draw_line. On a GPU, and in the CUDA
+    variant on either device, only the rare ones are (pending lines before VRAM or OAM
+    changes, the lines of a frame the LCD blanks), with render.draw_line_small: drawn
+    inline on a rare path, its few registers keep the run kernel's own."""
+    if wp.static(HOST):
+        if not on_gpu():
+            return draw_line(mb, env, ly, win_line, fb, regs)
+    return draw_line_small(mb, env, ly, win_line, fb, regs)
+
+
 @wp.func(inline=False)
 def flush_draw(ref: wp.uint64, env: int):
     """Draw the pending lines now, before VRAM or OAM changes."""
@@ -129,7 +145,7 @@ def flush_draw(ref: wp.uint64, env: int):
         for k in range(count):
             ly = first + k
             if ly >= 0 and ly < 144:  # a bad state cannot reach another env's records
-                win = draw_line(mb, env, ly, win, g.fb, g.lines[env, ly])
+                win = draw_in_thread(mb, env, ly, win, g.fb, g.lines[env, ly])
         g.pend[env, 0] = 0
 
 
@@ -426,8 +442,8 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
                     if later != 0:
                         defer_lines(g, env, mb, ly, 1)
                     else:
-                        win_line = draw_line(mb, env, ly, sget(g, env, S_WIN_LINE), g.fb,
-                                             line_regs(mb))
+                        win_line = draw_in_thread(mb, env, ly, sget(g, env, S_WIN_LINE),
+                                                  g.fb, line_regs(mb))
                         sset(g, env, S_WIN_LINE, win_line)
                         if blank and ly < 144:
                             blank_rows(g, env, ly, ly + 1)  # drawn (window counter), not shown

@@ -18,10 +18,12 @@ registers have moved on (the run kernel's deferred drawing, ppu_timing.py, recor
 line's words and draws the line later, while VRAM and OAM are as they were);
 ``render_line`` draws with the registers of the moment.
 
-``draw_line_host`` (``render_line_host``) draws the same picture a tile row at a time (one
-map entry and one pair of tile bytes per 8 pixels, where ``draw_line`` reads them per
-pixel): the CPU variant of the run kernel draws with it, the CUDA variant with
-``draw_line``.
+``draw_line`` works eight pixels at a time (one map entry and one tile row per plane and
+group of eight, each object's tile row once per line) and stores four pixels per 32-bit
+word: ``cpu.draw_pending_kernel`` draws the lines left after a launch with it, and the
+CPU variant on the CPU device every line. ``draw_line_small`` draws the same picture a
+pixel at a time with few registers and little code, for the rare lines a run kernel
+draws itself on a GPU (ppu_timing.draw_in_thread).
 
 ``render_frames`` is a standalone kernel (one thread per env, lines in order)
 used by tests and tools to draw the current VRAM/OAM/IO state of every env.
@@ -68,6 +70,8 @@ _WX = wp.constant(IO_OFF + WX)
 _W = wp.constant(SCREEN_W)
 _H = wp.constant(SCREEN_H)
 _MAXOBJ = wp.constant(MAX_OBJS_PER_LINE)
+_WORDS = wp.constant(SCREEN_W // 4)  # 32-bit words of four shades per line
+_GROUPS = wp.constant(SCREEN_W // 8)  # groups of eight pixels per line
 
 _vec10i = wp.types.vector(length=MAX_OBJS_PER_LINE, dtype=wp.int32)
 
@@ -141,6 +145,75 @@ def window_after(ly: int, win_line: int, regs: wp.vec2i) -> int:
 
 
 @wp.func
+def _tile_row_bits(
+    mb: wp.uint64, map_base: int, unsigned_tiles: int, map_col: int, py: int
+) -> int:
+    """Row ``py & 7`` of the tile at map column ``map_col`` (wrapping) of the plane's map row
+    holding plane line ``py``: its low bit plane in bits 0-7, its high one in bits 8-15,
+    the leftmost pixel in bit 7 of each."""
+    tile_no = _rd(mb, _VRAM + map_base + ((py >> 3) & 31) * 32 + (map_col & 31))
+    tile_addr = tile_no * 16
+    if unsigned_tiles == 0:
+        if tile_no >= 128:
+            tile_no = tile_no - 256
+        tile_addr = 0x1000 + tile_no * 16
+    row = (py & 7) * 2
+    return _rd(mb, _VRAM + tile_addr + row) | (_rd(mb, _VRAM + tile_addr + row + 1) << 8)
+
+
+@wp.func
+def _eight_from(left: int, right: int, skip: int) -> int:
+    """The 8 pixels that start ``skip`` (0-7) pixels into tile row ``left`` and go on into
+    ``right`` (``_tile_row_bits`` words), as one such word."""
+    lo = ((((left & 0xFF) << 8) | (right & 0xFF)) >> (8 - skip)) & 0xFF
+    hi = (((left & 0xFF00) | (right >> 8)) >> (8 - skip)) & 0xFF
+    return lo | (hi << 8)
+
+
+@wp.func
+def _reverse8(b: int) -> int:
+    b = ((b & 0xF0) >> 4) | ((b & 0x0F) << 4)
+    b = ((b & 0xCC) >> 2) | ((b & 0x33) << 2)
+    return ((b & 0xAA) >> 1) | ((b & 0x55) << 1)
+
+
+@wp.func
+def _shifted8(bits: int, by: int) -> int:
+    """An 8-pixel mask (leftmost pixel in bit 7) moved ``by`` (-7..7) pixels to the right."""
+    if by >= 0:
+        return bits >> by
+    return (bits << (-by)) & 0xFF
+
+
+@wp.func
+def _object_row(mb: wp.uint64, o: int, ly: int, obj_h: int) -> int:
+    """The tile row that the object at OAM offset ``o`` shows on line ``ly`` (which its
+    rows cover): its low bit plane in bits 0-7 and high one in bits 8-15, X flip applied
+    (the leftmost pixel in bit 7 of each), OBP1 in bit 16, BG-over-OBJ in bit 17."""
+    oy = _rd(mb, o) - 16
+    tile = _rd(mb, o + 2)
+    attr = _rd(mb, o + 3)
+    if obj_h == 16:
+        tile = tile & 0xFE  # 8x16: bit 0 of the tile number is ignored
+    row = ly - oy
+    if (attr & 0x40) != 0:
+        row = obj_h - 1 - row
+    lo = _rd(mb, _VRAM + tile * 16 + row * 2)
+    hi = _rd(mb, _VRAM + tile * 16 + row * 2 + 1)
+    if (attr & 0x20) != 0:
+        lo = _reverse8(lo)
+        hi = _reverse8(hi)
+    return lo | (hi << 8) | (((attr >> 4) & 1) << 16) | (((attr >> 7) & 1) << 17)
+
+
+@wp.func_native("*(uint32_t*)(&wp::index(fb, env, ly, 4 * w)) = (uint32_t)v;")
+def _st_word(fb: wp.array3d(dtype=wp.uint8), env: int, ly: int, w: int, v: int):
+    """Pixels 4w .. 4w+3 of line ``ly`` of ``env`` in one 32-bit store (``v``'s bytes, low
+    byte leftmost); ``fb`` is contiguous, so its rows of 160 bytes keep words aligned."""
+    ...
+
+
+@wp.func
 def draw_line(
     mb: wp.uint64,
     env: int,
@@ -152,9 +225,173 @@ def draw_line(
     """Draw line ``ly`` of ``env`` into ``fb[env, ly, :]`` with the LCD registers ``regs``
     (``line_regs``) and the env's VRAM and OAM; return the new window line counter.
 
+    Eight pixels at a time: each group of eight takes one new map entry and tile row per
+    plane (the one before it is carried over), each object covering the line its tile
+    row once, and a group's pixels are decided as bit masks (object pixel present, its
+    palette, BG-over-OBJ), the highest-priority opaque object claiming a pixel first.
+    Four shades go out in each 32-bit store. A line costs about 60 byte loads and 40
+    stores, where a pixel at a time costs three loads and one store per pixel.
+
     Only lines 0-143 exist in the framebuffer: any other ``ly`` draws nothing (the PPU
     never draws VBlank lines; the guard keeps a bad state from writing another env's rows).
+    ``fb`` must be contiguous (``_st_word``).
     """
+    if ly < 0 or ly >= _H:
+        return win_line
+    if wp.static(CHECK_BOUNDS):
+        check_index(ly, _H)  # the framebuffer row (a Warp array, not a kstate accessor)
+    lcdc = _reg(regs, 0, 0)
+    if (lcdc & 0x80) == 0:
+        # LCD off: the DMG shows a blank (white) screen.
+        for w in range(_WORDS):
+            _st_word(fb, env, ly, w, 0)
+        return win_line
+
+    bg_on = lcdc & 0x01
+    obj_on = (lcdc >> 1) & 1
+    obj_h = wp.int32(8)
+    if (lcdc & 0x04) != 0:
+        obj_h = 16
+    unsigned_tiles = (lcdc >> 4) & 1
+    bg_map = wp.int32(0x1800)
+    if (lcdc & 0x08) != 0:
+        bg_map = 0x1C00
+    win_map = wp.int32(0x1800)
+    if (lcdc & 0x40) != 0:
+        win_map = 0x1C00
+    scx = _reg(regs, 0, 1)
+    scy = _reg(regs, 0, 2)
+    wy = _reg(regs, 0, 3)
+    wx = _reg(regs, 1, 0)
+    bgp = _reg(regs, 1, 1)
+    obp0 = _reg(regs, 1, 2)
+    obp1 = _reg(regs, 1, 3)
+
+    # LCDC bit 0 off hides the window too (DMG).
+    win_active = wp.int32(0)
+    if bg_on != 0 and (lcdc & 0x20) != 0 and ly >= wy and wx <= 166:
+        win_active = 1
+    win_x0 = wx - 7
+
+    # OAM scan: the first 10 objects (in OAM order) whose rows cover this line,
+    # whatever their X. Then order them by drawing priority: lower X first,
+    # equal X keeps OAM order (insertion sort is stable).
+    objs = _vec10i()
+    nobj = wp.int32(0)
+    if obj_on != 0:
+        for i in range(40):
+            if nobj < _MAXOBJ:
+                oy = _rd(mb, _OAM + i * 4) - 16
+                if ly >= oy and ly < oy + obj_h:
+                    objs[nobj] = i
+                    nobj += 1
+        for a in range(1, nobj):
+            cur = objs[a]
+            cur_x = _rd(mb, _OAM + cur * 4 + 1)
+            b = a - 1
+            while b >= 0 and _rd(mb, _OAM + objs[b] * 4 + 1) > cur_x:
+                objs[b + 1] = objs[b]
+                b -= 1
+            objs[b + 1] = cur
+    # Each object in that order as its screen X and its tile row (_object_row).
+    obj_x = _vec10i()
+    obj_row = _vec10i()
+    for k in range(nobj):
+        o = _OAM + objs[k] * 4
+        obj_x[k] = _rd(mb, o + 1) - 8
+        obj_row[k] = _object_row(mb, o, ly, obj_h)
+
+    bg_py = (ly + scy) & 255
+    bg_skip = scx & 7
+    bg_prev = wp.int32(0)
+    if bg_on != 0:
+        bg_prev = _tile_row_bits(mb, bg_map, unsigned_tiles, scx >> 3, bg_py)
+    win_prev = wp.int32(0)
+    win_started = wp.int32(0)
+    for gi in range(_GROUPS):
+        x0 = gi * 8
+        planes = wp.int32(0)  # the group's BG/window colour indices (_tile_row_bits form)
+        if bg_on != 0:
+            d = x0 - win_x0  # window plane x of the group's first pixel
+            wmask = wp.int32(0)  # the group's pixels the window covers
+            if win_active != 0 and d > -8:
+                wmask = 0xFF
+                if d < 0:
+                    wmask = 0xFF >> (-d)
+            if wmask != 0xFF:
+                nxt = _tile_row_bits(mb, bg_map, unsigned_tiles, (scx >> 3) + gi + 1, bg_py)
+                planes = _eight_from(bg_prev, nxt, bg_skip)
+                bg_prev = nxt
+            if wmask != 0:
+                left = win_prev
+                if win_started == 0 and d >= 0:
+                    left = _tile_row_bits(mb, win_map, unsigned_tiles, d >> 3, win_line)
+                win_started = 1
+                right = _tile_row_bits(mb, win_map, unsigned_tiles, (d >> 3) + 1, win_line)
+                win = _eight_from(left, right, d & 7)
+                win_prev = right
+                both = wmask | (wmask << 8)
+                planes = (planes & ~both) | (win & both)
+        # Objects: the first in priority order with an opaque pixel claims it.
+        taken = wp.int32(0)
+        o_lo = wp.int32(0)
+        o_hi = wp.int32(0)
+        o_pal1 = wp.int32(0)
+        o_behind = wp.int32(0)
+        for k in range(nobj):
+            by = obj_x[k] - x0
+            if by > -8 and by < 8:
+                orow = obj_row[k]
+                lo = _shifted8(orow & 0xFF, by)
+                hi = _shifted8((orow >> 8) & 0xFF, by)
+                claim = (lo | hi) & ~taken
+                taken = taken | claim
+                o_lo = o_lo | (lo & claim)
+                o_hi = o_hi | (hi & claim)
+                if ((orow >> 16) & 1) != 0:
+                    o_pal1 = o_pal1 | claim
+                if ((orow >> 17) & 1) != 0:
+                    o_behind = o_behind | claim
+        w0 = wp.int32(0)
+        w1 = wp.int32(0)
+        for j in range(8):
+            bit = 7 - j
+            c = ((planes >> bit) & 1) | (((planes >> (bit + 8)) & 1) << 1)
+            shade = wp.int32(0)
+            if bg_on != 0:
+                shade = _palette(bgp, c)
+            if ((taken >> bit) & 1) != 0 and (((o_behind >> bit) & 1) == 0 or c == 0):
+                pal = obp0
+                if ((o_pal1 >> bit) & 1) != 0:
+                    pal = obp1
+                shade = _palette(pal, ((o_lo >> bit) & 1) | (((o_hi >> bit) & 1) << 1))
+            if j < 4:
+                w0 = w0 | (shade << (8 * j))
+            else:
+                w1 = w1 | (shade << (8 * (j - 4)))
+        _st_word(fb, env, ly, gi * 2, w0)
+        _st_word(fb, env, ly, gi * 2 + 1, w1)
+
+    if win_active != 0 and win_x0 < _W:
+        return win_line + 1
+    return win_line
+
+
+@wp.func
+def draw_line_small(
+    mb: wp.uint64,
+    env: int,
+    ly: int,
+    win_line: int,
+    fb: wp.array3d(dtype=wp.uint8),
+    regs: wp.vec2i,
+) -> int:
+    """``draw_line`` a pixel at a time, with few registers and little code: for the rare
+    lines a run kernel draws itself on a GPU (ppu_timing.draw_in_thread), inlined into
+    the run kernel where every register counts. Each pixel reads its map entry and tile
+    bytes; the first object in priority order with an opaque pixel there decides it. Its
+    code is its own, not shared with ``draw_line``'s helpers: the CUDA variant's compiled
+    form follows from every line of it."""
     if ly < 0 or ly >= _H:
         return win_line
     if wp.static(CHECK_BOUNDS):
@@ -227,8 +464,11 @@ def draw_line(
         if bg_on != 0:
             shade = _palette(bgp, bg_col)
 
-        # The first object in priority order with an opaque pixel here wins;
-        # its BG-over-OBJ bit then decides against BG colours 1..3 only.
+        # The first object in priority order with an opaque pixel here wins; its
+        # BG-over-OBJ bit then decides against BG colours 1..3 only. The object's row is
+        # read here rather than through _object_row, which gave the CUDA variant, where
+        # this renderer is inlined, a longer always-run path (428 SASS instructions, not
+        # 424) and a larger frame (816 bytes, not 792).
         for k in range(nobj):
             o = _OAM + objs[k] * 4
             ox = _rd(mb, o + 1) - 8
@@ -258,7 +498,6 @@ def draw_line(
         return win_line + 1
     return win_line
 
-
 @wp.func
 def render_line(
     mb: wp.uint64,
@@ -269,182 +508,6 @@ def render_line(
 ) -> int:
     """``draw_line`` with the LCD registers of the moment."""
     return draw_line(mb, env, ly, win_line, fb, line_regs(mb))
-
-
-@wp.func
-def _plane_span(
-    mb: wp.uint64, env: int, ly: int, fb: wp.array3d(dtype=wp.uint8),
-    map_base: int, unsigned_tiles: int, x0: int, x1: int, px0: int, py: int,
-    bgp: int, keep_index: int,
-):
-    """Pixels x0..x1-1 of line ``ly`` from the BG/window plane at ``map_base``, starting at
-    plane pixel (px0, py): one map entry and one pair of tile bytes per tile row. Each
-    pixel gets its shade, plus its colour index in bits 0-1 (shade in bits 2-3) when
-    ``keep_index`` is set, for the object pass to decide BG-over-OBJ."""
-    x = x0
-    px = px0
-    row = (py & 7) * 2
-    while x < x1:
-        tile_no = _rd(mb, _VRAM + map_base + ((py >> 3) & 31) * 32 + ((px >> 3) & 31))
-        tile_addr = tile_no * 16
-        if unsigned_tiles == 0:
-            if tile_no >= 128:
-                tile_no = tile_no - 256
-            tile_addr = 0x1000 + tile_no * 16
-        lo = _rd(mb, _VRAM + tile_addr + row)
-        hi = _rd(mb, _VRAM + tile_addr + row + 1)
-        col = px & 7
-        n = wp.min(8 - col, x1 - x)
-        for j in range(n):
-            bit = 7 - (col + j)
-            c = ((lo >> bit) & 1) | (((hi >> bit) & 1) << 1)
-            v = _palette(bgp, c)
-            if keep_index != 0:
-                v = c | (v << 2)
-            fb[env, ly, x + j] = wp.uint8(v)
-        x += n
-        px += n
-
-
-@wp.func
-def draw_line_host(
-    mb: wp.uint64,
-    env: int,
-    ly: int,
-    win_line: int,
-    fb: wp.array3d(dtype=wp.uint8),
-    regs: wp.vec2i,
-) -> int:
-    """``draw_line`` for one CPU thread: the same picture, drawn a tile row at a time.
-
-    The background and window take one map entry and one pair of tile bytes per 8
-    pixels, each object its pair of tile bytes once; objects are drawn from the lowest
-    drawing priority to the highest, each opaque pixel deciding against the BG colour
-    index kept beside the shade, so the highest-priority opaque object decides, as in
-    ``draw_line``. The CPU variant of the run kernel draws with it
-    (``cpu.run_kernel_host``); ``test_render.py`` checks it against ``draw_line``."""
-    if ly < 0 or ly >= _H:
-        return win_line
-    if wp.static(CHECK_BOUNDS):
-        check_index(ly, _H)
-    lcdc = _reg(regs, 0, 0)
-    if (lcdc & 0x80) == 0:
-        for x in range(_W):
-            fb[env, ly, x] = wp.uint8(0)
-        return win_line
-
-    bg_on = lcdc & 0x01
-    obj_on = (lcdc >> 1) & 1
-    obj_h = wp.int32(8)
-    if (lcdc & 0x04) != 0:
-        obj_h = 16
-    unsigned_tiles = (lcdc >> 4) & 1
-    bg_map = wp.int32(0x1800)
-    if (lcdc & 0x08) != 0:
-        bg_map = 0x1C00
-    win_map = wp.int32(0x1800)
-    if (lcdc & 0x40) != 0:
-        win_map = 0x1C00
-    scx = _reg(regs, 0, 1)
-    scy = _reg(regs, 0, 2)
-    wy = _reg(regs, 0, 3)
-    wx = _reg(regs, 1, 0)
-    bgp = _reg(regs, 1, 1)
-
-    win_active = wp.int32(0)
-    if bg_on != 0 and (lcdc & 0x20) != 0 and ly >= wy and wx <= 166:
-        win_active = 1
-    win_x0 = wx - 7
-
-    # The same object selection and order as draw_line, repeated rather than shared:
-    # moving it into a helper changes the CUDA variant's recorded PTX.
-    objs = _vec10i()
-    nobj = wp.int32(0)
-    if obj_on != 0:
-        for i in range(40):
-            if nobj < _MAXOBJ:
-                oy = _rd(mb, _OAM + i * 4) - 16
-                if ly >= oy and ly < oy + obj_h:
-                    objs[nobj] = i
-                    nobj += 1
-        for a in range(1, nobj):
-            cur = objs[a]
-            cur_x = _rd(mb, _OAM + cur * 4 + 1)
-            b = a - 1
-            while b >= 0 and _rd(mb, _OAM + objs[b] * 4 + 1) > cur_x:
-                objs[b + 1] = objs[b]
-                b -= 1
-            objs[b + 1] = cur
-
-    keep = wp.int32(0)
-    if nobj > 0:
-        keep = 1
-    if bg_on == 0:
-        for x in range(_W):
-            fb[env, ly, x] = wp.uint8(0)  # index 0, shade 0
-    else:
-        bg_end = wp.int32(_W)
-        if win_active != 0:
-            bg_end = wp.clamp(win_x0, 0, _W)
-        _plane_span(mb, env, ly, fb, bg_map, unsigned_tiles, 0, bg_end,
-                    scx, (ly + scy) & 255, bgp, keep)
-        if bg_end < _W:
-            _plane_span(mb, env, ly, fb, win_map, unsigned_tiles, bg_end, _W,
-                        bg_end - win_x0, win_line, bgp, keep)
-
-    if nobj > 0:
-        obp0 = _reg(regs, 1, 2)
-        obp1 = _reg(regs, 1, 3)
-        for k in range(nobj):
-            o = _OAM + objs[nobj - 1 - k] * 4
-            oy = _rd(mb, o) - 16
-            ox = _rd(mb, o + 1) - 8
-            tile = _rd(mb, o + 2)
-            attr = _rd(mb, o + 3)
-            if obj_h == 16:
-                tile = tile & 0xFE
-            row = ly - oy
-            if (attr & 0x40) != 0:
-                row = obj_h - 1 - row
-            lo = _rd(mb, _VRAM + tile * 16 + row * 2)
-            hi = _rd(mb, _VRAM + tile * 16 + row * 2 + 1)
-            pal = obp0
-            if (attr & 0x10) != 0:
-                pal = obp1
-            for j in range(8):
-                x = ox + j
-                if x >= 0 and x < _W:
-                    bit = 7 - j
-                    if (attr & 0x20) != 0:
-                        bit = j
-                    c = ((lo >> bit) & 1) | (((hi >> bit) & 1) << 1)
-                    if c != 0:
-                        v = wp.int32(fb[env, ly, x])
-                        bg_col = v & 3
-                        shade = _palette(bgp, bg_col)
-                        if bg_on == 0:
-                            shade = 0
-                        if (attr & 0x80) == 0 or bg_col == 0:
-                            shade = _palette(pal, c)
-                        fb[env, ly, x] = wp.uint8(bg_col | (shade << 2))
-        for x in range(_W):
-            fb[env, ly, x] = wp.uint8((wp.int32(fb[env, ly, x]) >> 2) & 3)
-
-    if win_active != 0 and win_x0 < _W:
-        return win_line + 1
-    return win_line
-
-
-@wp.func
-def render_line_host(
-    mb: wp.uint64,
-    env: int,
-    ly: int,
-    win_line: int,
-    fb: wp.array3d(dtype=wp.uint8),
-) -> int:
-    """``draw_line_host`` with the LCD registers of the moment."""
-    return draw_line_host(mb, env, ly, win_line, fb, line_regs(mb))
 
 
 @wp.kernel
@@ -458,28 +521,28 @@ def render_frames_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
 
 
 @wp.kernel
-def render_frames_host_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
-    """``render_frames_kernel`` with ``render_line_host``."""
+def render_frames_small_kernel(mem_ptr: wp.uint64, fb: wp.array3d(dtype=wp.uint8)):
+    """``render_frames_kernel`` with ``draw_line_small``."""
     env = wp.tid()
     mb = env_base(mem_ptr, MEM_TILE_BYTES, 1, env)
     win_line = wp.int32(0)
     for ly in range(_H):
-        win_line = render_line_host(mb, env, ly, win_line, fb)
+        win_line = draw_line_small(mb, env, ly, win_line, fb, line_regs(mb))
 
 
-def render_frames(mem: wp.array3d, fb: wp.array3d, host: bool = False) -> None:
+def render_frames(mem: wp.array3d, fb: wp.array3d, small: bool = False) -> None:
     """Render every env's current VRAM/OAM/IO state into ``fb`` (``[N, 144, 160]`` uint8).
 
     ``mem`` is tiled, ``(tiles, MEM_BYTES, TILE)`` (see layout.py); ``fb`` holds the envs
-    to draw (at most ``tiles * TILE``). ``host`` draws with ``render_line_host`` (the CPU
-    variant's renderer) instead of ``render_line``."""
+    to draw (at most ``tiles * TILE``). ``small`` draws with ``draw_line_small`` instead
+    of ``draw_line``."""
     if tuple(mem.shape[1:]) != (MEM_BYTES, TILE):
         raise ValueError(f"mem must be shaped (tiles, {MEM_BYTES}, {TILE}), got {mem.shape}")
     num_envs = fb.shape[0]
     if tuple(fb.shape[1:]) != (SCREEN_H, SCREEN_W) or num_envs > mem.shape[0] * TILE:
         most = mem.shape[0] * TILE
         raise ValueError(f"fb must be shaped (N <= {most}, {SCREEN_H}, {SCREEN_W}), got {fb.shape}")
-    if not mem.is_contiguous:
-        raise ValueError("mem must be contiguous")
-    kernel = render_frames_host_kernel if host else render_frames_kernel
+    if not mem.is_contiguous or not fb.is_contiguous:
+        raise ValueError("mem and fb must be contiguous")
+    kernel = render_frames_small_kernel if small else render_frames_kernel
     wp.launch(kernel, dim=num_envs, inputs=[mem.ptr, fb], device=mem.device)
