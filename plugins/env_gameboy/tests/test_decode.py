@@ -176,9 +176,10 @@ def test_loads_and_16_bit_moves_and_counts_keep_every_flag() -> None:
 def test_rom_predecode_entries_hold_the_word_the_descriptor_and_the_code_bytes() -> None:
     # A CB prefix's entry holds the prefixed instruction's descriptor words and opcode;
     # immediates past the ROM's end read as 0; the word after the ROM's keeps its row.
-    # (Runs of NOPs are marked from 0x100 on.)
-    rom = bytes([0x04]) * 0x100 + bytes([0x3E, 0x12, 0xCB, 0x7E, 0x00, 0x00, 0x00, 0xCB,
-                                         0x37, 0xEA, 0x34])
+    # Word 0 as a fetch sees it (the prefix's immediate count at a CB prefix) follows from
+    # columns 0 and 3 wherever no run starts. (Runs of NOPs are marked from 0x100 on.)
+    rom = bytes([0x04]) * 0xFF + bytes([0x76, 0x3E, 0x12, 0xCB, 0x7E, 0x00, 0x00, 0x00,
+                                        0xCB, 0x37, 0xEA, 0x34])
     entries = D.rom_predecode_entries(rom)
     assert entries.dtype == np.int32 and entries.shape == (len(rom) + 1, D.PRE_ENTRY_WORDS)
     assert D.PRE_ENTRY_BYTES == entries.itemsize * D.PRE_ENTRY_WORDS == 16
@@ -191,10 +192,18 @@ def test_rom_predecode_entries_hold_the_word_the_descriptor_and_the_code_bytes()
         assert entries[i, 1:3].tolist() == [words[1], words[2]], hex(i)
         n_imm = D.describe(byte).words()[0] & 3
         imm = int.from_bytes(padded[i + 1:i + 1 + n_imm], "little")
-        assert int(entries[i, 3]) == imm | (code & 0xFF) << 16, hex(i)
+        special = words[0] >> D.SPECIAL_SHIFT & 7
+        cb = D.PRE_CB if code >= D.CB_BASE else 0
+        assert int(entries[i, 3]) == (imm | (code & 0xFF) << 16
+                                      | special << D.PRE_SPECIAL_SHIFT | cb), hex(i)
+        if int(entries[i, 0]) >> D.QUICK_SHIFT != D.QUICK_RUN:
+            low = int(entries[i, 0]) & ((1 << D.QUICK_SHIFT) - 1)
+            assert low | special << D.QUICK_SHIFT == words[0] & ~3 | n_imm, hex(i)
     # LD A,n; the prefix of BIT 7,(HL); LD (nn),A at the end, its high byte past the ROM
     assert [int(entries[0x100 + k, 3]) for k in (0, 2, 9)] == [
-        0x3E << 16 | 0x12, 0x7E << 16 | 0x7E, 0xEA << 16 | 0x34]
+        0x3E << 16 | 0x12, D.PRE_CB | 0x7E << 16 | 0x7E, 0xEA << 16 | 0x34]
+    # HALT's special, which column 0's lane replaces, is in column 3
+    assert int(entries[0xFF, 3]) >> D.PRE_SPECIAL_SHIFT & 7 == D.SP_HALT
     # the NOP run keeps its run word in column 0 and NOP's descriptor beside it
     assert int(entries[0x104, 0]) >> D.QUICK_SHIFT == D.QUICK_RUN
 

@@ -6,7 +6,7 @@ from gbx_gameboy.sass_path import loop_path
 
 # An entry with Warp's grid-stride loop around an instruction loop. In the instruction
 # loop: the header, a rare path that goes straight back (a ``continue``), the anchor (the
-# descriptor loads), an arm that only some instructions take, the join and the back-edge.
+# predecoded entry's load), an arm that only some instructions take, the join and the back-edge.
 # A callee follows; its spills are not the entry's.
 SASS = """
         .text.k_cuda_kernel_forward:
@@ -17,7 +17,7 @@ SASS = """
         /*0020*/                   LDL R2, [R1+0x0] ;
         /*0030*/              @P3 BRA `(.L_x_4) ;
         /*0040*/              @P0 BRA `(.L_x_2) ;
-        /*0050*/                   LDG.E R3, desc[UR4][R4.64+0x4] ;
+        /*0050*/                   LDG.E.128.CONSTANT R12, desc[UR4][R4.64] ;
         /*0060*/                   LDG.E R5, desc[UR4][R4.64+0x8] ;
         /*0070*/                   STL [R1+0x4], R3 ;
         /*0080*/              @P1 BRA `(.L_x_3) ;
@@ -47,6 +47,6 @@ def test_loop_path_counts_the_blocks_every_instruction_runs() -> None:
     assert (path.instructions, path.local_loads, path.local_stores) == (9, 2, 1)
 
 
-def test_loop_path_without_the_descriptor_loads_is_none() -> None:
-    assert loop_path(SASS.replace("+0x8]", "+0xc]"), "k_cuda_kernel_forward") is None
+def test_loop_path_without_the_entry_load_is_none() -> None:
+    assert loop_path(SASS.replace("LDG.E.128", "LDG.E.64"), "k_cuda_kernel_forward") is None
     assert loop_path(SASS, "other_kernel") is None

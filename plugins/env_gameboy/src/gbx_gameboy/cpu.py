@@ -80,7 +80,9 @@ from gbx_gameboy.decode import (
     PC_REL,
     PC_RST,
     PC_SHIFT,
+    PRE_CB,
     PRE_ENTRY_BYTES,
+    PRE_SPECIAL_SHIFT,
     QUICK_RUN,
     QUICK_SHIFT,
     R16_AF,
@@ -1161,7 +1163,7 @@ def run_kernel(
                                     r[2 * d16 + 1] = lo
                             else:  # PUSH, CALL, RST
                                 v16 = push_value_host(w2q, r, sp, qimm, pc, f0)
-                                pc = push_target_host(qw0, pc, qimm, qword >> 16)
+                                pc = push_target_host(qw0, pc, qimm, (qword >> 16) & 0xFF)
                                 plain_set(g, env, (sp - 1) & 0xFFFF, v16 >> 8)
                                 plain_set(g, env, (sp - 2) & 0xFFFF, v16 & 0xFF)
                                 t += 12
@@ -1214,7 +1216,7 @@ def run_kernel(
                                 if src != S8_IMM:
                                     vq = r[src]
                             # (a CB-prefixed instruction's opcode is its second byte)
-                            oq = alu8_host(w1q, r[R_A], vq, f0, qword >> 16)
+                            oq = alu8_host(w1q, r[R_A], vq, f0, (qword >> 16) & 0xFF)
                             r[R_F] = oq & 0xFF
                             dq = field(w1q, DST8_SHIFT, 4)
                             if dq < 8:
@@ -1246,6 +1248,12 @@ def run_kernel(
         op = int(0)
         b1 = int(0)
         b2 = int(0)
+        desc = int(0)
+        w0 = int(0)
+        w1 = int(0)
+        w2 = int(0)
+        imm = int(0)
+        code = int(0)
         if wp.static(HOST):
             # One CPU thread: the three bytes in one load when they lie in one bank.
             if fast and (pc & 0x3FFF) <= 0x3FFC:
@@ -1259,46 +1267,101 @@ def run_kernel(
                 b2 = rom_code_byte(g, pc + 2, bank0, bankx)
             else:
                 op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
-        else:
-            if fast:
-                op = rom_code_byte(g, pc, bank0, bankx)
-                b1 = rom_code_byte(g, pc + 1, bank0, bankx)
-                b2 = rom_code_byte(g, pc + 2, bank0, bankx)
-            else:
-                op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
-        desc = op * DESC_BYTES
-        w0 = ld_i32(g.dec_ptr, desc)
-        w1 = ld_i32(g.dec_ptr, desc + 4)
-        w2 = ld_i32(g.dec_ptr, desc + 8)
-        if halt_bug != 0:
-            # PC was not advanced past the opcode: its byte is read again as the next one.
-            halt_bug = int(0)
-            b2 = b1
-            b1 = op
-        else:
-            pc = (pc + 1) & 0xFFFF
-        icount += 1
-        n_imm = w0 & 3
-        if not fast:
-            # The immediates one by one, each at its own M-cycle (after the opcode's); PC
-            # and the cycle move on below, as for code read from ROM.
-            k = int(0)
-            while k < n_imm:
-                v = rd_cpu(g, env, (pc + k) & 0xFFFF, t + 4 * (k + 1), bank0, bankx, dma_s,
-                           dma_e)
-                b1 = wp.where(k == 0, v, b1)
-                b2 = wp.where(k == 1, v, b2)
-                k += 1
-        imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
-        t += 4 * n_imm
-        pc = (pc + n_imm) & 0xFFFF
-        # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
-        code = wp.where(op == 0xCB, imm & 0xFF, op)
-        if op == 0xCB:
-            desc = (CB_BASE + code) * DESC_BYTES
+            desc = op * DESC_BYTES
             w0 = ld_i32(g.dec_ptr, desc)
             w1 = ld_i32(g.dec_ptr, desc + 4)
             w2 = ld_i32(g.dec_ptr, desc + 8)
+            if halt_bug != 0:
+                # PC was not advanced past the opcode: its byte is read again as the next one.
+                halt_bug = int(0)
+                b2 = b1
+                b1 = op
+            else:
+                pc = (pc + 1) & 0xFFFF
+            icount += 1
+            n_imm = w0 & 3
+            if not fast:
+                # The immediates one by one, each at its own M-cycle (after the opcode's); PC
+                # and the cycle move on below, as for code read from ROM.
+                k = int(0)
+                while k < n_imm:
+                    v = rd_cpu(g, env, (pc + k) & 0xFFFF, t + 4 * (k + 1), bank0, bankx, dma_s,
+                               dma_e)
+                    b1 = wp.where(k == 0, v, b1)
+                    b2 = wp.where(k == 1, v, b2)
+                    k += 1
+            imm = wp.where(n_imm >= 1, b1, 0) | wp.where(n_imm == 2, b2 << 8, 0)
+            t += 4 * n_imm
+            pc = (pc + n_imm) & 0xFFFF
+            # CB-prefixed: the immediate is the second opcode byte, with its own descriptor.
+            code = wp.where(op == 0xCB, imm & 0xFF, op)
+            if op == 0xCB:
+                desc = (CB_BASE + code) * DESC_BYTES
+                w0 = ld_i32(g.dec_ptr, desc)
+                w1 = ld_i32(g.dec_ptr, desc + 4)
+                w2 = ld_i32(g.dec_ptr, desc + 8)
+        if wp.static(not HOST):
+            # The instruction as a predecoded entry (decode.rom_predecode_entries): for code
+            # in one ROM bank, the byte's entry, one load that waits only for PC where the
+            # code bytes and then the descriptor at the opcode are two loads, the second
+            # waiting for the first; elsewhere (RAM, boot ROM, OAM DMA, a bank's last
+            # bytes, the HALT bug) the same fields from the bytes one by one, so that the
+            # paths join in four values.
+            ent = wp.vec4i()
+            if fast and (pc & 0x3FFF) <= 0x3FFC and halt_bug == 0:
+                ent = ld_v4i(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), PRE_ENTRY_BYTES * (
+                    ((wp.where(pc < 0x4000, bank0, bankx) * 0x4000) & g.rom_mask)
+                    + (pc & 0x3FFF)))
+            else:
+                if fast:
+                    op = rom_code_byte(g, pc, bank0, bankx)
+                    b1 = rom_code_byte(g, pc + 1, bank0, bankx)
+                    b2 = rom_code_byte(g, pc + 2, bank0, bankx)
+                else:
+                    op = rd_cpu(g, env, pc, t, bank0, bankx, dma_s, dma_e)
+                n_op = ld_i32(g.dec_ptr, op * DESC_BYTES) & 3
+                if halt_bug != 0:
+                    # PC was not advanced past the opcode: its byte is read again as the
+                    # next one.
+                    halt_bug = int(0)
+                    b2 = b1
+                    b1 = op
+                    pc = (pc - 1) & 0xFFFF
+                if not fast:
+                    # The immediates one by one, each at its own M-cycle (after the
+                    # opcode's).
+                    k = int(0)
+                    while k < n_op:
+                        v = rd_cpu(g, env, (pc + 1 + k) & 0xFFFF, t + 4 * (k + 1), bank0,
+                                   bankx, dma_s, dma_e)
+                        b1 = wp.where(k == 0, v, b1)
+                        b2 = wp.where(k == 1, v, b2)
+                        k += 1
+                imm = wp.where(n_op >= 1, b1, 0) | wp.where(n_op == 2, b2 << 8, 0)
+                # CB-prefixed: the immediate is the second opcode byte, with its own
+                # descriptor.
+                code = wp.where(op == 0xCB, imm & 0xFF, op)
+                desc = wp.where(op == 0xCB, CB_BASE + code, op) * DESC_BYTES
+                wd = ld_i32(g.dec_ptr, desc)
+                ent = wp.vec4i(
+                    (wd & ((1 << QUICK_SHIFT) - 4)) | n_op,
+                    ld_i32(g.dec_ptr, desc + 4),
+                    ld_i32(g.dec_ptr, desc + 8),
+                    imm | (code << 16) | (((wd >> QUICK_SHIFT) & 7) << PRE_SPECIAL_SHIFT)
+                    | wp.where(op == 0xCB, PRE_CB, 0))
+            w1 = ent[1]
+            w2 = ent[2]
+            code = (ent[3] >> 16) & 0xFF
+            op = wp.where((ent[3] & PRE_CB) != 0, 0xCB, code)
+            w0 = (ent[0] & ((1 << QUICK_SHIFT) - 1)) | (
+                ((ent[3] >> PRE_SPECIAL_SHIFT) & 7) << QUICK_SHIFT)
+            if (ent[0] >> QUICK_SHIFT) == QUICK_RUN:
+                w0 = ld_i32(g.dec_ptr, op * DESC_BYTES)  # where a run or loop starts
+            n_imm = w0 & 3
+            imm = ent[3] & 0xFFFF
+            icount += 1
+            t += 4 * n_imm
+            pc = (pc + 1 + n_imm) & 0xFFFF
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[2] += c1 - c0

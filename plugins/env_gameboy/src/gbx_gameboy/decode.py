@@ -520,16 +520,25 @@ PRE_ENTRY_BYTES = 4 * PRE_ENTRY_WORDS
 assert DESC_TABLE_BYTES % PRE_ENTRY_BYTES == 0
 
 
+# Column 3 of an entry above its immediates and opcode: the special field of the
+# instruction's descriptor (which column 0's lane replaces) in bits 24-26, and bit 27 set
+# at a CB prefix. With them the CUDA variant has the whole descriptor word 0 from an
+# entry, except where a run or loop starts (QUICK_RUN replaces column 0 there).
+PRE_SPECIAL_SHIFT = 24
+PRE_CB = 1 << 27
+
+
 def rom_predecode_entries(rom: bytes) -> np.ndarray:
     """The predecoded ROM as the run kernel keeps it: int32 of shape ``(len(rom) + 1,
     PRE_ENTRY_WORDS)``, one row per ROM byte and the word after them. Column 0 is
     ``rom_predecode``'s word; columns 1 and 2 are words 1 and 2 of the descriptor of the
     instruction that starts at the byte (at a CB prefix, the CB-prefixed instruction's);
     column 3 holds its immediates in bits 0-15 (as many bytes as its opcode takes, the
-    rest zero; zero past the ROM's end) and its opcode in bits 16-23 (at a CB prefix, the
-    second opcode byte). The inner loop's opcode, immediates and descriptor then come
-    from one load that waits only for PC, not from loads of the code bytes and then of
-    the descriptor at the opcode."""
+    rest zero; zero past the ROM's end), its opcode in bits 16-23 (at a CB prefix, the
+    second opcode byte), its descriptor's special field (PRE_SPECIAL_SHIFT) and PRE_CB at
+    a CB prefix. The opcode, immediates and descriptor then come from one load that
+    waits only for PC, not from loads of the code bytes and then of the descriptor at
+    the opcode."""
     table = decode_table().reshape(2 * CB_BASE, WORDS)
     data = np.frombuffer(bytes(rom), dtype=np.uint8).astype(np.int64)
     out = np.zeros((len(data) + 1, PRE_ENTRY_WORDS), dtype=np.int64)
@@ -541,7 +550,9 @@ def rom_predecode_entries(rom: bytes) -> np.ndarray:
     n_imm = table[data, 0] & 3
     imm = (np.where(n_imm >= 1, padded[1:-1], 0)
            | np.where(n_imm == 2, padded[2:] << 8, 0))
-    out[:-1, 3] = imm | (desc & 0xFF) << 16
+    special = (table[desc, 0] >> SPECIAL_SHIFT) & 7
+    out[:-1, 3] = (imm | (desc & 0xFF) << 16 | special << PRE_SPECIAL_SHIFT
+                   | np.where(desc >= CB_BASE, PRE_CB, 0))
     return out.astype(np.int32)
 
 

@@ -5,10 +5,11 @@ kernel once, wherever it is; most lie on rare paths. What costs time is the loca
 traffic on the path that every fetched Game Boy instruction takes. This module reads the
 run kernel's SASS (``nvdisasm -c`` of ptxas's cubin), splits it into basic blocks, finds
 the instruction loop (the loop with the widest span inside Warp's grid-stride loop) and
-its anchor (the block that loads the opcode's descriptor words 1 and 2), and counts the
-instructions, local loads (LDL) and local stores (STL) of the blocks that every pass
-through the anchor runs: those that dominate it from the loop header and those that
-post-dominate it up to the loop's back-edge.
+its anchor (the block that loads an instruction's predecoded entry, the one 16-byte load
+of the fetch from ROM), and counts the instructions, local loads (LDL) and local stores
+(STL) of the blocks that every pass through the anchor runs: those that dominate it from
+the loop header and those that post-dominate it up to the loop's back-edge. That is the
+path of every instruction fetched from cartridge ROM.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ _LABEL = re.compile(r"^(\.L_x_\d+):")
 # One instruction of nvdisasm's output (the line stripped): its address, then its text.
 INSTRUCTION = re.compile(r"^/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
 _TARGET = re.compile(r"`\((\.L_x_\d+)\)")
-# The descriptor words 1 and 2 of the fetched opcode: global loads at +4 and +8 of one base.
-_DESC = (re.compile(r"^LDG\.E(\.\w+)* R\d+, desc\[UR\d+\]\[R\d+\.64\+0x4\]"),
-         re.compile(r"^LDG\.E(\.\w+)* R\d+, desc\[UR\d+\]\[R\d+\.64\+0x8\]"))
+# The fetch's predecoded entry (decode.rom_predecode_entries): one 16-byte global load.
+_ENTRY_LOAD = (re.compile(r"^LDG\.E\.128(\.\w+)* R\d+, desc\[UR\d+\]\[R\d+\.64\]"),)
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def loop_path(sass: str, entry: str) -> LoopPath | None:
             loop.add(n)
             todo.extend(s for s in succ[n] if s != head)
     anchor = next((k for k in sorted(loop)
-                   if all(any(p.match(t) for t in blocks[k]) for p in _DESC)), None)
+                   if all(any(p.match(t) for t in blocks[k]) for p in _ENTRY_LOAD)), None)
     if anchor is None:
         return None
     preds: dict[int, set[int]] = {n: set() for n in loop}
