@@ -37,8 +37,9 @@ def black_x(obs_frame: torch.Tensor) -> int:
     return int(torch.nonzero(obs_frame[0] == 3)[0])
 
 
-def make(rom: Path, state: Path, n: int = 3, device: str = "cpu", **kw) -> GameBoyEnv:
-    cfg = GameBoyConfig(rom=str(rom), state=str(state), obs_size="144x160", frames_per_step=6,
+def make(rom: Path, state: Path, n: int = 3, device: str = "cpu", obs_size: str = "144x160",
+         **kw) -> GameBoyEnv:
+    cfg = GameBoyConfig(rom=str(rom), state=str(state), obs_size=obs_size, frames_per_step=6,
                         release_after_frames=3, action_codec="buttons8_noop", **kw)
     return GameBoyEnv(cfg, n, device, seed=1)
 
@@ -140,12 +141,40 @@ def test_register_envs_hook() -> None:
     assert got == [("gameboy", GameBoyConfig)]
 
 
+def test_observation_kernel_gives_the_same_steps_through_part_resets(
+    rom: Path, ready: Path
+) -> None:
+    # The kernel (a CUDA env's default at 72x80) makes after a masked reset only the
+    # restored envs' frames; here it runs on the CPU device against the torch maxima.
+    from gbx_gameboy.obs import ObsExtractor
+
+    envs = [make(rom, ready, n=8, obs_size="72x80", stack_k=2, max_steps=3,
+                 stagger_start=True) for _ in range(2)]
+    envs[1]._extract = ObsExtractor(envs[1].batch.fb, "72x80", envs[1]._frame, kernel=True)
+    assert torch.equal(envs[0].reset(), envs[1].reset())
+    gen = torch.Generator().manual_seed(0)
+    part_resets = 0
+    for _ in range(6):
+        a = torch.randint(0, 8, (8,), generator=gen)
+        (obs0, *_, info0), (obs1, *_, info1) = (e.step(a) for e in envs)
+        assert torch.equal(obs0, obs1) and torch.equal(info0["final_obs"], info1["final_obs"])
+        mask = info1["reset_mask"]
+        part_resets += int(0 < int(mask.sum()) < 8)
+    assert part_resets >= 2
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_env_matches_cpu_and_allocates_nothing_per_step(rom: Path, ready: Path) -> None:
-    envs = {d: make(rom, ready, n=8, device=d, stack_k=2, max_steps=3) for d in ("cpu", "cuda")}
+@pytest.mark.parametrize("obs_size", ["144x160", "72x80"])
+def test_cuda_env_matches_cpu_and_allocates_nothing_per_step(
+    rom: Path, ready: Path, obs_size: str
+) -> None:
+    envs = {d: make(rom, ready, n=8, device=d, obs_size=obs_size, stack_k=2, max_steps=3)
+            for d in ("cpu", "cuda")}
     gen = torch.Generator().manual_seed(0)
     outs = {d: e.reset() for d, e in envs.items()}
     assert torch.equal(outs["cpu"], outs["cuda"].cpu())
+    for e in envs.values():  # episodes out of step, so that resets restore some envs only
+        e._steps.copy_(torch.arange(8) % 3)
     for i in range(7):
         a = torch.randint(0, 8, (8,), generator=gen)
         if i == 3:
@@ -156,6 +185,7 @@ def test_cuda_env_matches_cpu_and_allocates_nothing_per_step(rom: Path, ready: P
         obs_g, _, _, trunc_g, info_g = res["cuda"]
         assert torch.equal(obs_c, obs_g.cpu()) and torch.equal(trunc_c, trunc_g.cpu())
         assert torch.equal(info_c["final_obs"], info_g["final_obs"].cpu())
+        assert 0 < int(trunc_g.sum()) < 8
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before
 

@@ -8,6 +8,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from gbx_gameboy.obs import (
     FrameStack,
+    ObsExtractor,
     downsample_max2x2,
     extract_obs,
     obs_hw,
@@ -114,3 +115,52 @@ def test_push_allocates_nothing_on_cuda() -> None:
         fs.push(small, reset_mask=mask)
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("top", [4, 32])
+def test_obs_kernel_makes_the_torch_maxima(device: str, top: int) -> None:
+    # Shade indices (0-3), and every byte below 32 (the kernel's bound).
+    gen = torch.Generator().manual_seed(top)
+    for n in (1, 3, 37):
+        fb = torch.randint(0, top, (n, 144, 160), dtype=torch.uint8, generator=gen).to(device)
+        out = torch.full((n, 72, 80), 99, dtype=torch.uint8, device=device)
+        got = ObsExtractor(fb, "72x80", out, kernel=True)()
+        assert got.data_ptr() == out.data_ptr()
+        assert torch.equal(got, extract_obs(fb, "72x80", torch.empty_like(out)))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_obs_kernel_with_a_mask_makes_only_the_flagged_frames(device: str) -> None:
+    gen = torch.Generator().manual_seed(5)
+    n = 40
+    fb = torch.randint(0, 4, (n, 144, 160), dtype=torch.uint8, generator=gen).to(device)
+    out = torch.empty((n, 72, 80), dtype=torch.uint8, device=device)
+    extract = ObsExtractor(fb, "72x80", out, kernel=True)
+    old = extract().clone()
+    fb.copy_(torch.randint(0, 4, (n, 144, 160), dtype=torch.uint8, generator=gen))
+    mask = (torch.arange(n) % 3 == 1).to(device)
+    extract(mask)
+    new = extract_obs(fb, "72x80", torch.empty_like(out))
+    assert torch.equal(out[mask], new[mask]) and torch.equal(out[~mask], old[~mask])
+    assert not torch.equal(out, new)  # the unflagged frames were left as they were
+    extract(torch.zeros(n, dtype=torch.bool, device=device))
+    assert torch.equal(out[~mask], old[~mask])
+
+
+def test_obs_extractor_without_the_kernel_makes_every_frame() -> None:
+    fb = torch.randint(0, 4, (4, 144, 160), dtype=torch.uint8)
+    out = torch.zeros((4, 72, 80), dtype=torch.uint8)
+    extract = ObsExtractor(fb, "72x80", out)  # the CPU device: the torch maxima
+    extract(torch.tensor([True, False, False, False]))
+    assert torch.equal(out, extract_obs(fb, "72x80", torch.empty_like(out)))
+    full = torch.zeros((4, 144, 160), dtype=torch.uint8)
+    assert torch.equal(ObsExtractor(fb, "144x160", full)(), fb)
+
+
+def test_obs_extractor_refuses_what_it_cannot_make() -> None:
+    fb = torch.zeros((2, 144, 160), dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"out must have shape \(2, 72, 80\)"):
+        ObsExtractor(fb, "72x80", torch.zeros((2, 80, 72), dtype=torch.uint8))
+    with pytest.raises(ValueError, match="kernel makes 72x80"):
+        ObsExtractor(fb, "144x160", torch.zeros((2, 144, 160), dtype=torch.uint8), kernel=True)

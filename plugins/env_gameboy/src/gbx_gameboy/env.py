@@ -33,7 +33,7 @@ from gbx.config import in_range, option
 from gbx.memory import check_env_memory
 from gbx_gameboy.actions import CODECS, make_codec
 from gbx_gameboy.cartridge import RomError
-from gbx_gameboy.obs import OBS_SIZES, FrameStack, extract_obs, obs_hw
+from gbx_gameboy.obs import OBS_SIZES, FrameStack, ObsExtractor, obs_hw
 from gbx_gameboy.resources import bundled_rom
 
 # Warp and the emulator modules are imported where an env is built, so that
@@ -351,6 +351,7 @@ class GameBoyEnv:
         dev = self.device
         self.stack = FrameStack(n, self.config.stack_k, hw, dev)
         self._frame = torch.zeros((n, *hw), dtype=torch.uint8, device=dev)
+        self._extract = ObsExtractor(self.batch.fb, self.config.obs_size, self._frame)
         self._final_obs = torch.zeros((n, *self.obs_shape), dtype=torch.uint8, device=dev)
         self._buttons = torch.zeros(n, dtype=torch.int32, device=dev)
         self._steps = torch.zeros(n, dtype=torch.int32, device=dev)
@@ -401,7 +402,7 @@ class GameBoyEnv:
             self.batch.step_frames(
                 self._buttons, cfg.frames_per_step, cfg.release_after_frames, render_last=True
             )
-        frame = extract_obs(self.batch.fb, cfg.obs_size, self._frame)
+        frame = self._extract()
         self.stack.push(frame)
         reward, done = self.reward_done(frame)
         self._steps += 1
@@ -528,7 +529,8 @@ class GameBoyEnv:
                                 out=self._from_start_states)
             else:
                 self.restorer.restore(mask, 0)
-        frame = extract_obs(self.batch.fb, self.config.obs_size, self._frame)
+            # Only the restored envs' screens changed since the step's frames were made.
+            frame = self._extract(mask)
         self.stack.reset_where(mask, frame)
         self._steps.masked_fill_(mask, 0)
         self.on_reset(mask, frame)

@@ -1,7 +1,9 @@
 """Observations from the framebuffer: downsampling, 2-bit packing, frame stacks.
 
-Everything here is torch ops on the framebuffer's device (no host copies),
-writing into preallocated buffers (``out=``) so an env step allocates nothing.
+Everything here runs on the framebuffer's device (no host copies), writing into
+preallocated buffers (``out=``) so an env step allocates nothing: torch ops, and on a CUDA
+device the 72x80 frames from one Warp kernel (:class:`ObsExtractor`,
+:mod:`gbx_gameboy.obs_kernel`), which gives the same bytes.
 
 Shades are indices 0..3 after the palette, 0 = white and 3 = black.
 
@@ -23,7 +25,9 @@ import torch
 from gbx_gameboy.layout import SCREEN_H, SCREEN_W
 from gbx_toolkit.shades import pack_shades, unpack_shades
 
-__all__ = ["FrameStack", "extract_obs", "obs_hw", "pack_shades", "unpack_shades"]
+__all__ = [
+    "FrameStack", "ObsExtractor", "extract_obs", "obs_hw", "pack_shades", "unpack_shades",
+]
 
 OBS_SIZES: dict[str, tuple[int, int]] = {"72x80": (72, 80), "144x160": (SCREEN_H, SCREEN_W)}
 
@@ -54,6 +58,62 @@ def extract_obs(fb: torch.Tensor, size: str, out: torch.Tensor) -> torch.Tensor:
         return out.copy_(fb)
     obs_hw(size)
     return downsample_max2x2(fb, out)
+
+
+class ObsExtractor:
+    """:func:`extract_obs` from one framebuffer into one buffer, set up once.
+
+    On a CUDA device at ``72x80`` the frames come from one Warp kernel
+    (:mod:`gbx_gameboy.obs_kernel`), which reads the framebuffer once where the three
+    torch maxima read it piece by piece; elsewhere from :func:`extract_obs`. Both give the
+    same bytes. ``fb`` and ``out`` must stay where they are (both contiguous).
+    ``kernel``: use the kernel (True, also on the CPU device) or not (False); default on a
+    CUDA device at ``72x80``.
+    """
+
+    def __init__(self, fb: torch.Tensor, size: str, out: torch.Tensor,
+                 kernel: bool | None = None) -> None:
+        n = fb.shape[0]
+        if tuple(out.shape) != (n, *obs_hw(size)):
+            raise ValueError(f"out must have shape {(n, *obs_hw(size))}, got {tuple(out.shape)}")
+        self.fb, self.size, self.out = fb, size, out
+        if kernel is None:
+            kernel = size == "72x80" and fb.device.type == "cuda"
+        elif kernel and size != "72x80":
+            raise ValueError(f"the observation kernel makes 72x80 frames, not {size}")
+        self._kernel = kernel
+        if kernel:
+            from gbx_gameboy.warp_setup import wp
+
+            if not (fb.is_contiguous() and out.is_contiguous()):
+                raise ValueError("fb and out must be contiguous for the observation kernel")
+            wp.init()
+            self._wp = wp
+            self._fb_words = wp.from_torch(fb.view(torch.int32), dtype=wp.int32)
+            self._out_words = wp.from_torch(out.view(torch.int32), dtype=wp.int32)
+            self._no_mask = wp.zeros(1, dtype=wp.uint8, device=str(fb.device))
+
+    def __call__(self, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Make the frames of every env, or of the envs flagged in ``mask [N] bool`` only:
+        a mask says that the other envs' screens have not changed since the last call, so
+        their frames in ``out`` are still right (a full extraction where no kernel runs)."""
+        if not self._kernel:
+            return extract_obs(self.fb, self.size, self.out)
+        wp = self._wp
+        from gbx_gameboy.obs_kernel import max2x2_kernel
+
+        masked = mask is not None
+        flags = self._no_mask
+        if mask is not None:
+            flags = wp.from_torch(mask.view(torch.uint8), dtype=wp.uint8)
+        n, h, w = self.out.shape
+        wp.launch(
+            max2x2_kernel, dim=(n, h, w // 4),
+            inputs=[self._fb_words, flags, int(masked), self._out_words],
+            device=self._fb_words.device,
+            stream=wp.stream_from_torch(self.fb.device) if self.fb.is_cuda else None,
+        )
+        return self.out
 
 
 class FrameStack:
