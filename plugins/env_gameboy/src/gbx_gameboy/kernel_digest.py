@@ -34,7 +34,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True) in canonical form, warp 1.19.0.
-CUDA_PTX_SHA256 = "528d9afb6de1f121a879f0c6c490fbed3f8a776aa8bdaf8141d5ba9c58a494ed"
+CUDA_PTX_SHA256 = "d1afdda919d910b498837d366adf56630b70a1da7af8c9accaa870ffd2342704"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda", lineinfo: bool = False) -> str:

@@ -206,6 +206,27 @@ def _object_row(mb: wp.uint64, o: int, ly: int, obj_h: int) -> int:
     return lo | (hi << 8) | (((attr >> 4) & 1) << 16) | (((attr >> 7) & 1) << 17)
 
 
+@wp.func
+def _bit_mask(pal: int, bit: int) -> int:
+    """0xFF where bit ``bit`` of palette ``pal`` is set, else 0: one bit of one colour's
+    shade for all eight pixels of a group."""
+    return (0 - ((pal >> bit) & 1)) & 0xFF
+
+
+@wp.func
+def _pick(sel: int, a: int, b: int) -> int:
+    """The bits of ``b`` where ``sel`` has ones and of ``a`` elsewhere."""
+    return (a & ~sel) | (b & sel)
+
+
+@wp.func
+def _spread4(nib: int) -> int:
+    """Bits 3, 2, 1 and 0 of ``nib`` as bit 0 of bytes 0, 1, 2 and 3: one multiply places
+    each bit (3 + 9k for bit 3 - k, no two partial products on one bit), the shift and mask
+    keep those four."""
+    return ((nib * 0x08040201) >> 3) & 0x01010101
+
+
 @wp.func_native("*(uint32_t*)(&wp::index(fb, env, ly, 4 * w)) = (uint32_t)v;")
 def _st_word(fb: wp.array3d(dtype=wp.uint8), env: int, ly: int, w: int, v: int):
     """Pixels 4w .. 4w+3 of line ``ly`` of ``env`` in one 32-bit store (``v``'s bytes, low
@@ -229,8 +250,10 @@ def draw_line(
     plane (the one before it is carried over), each object covering the line its tile
     row once, and a group's pixels are decided as bit masks (object pixel present, its
     palette, BG-over-OBJ), the highest-priority opaque object claiming a pixel first.
-    Four shades go out in each 32-bit store. A line costs about 60 byte loads and 40
-    stores, where a pixel at a time costs three loads and one store per pixel.
+    The shades too are two bit masks, each palette taken as one mask per shade bit and
+    colour; one multiply spreads four pixels' bits into the bytes of a 32-bit store. A
+    line costs about 60 byte loads and 40 stores, where a pixel at a time costs three
+    loads and one store per pixel.
 
     Only lines 0-143 exist in the framebuffer: any other ``ly`` draws nothing (the PPU
     never draws VBlank lines; the guard keeps a bad state from writing another env's rows).
@@ -301,6 +324,29 @@ def draw_line(
         obj_x[k] = _rd(mb, o + 1) - 8
         obj_row[k] = _object_row(mb, o, ly, obj_h)
 
+    # Each palette as bit masks: shade bit b of colour c, for a whole group at once
+    # (colour 0 of an object is transparent, so its palettes need colours 1-3 only).
+    g00 = _bit_mask(bgp, 0)
+    g01 = _bit_mask(bgp, 1)
+    g10 = _bit_mask(bgp, 2)
+    g11 = _bit_mask(bgp, 3)
+    g20 = _bit_mask(bgp, 4)
+    g21 = _bit_mask(bgp, 5)
+    g30 = _bit_mask(bgp, 6)
+    g31 = _bit_mask(bgp, 7)
+    p10 = _bit_mask(obp0, 2)
+    p11 = _bit_mask(obp0, 3)
+    p20 = _bit_mask(obp0, 4)
+    p21 = _bit_mask(obp0, 5)
+    p30 = _bit_mask(obp0, 6)
+    p31 = _bit_mask(obp0, 7)
+    q10 = _bit_mask(obp1, 2)
+    q11 = _bit_mask(obp1, 3)
+    q20 = _bit_mask(obp1, 4)
+    q21 = _bit_mask(obp1, 5)
+    q30 = _bit_mask(obp1, 6)
+    q31 = _bit_mask(obp1, 7)
+
     bg_py = (ly + scy) & 255
     bg_skip = scx & 7
     bg_prev = wp.int32(0)
@@ -352,23 +398,28 @@ def draw_line(
                     o_pal1 = o_pal1 | claim
                 if ((orow >> 17) & 1) != 0:
                     o_behind = o_behind | claim
-        w0 = wp.int32(0)
-        w1 = wp.int32(0)
-        for j in range(8):
-            bit = 7 - j
-            c = ((planes >> bit) & 1) | (((planes >> (bit + 8)) & 1) << 1)
-            shade = wp.int32(0)
-            if bg_on != 0:
-                shade = _palette(bgp, c)
-            if ((taken >> bit) & 1) != 0 and (((o_behind >> bit) & 1) == 0 or c == 0):
-                pal = obp0
-                if ((o_pal1 >> bit) & 1) != 0:
-                    pal = obp1
-                shade = _palette(pal, ((o_lo >> bit) & 1) | (((o_hi >> bit) & 1) << 1))
-            if j < 4:
-                w0 = w0 | (shade << (8 * j))
-            else:
-                w1 = w1 | (shade << (8 * (j - 4)))
+        # The group's shades as two bit planes (s0, s1), all eight pixels at once: the
+        # BG/window colour through BGP, then the objects' pixels that show (opaque, and
+        # not behind a BG/window colour other than 0) through OBP0 or OBP1.
+        lo = planes & 0xFF
+        hi = (planes >> 8) & 0xFF
+        s0 = wp.int32(0)
+        s1 = wp.int32(0)
+        if bg_on != 0:
+            s0 = _pick(hi, _pick(lo, g00, g10), _pick(lo, g20, g30))
+            s1 = _pick(hi, _pick(lo, g01, g11), _pick(lo, g21, g31))
+        if taken != 0:
+            shown = taken & ~(o_behind & (lo | hi))
+            # An object pixel shown is opaque: with no high bit its colour is 1.
+            t0 = _pick(o_pal1, _pick(o_hi, p10, _pick(o_lo, p20, p30)),
+                       _pick(o_hi, q10, _pick(o_lo, q20, q30)))
+            t1 = _pick(o_pal1, _pick(o_hi, p11, _pick(o_lo, p21, p31)),
+                       _pick(o_hi, q11, _pick(o_lo, q21, q31)))
+            s0 = _pick(shown, s0, t0)
+            s1 = _pick(shown, s1, t1)
+        # Pixel j of the group is bit 7 - j: the first four go to w0, low byte first.
+        w0 = _spread4(s0 >> 4) | (_spread4(s1 >> 4) << 1)
+        w1 = _spread4(s0 & 15) | (_spread4(s1 & 15) << 1)
         _st_word(fb, env, ly, gi * 2, w0)
         _st_word(fb, env, ly, gi * 2 + 1, w1)
 
