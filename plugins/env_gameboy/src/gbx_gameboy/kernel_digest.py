@@ -33,7 +33,8 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 
 # The architecture the digest is taken for (H100/H200).
 DIGEST_ARCH = 90
-# SHA-256 of the CUDA run kernel's sm_90 PTX (strip_hash=True) in canonical form, warp 1.19.0.
+# SHA-256 of the CUDA run kernel's module as sm_90 PTX (strip_hash=True) in canonical form,
+# warp 1.19.0: the run kernel and the kernels beside it (the drawing kernel among them).
 CUDA_PTX_SHA256 = "d1afdda919d910b498837d366adf56630b70a1da7af8c9accaa870ffd2342704"
 
 

@@ -87,8 +87,11 @@ class ObsExtractor:
 
             if not (fb.is_contiguous() and out.is_contiguous()):
                 raise ValueError("fb and out must be contiguous for the observation kernel")
+            from gbx_gameboy.obs_kernel import max2x2_kernel
+
             wp.init()
             self._wp = wp
+            self._max2x2 = max2x2_kernel
             self._fb_words = wp.from_torch(fb.view(torch.int32), dtype=wp.int32)
             self._out_words = wp.from_torch(out.view(torch.int32), dtype=wp.int32)
             self._no_mask = wp.zeros(1, dtype=wp.uint8, device=str(fb.device))
@@ -100,16 +103,13 @@ class ObsExtractor:
         if not self._kernel:
             return extract_obs(self.fb, self.size, self.out)
         wp = self._wp
-        from gbx_gameboy.obs_kernel import max2x2_kernel
-
-        masked = mask is not None
         flags = self._no_mask
         if mask is not None:
             flags = wp.from_torch(mask.view(torch.uint8), dtype=wp.uint8)
         n, h, w = self.out.shape
         wp.launch(
-            max2x2_kernel, dim=(n, h, w // 4),
-            inputs=[self._fb_words, flags, int(masked), self._out_words],
+            self._max2x2, dim=(n, h, w // 4),
+            inputs=[self._fb_words, flags, int(mask is not None), self._out_words],
             device=self._fb_words.device,
             stream=wp.stream_from_torch(self.fb.device) if self.fb.is_cuda else None,
         )
