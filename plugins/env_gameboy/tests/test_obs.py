@@ -154,6 +154,13 @@ def test_obs_extractor_without_the_kernel_makes_every_frame() -> None:
     extract = ObsExtractor(fb, "72x80", out)  # the CPU device: the torch maxima
     extract(torch.tensor([True, False, False, False]))
     assert torch.equal(out, extract_obs(fb, "72x80", torch.empty_like(out)))
+    # A mask that flags no env: no screen changed, so nothing is made.
+    fb.fill_(3)
+    before = out.clone()
+    extract(torch.zeros(4, dtype=torch.bool))
+    assert torch.equal(out, before)
+    extract()
+    assert bool((out == 3).all())
     full = torch.zeros((4, 144, 160), dtype=torch.uint8)
     assert torch.equal(ObsExtractor(fb, "144x160", full)(), fb)
 

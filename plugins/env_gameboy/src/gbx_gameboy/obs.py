@@ -99,8 +99,11 @@ class ObsExtractor:
     def __call__(self, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Make the frames of every env, or of the envs flagged in ``mask [N] bool`` only:
         a mask says that the other envs' screens have not changed since the last call, so
-        their frames in ``out`` are still right (a full extraction where no kernel runs)."""
+        their frames in ``out`` are still right. Without the kernel every frame is made,
+        unless the mask is on the CPU and flags no env."""
         if not self._kernel:
+            if mask is not None and mask.device.type == "cpu" and not bool(mask.any()):
+                return self.out  # no screen changed (on the CPU the check waits for nothing)
             return extract_obs(self.fb, self.size, self.out)
         wp = self._wp
         flags = self._no_mask
