@@ -161,6 +161,8 @@ def test_obs_extractor_without_the_kernel_makes_every_frame() -> None:
     assert torch.equal(out, before)
     extract()
     assert bool((out == 3).all())
+    none, one = torch.zeros(4, dtype=torch.bool), torch.tensor([False, True, False, False])
+    assert allocated_bytes(lambda: (extract(none), extract(one), extract())) == 0
     full = torch.zeros((4, 144, 160), dtype=torch.uint8)
     assert torch.equal(ObsExtractor(fb, "144x160", full)(), fb)
 

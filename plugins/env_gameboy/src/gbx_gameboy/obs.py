@@ -82,6 +82,7 @@ class ObsExtractor:
         elif kernel and size != "72x80":
             raise ValueError(f"the observation kernel makes 72x80 frames, not {size}")
         self._kernel = kernel
+        self._any = torch.tensor(False)  # whether a mask flags any env (CPU masks)
         if kernel:
             from gbx_gameboy.warp_setup import wp
 
@@ -102,7 +103,9 @@ class ObsExtractor:
         their frames in ``out`` are still right. Without the kernel every frame is made,
         unless the mask is on the CPU and flags no env."""
         if not self._kernel:
-            if mask is not None and mask.device.type == "cpu" and not bool(mask.any()):
+            if mask is not None and mask.device.type == "cpu" and not bool(
+                torch.any(mask, out=self._any)
+            ):
                 return self.out  # no screen changed (on the CPU the check waits for nothing)
             return extract_obs(self.fb, self.size, self.out)
         wp = self._wp

@@ -12,7 +12,8 @@ take the place of envs). :class:`MaskedRestore` copies bank entry ``which[e]`` i
 * one Warp kernel launch per array, over ``(C, N)`` threads (``C`` = a fixed
   number of lanes per env, 64); the threads of an env that is not being reset
   read one ``int32`` and exit, so the bytes copied are proportional to the
-  number of envs reset, and the launch size is a small constant times ``N``;
+  number of envs reset, and the launch size is a small constant times ``N``; on the
+  CPU device a mask that flags no env launches nothing;
 * no index compaction (``torch.nonzero`` would sync with the host) and no
   Python loop over envs; ``which`` is computed on the device from the mask.
 
@@ -214,6 +215,7 @@ class MaskedRestore:
         self._gen = torch.Generator(device=self.device)
         self._none = torch.tensor(-1, dtype=torch.int32, device=self.device)
         self._scalar = torch.tensor(0, dtype=torch.int32, device=self.device)
+        self._any = torch.tensor(False, device=self.device)
         self._head = 0  # no split: restore_random draws uniformly over the bank (split())
         self._head_fraction = 0.0
 
@@ -251,7 +253,7 @@ class MaskedRestore:
             torch.where(mask, self._scalar, self._none, out=self.which)
         else:
             torch.where(mask, index.to(torch.int32), self._none, out=self.which)
-        self._launch()
+        self._launch(mask)
 
     def restore_random(self, mask: torch.Tensor) -> None:
         """Envs with ``mask[e]`` get a random bank entry (device RNG, no sync): uniform,
@@ -270,9 +272,14 @@ class MaskedRestore:
             torch.lt(self._u, self._fraction, out=self._take_head)
             torch.where(self._take_head, self._idx, self._idx_tail, out=self._idx)
         torch.where(mask, self._idx, self._none, out=self.which)
-        self._launch()
+        self._launch(mask)
 
-    def _launch(self) -> None:
+    def _launch(self, mask: torch.Tensor) -> None:
+        # On the CPU a mask that flags no env is seen at once (no device to wait for), and
+        # the launches, a pass over every env each, are skipped. (The draws above are made
+        # either way, so the random stream does not depend on it.)
+        if self.device.type == "cpu" and not bool(torch.any(mask, out=self._any)):
+            return
         # Run on torch's current stream so the kernels see ``which`` (written by torch) in order.
         stream = wp.stream_from_torch(self.device) if self.device.type == "cuda" else None
         for first, dst, src, elem in self._jobs:
