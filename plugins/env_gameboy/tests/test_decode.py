@@ -304,3 +304,64 @@ def test_fill_loops_are_found_with_a_count_other_than_h_l_a() -> None:
         {0xFF: b"\x22\x05\x20\xfc\x76"},  # starts below 0x100 (a boot ROM's place)
     ):
         assert _loops_at(code) == {}, code
+
+
+def test_fused_entries_are_the_next_instructions_with_the_load() -> None:
+    # decode.rom_fused_entries: at a 16-bit register load, the entry of the instruction
+    # after it, with the load's kind, pair, addend and M-cycles in word 2's high bits.
+    rom = bytearray(0x8000)
+    loads = {  # offset: (code bytes, kind, pair, addend, M-cycles)
+        0x200: (b"\x23", D.FUSE_STEP, 2, 1, 2),  # INC HL
+        0x210: (b"\x0B", D.FUSE_STEP, 0, 0xFFFF, 2),  # DEC BC
+        0x218: (b"\x13", D.FUSE_STEP, 1, 1, 2),  # INC DE
+        0x220: (b"\x3B", D.FUSE_STEP, 3, 0xFFFF, 2),  # DEC SP
+        0x230: (b"\x31\x34\x12", D.FUSE_LOAD, 3, 0x1234, 3),  # LD SP,$1234
+        0x238: (b"\x11\xCD\xAB", D.FUSE_LOAD, 1, 0xABCD, 3),  # LD DE,$ABCD
+        0x240: (b"\xF8\xFE", D.FUSE_SP_OFFSET, 2, 0xFFFE, 3),  # LD HL,SP-2
+        0x248: (b"\xF8\x7F", D.FUSE_SP_OFFSET, 2, 0x007F, 3),  # LD HL,SP+127
+        0x3FFB: (b"\x23", D.FUSE_STEP, 2, 1, 2),  # the next one at 0x3FFC: still read
+    }
+    for at, (code, *_rest) in loads.items():
+        rom[at:at + len(code)] = code
+        rom[at + len(code)] = 0x7E  # LD A,(HL)
+    rom[0x250:0x253] = b"\x23\xCB\x37"  # INC HL; SWAP A: the next entry is the CB one's
+    rom[0x3FFC] = 0x23  # the next instruction's entry at 0x3FFD is not read: no fusion
+    rom[0x7FFF] = 0x03  # INC BC at the ROM's end: nothing after it
+    data = bytes(rom)
+    plain = D.rom_predecode_entries(data)
+    fused = D.rom_fused_entries(data)
+    assert fused.shape == plain.shape and fused.dtype == np.int32
+    loads[0x250] = (b"\x23", D.FUSE_STEP, 2, 1, 2)
+    for at, (code, kind, pair, add, mcycles) in loads.items():
+        after = plain[at + len(code)]
+        word2 = fused[at, 2]
+        assert (fused[at, [0, 1, 3]] == after[[0, 1, 3]]).all(), hex(at)
+        assert word2 & ((1 << D.FUSE_KIND_SHIFT) - 1) == after[2], hex(at)
+        assert (word2 >> D.FUSE_KIND_SHIFT) & 3 == kind == len(code), hex(at)
+        assert (word2 >> D.FUSE_PAIR_SHIFT) & 3 == pair, hex(at)
+        assert (word2 >> D.FUSE_ADD_SHIFT) & 0xFFFF == add, hex(at)
+        assert (word2 >> D.FUSE_MCYCLES_SHIFT) & 3 == mcycles, hex(at)
+    fused_at = set(loads)
+    others = [k for k in range(len(plain)) if k not in fused_at]
+    assert (fused[others] == plain[others]).all()
+    # No descriptor uses the bits the loads take.
+    assert not (D.decode_table().reshape(-1, D.WORDS)[:, 2] >> D.FUSE_KIND_SHIFT).any()
+
+
+def test_every_16_bit_register_load_is_fused() -> None:
+    # All 13 opcodes: INC rr, DEC rr, LD rr,nn for BC DE HL SP, and LD HL,SP+e.
+    ops = [0x03 + 16 * p for p in range(4)] + [0x0B + 16 * p for p in range(4)] + [
+        0x01 + 16 * p for p in range(4)] + [0xF8]
+    rom = bytearray(0x8000)
+    at = {}
+    for k, op in enumerate(ops):
+        at[op] = 0x400 + 8 * k
+        rom[at[op]] = op
+    fused = D.rom_fused_entries(bytes(rom))
+    kinds = {op: (fused[a, 2] >> D.FUSE_KIND_SHIFT) & 3 for op, a in at.items()}
+    assert kinds == {op: (D.FUSE_SP_OFFSET if op == 0xF8 else D.FUSE_LOAD if op & 0xF == 1
+                          else D.FUSE_STEP) for op in ops}
+    for op in range(256):
+        if op not in at:
+            rom[0x2000] = op
+            assert (D.rom_fused_entries(bytes(rom))[0x2000, 2] >> D.FUSE_KIND_SHIFT) == 0, hex(op)

@@ -162,6 +162,144 @@ def test_cb_instructions_run_alike_in_both_variants(tmp_path: Path) -> None:
         assert torch.equal(tensor, states["cuda"][name]), f"{name} differs between the variants"
 
 
+# The 16-bit register loads the CUDA variant runs with the instruction after them
+# (decode.rom_fused_entries), and what may follow one.
+_LOADS = ("inc bc", "inc de", "inc hl", "inc sp", "dec bc", "dec de", "dec hl", "dec sp",
+          "ld bc, ${:04X}", "ld de, ${:04X}", "ld hl, ${:04X}", "ld sp, ${:04X}",
+          "ld hl, sp{:+d}")
+_AFTER = ("ld a, [hl]", "ld [hl], a", "ld a, [de]", "ld [de], a", "ld a, [hl+]",
+          "ld [hl-], a", "adc a, [hl]", "push bc", "pop bc", "add hl, de", "add hl, sp",
+          "inc a", "ld b, h", "ld c, l", "inc hl", "dec de", "ld hl, sp+3", "ld a, [bc]",
+          "halt", "ei", "di", "jr @+2", "call Sub", "jp z, @+3", "push hl")
+
+
+def _fused_program(seed: int, loads: tuple[str, ...], passes: int) -> tuple[str, str]:
+    """(program, its handlers and data): ``passes`` times, each of ``loads`` followed by
+    each kind of instruction, from registers drawn from ``seed`` (BC DE HL in WRAM, now
+    and then in OAM, which holds bytes drawn from ``seed`` too, so that the OAM bug shows;
+    SP in WRAM), under a timer interrupt every 256 cycles whose handler counts in HRAM and
+    writes to (HL) when HL is in C800-CBFF (away from the stack), and VBlank's; after each
+    pair, A - L, F and SP go to 16 bytes of WRAM of their own. Then EI with the interrupt
+    already pending before a load, and loads fetched before, during and after an OAM DMA
+    from WRAM (which the CPU's ROM fetches then read, as NOPs)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def draw(lo: int, hi: int) -> int:
+        return int(torch.randint(lo, hi, (1,), generator=gen))
+
+    lines = ["    ld sp, $DFF0", ".waitvb:", "    ldh a, [$44]", "    cp 144", "    jr c, .waitvb",
+             "    xor a", "    ldh [$40], a", "    ld hl, $FE00", "    ld de, OamData",
+             "    ld b, 160", ".oam:", "    ld a, [de]", "    inc de", "    ld [hl+], a",
+             "    dec b", "    jr nz, .oam", "    ld a, $93", "    ldh [$40], a",
+             "    ld a, $F0", "    ldh [$06], a", "    ld a, $05", "    ldh [$07], a",
+             "    ld a, $05", "    ldh [$FF], a", "    ld a, PASSES", "    ldh [$83], a",
+             "    ld hl, $C000", "    ei", ".again:"]
+    k = 0
+    for load in loads:
+        for after in _AFTER:
+            out = 0xC000 + 16 * k
+            oam = draw(0, 6) == 0
+            page = 0xFE00 if oam else 0xC800
+            lines += [
+                f"    ld sp, ${0xD800 + draw(0, 0x400):04X}",
+                f"    ld bc, ${0xC800 + draw(0, 0x400):04X}",
+                f"    ld de, ${page + draw(0, 0xA0 if oam else 0x400):04X}",
+                f"    ld hl, ${page + draw(0, 0xA0 if oam else 0x400):04X}",
+                f"    ld a, {draw(0, 256)}",
+                "    " + load.format(draw(-128, 128) if "sp{" in load
+                                     else (0xD800 if "sp," in load else 0xC800)
+                                     + draw(0, 0x400)),
+                f"    {after}",
+                f"    ld [${out + 8:04X}], sp",
+                f"    ld sp, ${0xD800 + draw(0, 0x400):04X}",
+                f"    ld [${out:04X}], a", "    push af",
+            ]
+            for i, reg in enumerate("bcdehl"):
+                lines += [f"    ld a, {reg}", f"    ld [${out + 1 + i:04X}], a"]
+            lines += ["    pop bc", "    ld a, c", f"    ld [${out + 7:04X}], a", "    ei"]
+            k += 1
+    # The pairs again, each time at other points of the frame (VBlank's request late in
+    # the M-cycle that enters line 144 must not fall between a load and the next one).
+    lines += ["    ldh a, [$83]", "    dec a", "    ldh [$83], a", "    jp nz, .again"]
+    # EI with the timer's request pending: the interrupt comes after the load, before the
+    # instruction after it, whose read sees what the handler wrote to (HL).
+    for _ in range(8):
+        lines += ["    di", "    ld a, $FF", "    ldh [$05], a", *["    nop"] * 8,
+                  f"    ld hl, ${0xC800 + draw(0, 0x400):04X}", "    ei", "    inc hl",
+                  "    ld a, [hl]", f"    ld [${0xC000 + 16 * k:04X}], a"]
+        k += 1
+    # OAM DMA from C900-C99F, zeroed: the ROM fetches it overlaps read zeros (NOPs), and
+    # so would an interrupt's vector (no interrupts then).
+    lines += ["    di", "    ld hl, $C900", "    xor a", "    ld b, 160", ".zero:",
+              "    ld [hl+], a", "    dec b", "    jr nz, .zero", "    ld hl, $C850",
+              "    ld de, $C860", "    ld a, $C9", "    ldh [$46], a"]
+    lines += ["    inc hl", "    ld a, [hl]", "    inc de", "    ld [de], a"] * 60
+    data = ", ".join(str(draw(0, 256)) for _ in range(160))
+    extra = ('SECTION "vblank", ROM0[$0040]\n    jp VBlank\n'
+             'SECTION "timer", ROM0[$0050]\n    jp Timer\n'
+             'SECTION "handlers", ROM0[$0060]\nTimer:\n    push af\n    ldh a, [$80]\n'
+             '    add a, 1\n    ldh [$80], a\n    ldh a, [$81]\n    adc a, 0\n'
+             '    ldh [$81], a\n    ld a, h\n    and $FC\n    cp $C8\n    jr nz, .kept\n'
+             '    ldh a, [$80]\n    ld [hl], a\n.kept:\n    pop af\n    reti\n'
+             'VBlank:\n    push af\n    ldh a, [$82]\n    inc a\n    ldh [$82], a\n'
+             '    pop af\n    reti\nSub:\n    inc bc\n    ret\n'
+             f'SECTION "oam", ROM0[$3000]\nOamData:\n    db {data}\n')
+    return "\n".join([f"DEF PASSES EQU {passes}", *lines, "    DONE"]), extra
+
+
+def test_fused_loads_run_alike_in_both_variants(tmp_path: Path) -> None:
+    # The CUDA variant runs a 16-bit register load and the instruction after it in one
+    # pass where nothing can come between them (decode.rom_fused_entries); the CPU variant
+    # runs them one by one. Every pairing, with interrupts, EI delays, HALT, OAM DMA and
+    # the OAM bug about, must leave the same machine.
+    from gbx_gameboy.microrom import micro_rom
+
+    for seed in (0, 1):  # half the loads each (a ROM bank holds half the pairs)
+        path = tmp_path / f"fused{seed}.gb"
+        program, extra = _fused_program(seed, _LOADS[seed::2], passes=20)
+        path.write_bytes(micro_rom(program, extra=extra))
+        states = {}
+        for kernel in ("cpu", "cuda"):
+            batch = GameBoyBatch(str(path), 1, "cpu", threads=1, kernel=kernel)
+            batch.run_frames(60)
+            regs = batch.regs(0)
+            assert regs["halted"] and not regs["ime"], (kernel, regs)  # reached DONE
+            ticks = batch.read_memory(0, 0xFF80) | batch.read_memory(0, 0xFF81) << 8
+            assert ticks > 100, kernel  # the timer interrupted throughout
+            assert batch.read_memory(0, 0xFF82) > 5, kernel  # and VBlank's
+            states[kernel] = {k: v.clone() for k, v in batch.state_tensors().items()}
+        for name, tensor in states["cpu"].items():
+            assert torch.equal(tensor, states["cuda"][name]), (
+                f"{name} differs between the variants (seed {seed})")
+
+
+def test_cuda_variant_runs_a_load_and_the_next_instruction_from_one_entry(
+        tmp_path: Path) -> None:
+    # Proof that the CUDA variant reads the fused entries: with INC BC's entry changed to
+    # add 5, the CUDA variant adds 5 and the CPU variant (one by one) adds 1; both count
+    # the two instructions.
+    from gbx_gameboy.decode import DESC_TABLE_BYTES, FUSE_ADD_SHIFT, PRE_ENTRY_WORDS
+    from gbx_gameboy.microrom import micro_rom
+
+    path = tmp_path / "inc.gb"
+    # (a NOP between: LD BC,nn is a load too, which would take INC BC as its second)
+    path.write_bytes(micro_rom("    ld bc, $1234\n    nop\n    inc bc\n    ld a, b\n    DONE"))
+    data = path.read_bytes()
+    inc_at = data.index(bytes([0x01, 0x34, 0x12, 0x00, 0x03])) + 4
+    got = {}
+    for kernel in ("cpu", "cuda"):
+        batch = GameBoyBatch(str(path), 1, "cpu", threads=1, kernel=kernel)
+        dec = wp.to_torch(batch.arrays.dec)
+        row = DESC_TABLE_BYTES // 4 + (len(data) + 1 + inc_at) * PRE_ENTRY_WORDS
+        word2 = int(dec[row + 2])
+        assert (word2 >> FUSE_ADD_SHIFT) & 0xFFFF == 1
+        dec[row + 2] = word2 + (4 << FUSE_ADD_SHIFT)
+        batch.run_frames(2)
+        regs = batch.regs(0)
+        got[kernel] = (regs["b"] << 8) | regs["c"]
+    assert got == {"cpu": 0x1235, "cuda": 0x1239}
+
+
 @pytest.mark.skipif(not FLAPPY.is_file(), reason=f"{FLAPPY} not found (shared test ROMs)")
 def test_cpu_variant_matches_on_flappyboy() -> None:
     _assert_variants_agree(str(FLAPPY), 33, boot=120)

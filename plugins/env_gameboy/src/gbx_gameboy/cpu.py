@@ -36,6 +36,15 @@ from gbx_gameboy.decode import (
     FCALC_SHIFT,
     FKEEP_SHIFT,
     FSET_SHIFT,
+    FUSE_ADD_SHIFT,
+    FUSE_KIND_SHIFT,
+    FUSE_LOAD,
+    FUSE_MAX_CYCLES,
+    FUSE_MCYCLES_SHIFT,
+    FUSE_NONE,
+    FUSE_PAIR_SHIFT,
+    FUSE_PAIR_SP,
+    FUSE_SP_OFFSET,
     LANE_GENERIC,
     LANE_JUMP,
     LANE_LOAD8,
@@ -1309,9 +1318,19 @@ def run_kernel(
             # paths join in four values.
             ent = wp.vec4i()
             if fast and (pc & 0x3FFF) <= 0x3FFC and halt_bug == 0:
+                # A 16-bit register load and the instruction after it in one pass
+                # (decode.rom_fused_entries, which follow the other entries) where nothing
+                # can come between them: no event due before the load ends, no interrupt
+                # to take, no EI delay, the second opcode fetched before OAM DMA.
+                # (An INC/DEC rr on FE00-FEFF has the OAM bug: no register pair there.)
+                fuse = (t + FUSE_MAX_CYCLES - 4 < next_ev and ei_delay == 0
+                        and (ime == 0 or irq == 0)
+                        and (t + FUSE_MAX_CYCLES + 8 < dma_s or t >= dma_e)
+                        and r[0] != 0xFE and r[2] != 0xFE and r[4] != 0xFE
+                        and (sp >> 8) != 0xFE)
                 ent = ld_v4i(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), PRE_ENTRY_BYTES * (
                     ((wp.where(pc < 0x4000, bank0, bankx) * 0x4000) & g.rom_mask)
-                    + (pc & 0x3FFF)))
+                    + (pc & 0x3FFF) + wp.where(fuse, g.rom_mask + 2, 0)))
             else:
                 if fast:
                     op = rom_code_byte(g, pc, bank0, bankx)
@@ -1361,7 +1380,32 @@ def run_kernel(
             imm = ent[3] & 0xFFFF
             icount += 1
             t += 4 * n_imm
-            pc = (pc + 1 + n_imm) & 0xFFFF
+            # The entry's 16-bit register load (decode.FUSE_KIND_SHIFT; none: fk 0), as
+            # that instruction alone would run, before this one's work (which sees its
+            # result) and memory accesses (which come its cycles later). Selects only: a
+            # branch here would cost each pass more than the passes it saves.
+            fk = (w2 >> FUSE_KIND_SHIFT) & 3  # the load's kind, also its length
+            fp = ((w2 >> FUSE_PAIR_SHIFT) & 3) | wp.where(fk == FUSE_NONE, 4, 0)
+            fv = wp.where((fp & 1) != 0, (r[2] << 8) | r[3], (r[0] << 8) | r[1])
+            fv = wp.where((fp & 2) != 0, wp.where((fp & 1) != 0, sp, (r[4] << 8) | r[5]), fv)
+            fv = wp.where(fk == FUSE_SP_OFFSET, sp, wp.where(fk == FUSE_LOAD, 0, fv))
+            fadd = (w2 >> FUSE_ADD_SHIFT) & 0xFFFF
+            # LD HL,SP+e: Z and N cleared, H and C from the low byte's sum
+            r[R_F] = wp.where(fk == FUSE_SP_OFFSET, wp.where(
+                (fv & 0xF) + (fadd & 0xF) > 0xF, 0x20, 0) | wp.where(
+                (fv & 0xFF) + (fadd & 0xFF) > 0xFF, 0x10, 0), r[R_F])
+            fv = (fv + fadd) & 0xFFFF
+            r[0] = wp.where(fp == 0, fv >> 8, r[0])
+            r[1] = wp.where(fp == 0, fv & 0xFF, r[1])
+            r[2] = wp.where(fp == 1, fv >> 8, r[2])
+            r[3] = wp.where(fp == 1, fv & 0xFF, r[3])
+            r[4] = wp.where(fp == 2, fv >> 8, r[4])
+            r[5] = wp.where(fp == 2, fv & 0xFF, r[5])
+            sp = wp.where(fp == FUSE_PAIR_SP, fv, sp)
+            # its cycles and its count
+            t += 4 * ((w2 >> FUSE_MCYCLES_SHIFT) & 3)
+            icount += wp.min(fk, 1)
+            pc = (pc + 1 + n_imm + fk) & 0xFFFF
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[2] += c1 - c0

@@ -556,6 +556,76 @@ def rom_predecode_entries(rom: bytes) -> np.ndarray:
     return out.astype(np.int32)
 
 
+# The CUDA variant's entries (``rom_fused_entries``) run a 16-bit register load and the
+# instruction after it in one pass of the run loop, where each pass costs a warp much the
+# same whatever its Game Boys run: INC rr / DEC rr, LD rr,nn and LD HL,SP+e, which touch
+# nothing but a register pair (and F for LD HL,SP+e), are how compiled C code (SDCC's
+# stack frames) and hand-written code alike set up most memory accesses. The entry at
+# such an instruction is the entry of the instruction after it, with the load in word
+# 2's bits above the descriptor's fields: FUSE_KIND (bits 9-10, also the load's length
+# in bytes: FUSE_STEP for INC/DEC rr, FUSE_SP_OFFSET for LD HL,SP+e, FUSE_LOAD for LD
+# rr,nn, 0 for none), FUSE_PAIR (bits 11-12: BC DE HL SP), FUSE_ADD (bits 13-28: what is
+# added to the pair, to SP for LD HL,SP+e, to zero for LD rr,nn: 1, 0xFFFF, e
+# sign-extended, nn) and FUSE_MCYCLES (bits 29-30).
+FUSE_KIND_SHIFT = 9
+FUSE_PAIR_SHIFT = 11
+FUSE_ADD_SHIFT = 13
+FUSE_MCYCLES_SHIFT = 29  # 2 bits: the load's M-cycles (INC/DEC rr 2, the others 3)
+FUSE_NONE, FUSE_STEP, FUSE_SP_OFFSET, FUSE_LOAD = range(4)
+FUSE_PAIR_SP = 3
+FUSE_MAX_CYCLES = 12
+
+
+def _fused_loads(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kind, pair, addend) of the 16-bit register load that starts at each byte of
+    ``data`` (kind FUSE_NONE where none does)."""
+    size = len(data)
+    padded = np.concatenate([data, np.zeros(2, dtype=data.dtype)]).astype(np.int64)
+    op = padded[:size]
+    b1 = padded[1:size + 1]
+    b2 = padded[2:size + 2]
+    kind = np.zeros(size, dtype=np.int64)
+    pair = (op >> 4) & 3
+    add = np.zeros(size, dtype=np.int64)
+    step = (op & 0xC7) == 0x03  # INC rr (0x03 + 16p) and DEC rr (0x0B + 16p)
+    kind[step] = FUSE_STEP
+    add[step] = np.where((op[step] & 8) != 0, 0xFFFF, 1)
+    load = (op & 0xCF) == 0x01  # LD rr,nn
+    kind[load] = FUSE_LOAD
+    add[load] = b1[load] | b2[load] << 8
+    sp_off = op == 0xF8  # LD HL,SP+e
+    kind[sp_off] = FUSE_SP_OFFSET
+    pair[sp_off] = 2
+    add[sp_off] = (b1[sp_off] - ((b1[sp_off] & 0x80) << 1)) & 0xFFFF
+    return kind, pair, add
+
+
+def rom_fused_entries(rom: bytes, entries: np.ndarray | None = None) -> np.ndarray:
+    """The CUDA variant's predecoded ROM: ``rom_predecode_entries`` (``entries``, computed
+    when not given), except where a 16-bit register load (see FUSE_KIND_SHIFT) starts and
+    the instruction after it starts in the same bank at an offset whose entry the run
+    kernel reads (at most 0x3FFC into the bank): there the entry is that instruction's,
+    with the load in word 2. The run kernel reads these only where neither an event, an
+    interrupt, an EI delay nor OAM DMA can come between the two instructions, and no
+    register pair points into FE00-FEFF (where INC/DEC rr has the OAM bug, which the load
+    then runs alone to have)."""
+    if entries is None:
+        entries = rom_predecode_entries(rom)
+    data = np.frombuffer(bytes(rom), dtype=np.uint8)
+    kind, pair, add = _fused_loads(data)
+    pos = np.arange(len(data))
+    after = pos + kind
+    fused = ((kind != FUSE_NONE) & ((pos & 0x3FFF) <= 0x3FFC) & ((after & 0x3FFF) <= 0x3FFC)
+             & (after >> 14 == pos >> 14) & (after < len(data)))
+    at = np.flatnonzero(fused)
+    out = entries.astype(np.int64)
+    out[at] = out[after[at]]
+    mcycles = np.where(kind[at] == FUSE_STEP, 2, 3)
+    out[at, 2] |= (kind[at] << FUSE_KIND_SHIFT | pair[at] << FUSE_PAIR_SHIFT
+                   | add[at] << FUSE_ADD_SHIFT | mcycles << FUSE_MCYCLES_SHIFT)
+    return out.astype(np.int32)
+
+
 _DEC_R8 = {0x05 + 8 * y: y for y in (0, 1, 2, 3, 4, 5, 7)}  # DEC B ... DEC A, not (HL)
 _FILL_OPS = {0x22: LOOP_FILL, 0x32: LOOP_FILL | LOOP_FILL_DOWN}  # LD (HL+),A / LD (HL-),A
 _FILL_REGS = (0, 1, 2, 3)  # B C D E: a fill loop's count is neither HL nor A

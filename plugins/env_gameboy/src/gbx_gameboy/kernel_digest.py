@@ -35,7 +35,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's module as sm_90 PTX (strip_hash=True) in canonical form,
 # warp 1.19.0: the run kernel and the kernels beside it (the drawing kernel among them).
-CUDA_PTX_SHA256 = "d1afdda919d910b498837d366adf56630b70a1da7af8c9accaa870ffd2342704"
+CUDA_PTX_SHA256 = "5ec5b96a3fc2fd5f972476133e147c3b2d4d90ae4bd58850be61fe57d411b463"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda", lineinfo: bool = False) -> str:

@@ -26,7 +26,12 @@ from gbx_gameboy.cpu import (
     store_gb_host,
 )
 from gbx_gameboy.cpu_threads import ChunkedLaunch, chunk_bounds, resolve_threads
-from gbx_gameboy.decode import PRE_ENTRY_BYTES, decode_table, rom_predecode_entries
+from gbx_gameboy.decode import (
+    PRE_ENTRY_BYTES,
+    decode_table,
+    rom_fused_entries,
+    rom_predecode_entries,
+)
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.tiles import env_rows, row_of_envs
@@ -172,13 +177,13 @@ def batch_bytes(cart: Cartridge, num_envs: int,
                 serial_capacity: int = DEFAULT_SERIAL_CAPACITY, on_cpu: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
-    cannot fit before Warp allocates anything: the ROM and its predecoded form
-    (``PRE_ENTRY_BYTES`` per ROM byte) once, the per-env arrays. ``on_cpu``: the batch is
+    cannot fit before Warp allocates anything: the ROM and its two predecoded forms
+    (``PRE_ENTRY_BYTES`` per ROM byte each) once, the per-env arrays. ``on_cpu``: the batch is
     on the CPU device with the default kernel (the CPU variant, which draws at once there);
     a GPU batch keeps the LCD registers of each line of a frame left to draw after a
     launch (8 bytes per line)."""
-    # the ROM and its predecoded entries (decode.rom_predecode_entries)
-    rom = len(cart.data) * (1 + PRE_ENTRY_BYTES) + PRE_ENTRY_BYTES
+    # the ROM and its predecoded entries (decode.rom_predecode_entries, rom_fused_entries)
+    rom = len(cart.data) * (1 + 2 * PRE_ENTRY_BYTES) + 2 * PRE_ENTRY_BYTES
     pending = num_envs * (3 * 4 + (0 if on_cpu else L.SCREEN_H * 8))
     return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
 
@@ -276,8 +281,11 @@ class GameBoyBatch:
         g.boot = wp.array(boot_np, dtype=wp.uint8, device=dev)
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
         # the descriptors, then the predecoded ROM: the CPU variant's inner loop reads it,
-        # and both variants' countdown and fill loops (countdown.py)
-        dec = np.concatenate([decode_table(), rom_predecode_entries(self.cart.data).ravel()])
+        # and both variants' countdown and fill loops (countdown.py); then the CUDA
+        # variant's, with 16-bit register loads run with the instruction after them
+        entries = rom_predecode_entries(self.cart.data)
+        dec = np.concatenate([decode_table(), entries.ravel(),
+                              rom_fused_entries(self.cart.data, entries).ravel()])
         g.dec = wp.array(dec, dtype=wp.int32, device=dev)
         g.dec_ptr = g.dec.ptr
         cram_rows = max(self.cart.ram_bytes, 1)
