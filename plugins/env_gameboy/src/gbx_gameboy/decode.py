@@ -570,7 +570,9 @@ def rom_predecode_entries(rom: bytes) -> np.ndarray:
 FUSE_KIND_SHIFT = 9
 FUSE_PAIR_SHIFT = 11
 FUSE_ADD_SHIFT = 13
-FUSE_MCYCLES_SHIFT = 29  # 2 bits: the load's M-cycles (INC/DEC rr 2, the others 3)
+# 2 bits: the load's M-cycles (INC/DEC rr 2, the others 3), which its kind gives too: stored,
+# the run loop adds them with a shift and a mask instead of a lookup by kind
+FUSE_MCYCLES_SHIFT = 29
 FUSE_NONE, FUSE_STEP, FUSE_SP_OFFSET, FUSE_LOAD = range(4)
 FUSE_PAIR_SP = 3
 FUSE_MAX_CYCLES = 12
