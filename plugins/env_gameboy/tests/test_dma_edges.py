@@ -151,6 +151,31 @@ def test_sources_above_e000_read_the_wram_echo(page: int, first: int, device: st
     assert got[0] == first
 
 
+@pytest.mark.parametrize(("page", "expected"), [
+    (0xC1, [(0x40 + i) & 0xFF for i in range(160)]),  # WRAM
+    (0xE2, [(0x80 + i) & 0xFF for i in range(160)]),  # its echo: $C200
+    (0x3E, [(7 * i + 3) & 0xFF for i in range(160)]),  # ROM, through the memory map
+])
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_byte_of_a_transfer_lands_in_oam(page: int, expected: list[int],
+                                               device: str) -> None:
+    # A WRAM source (where games keep their shadow OAM) is copied without the memory
+    # map; every other source goes through it. Both give the 160 bytes in order.
+    table = ", ".join(f"${(7 * i + 3) & 0xFF:02X}" for i in range(160))
+    rom = micro_rom(SETUP, extra=f"""Routine:
+    ld a, ${page:02X}
+    ldh [$46], a
+{WAIT_DMA}
+    ret
+RoutineEnd:
+SECTION "page", ROM0[$3E00]
+    db {table}
+""")
+    batch = GameBoyBatch(rom, 1, device)
+    batch.run_frames(5)
+    assert [batch.read_memory(0, 0xFE00 + i) for i in range(160)] == expected
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_dma_from_vram_owns_the_vram_bus_only(device: str) -> None:
     # Source $8000 (the VRAM bus): VRAM reads see the transferred byte ($8000 holds $77,

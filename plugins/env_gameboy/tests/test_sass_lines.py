@@ -86,6 +86,29 @@ def test_line_costs_charge_the_outer_or_the_inner_line() -> None:
         sl.line_costs(built, profiled, FILES, "middle")
 
 
+def test_thread_counts_give_active_threads_per_line_and_the_sparse_share() -> None:
+    # With the thread-level column: how many threads of a warp ran each line's
+    # instructions, and the share of warp instructions run for at most 8 threads.
+    out = io.StringIO()
+    w = csv.writer(out, quoting=csv.QUOTE_ALL)
+    w.writerow(["Kernel Name", "run_kernel_cuda_kernel_forward"])
+    w.writerow(["Address", "Source", "Instructions Executed", "Thread Instructions Executed"])
+    for i, (text, executed, threads) in enumerate([
+            ("IADD3 R1, R2, R3, RZ", 100, 3200), ("@P0   BRA 0x1030", 100, 3200),
+            ("LDL R4, [R1+0x8]", 60, 240), ("RET.REL.NODEC R20 0x1000", 60, 480)]):
+        w.writerow([hex(0x1000 + 16 * i), text, executed, threads])
+    profiled = sl.read_ncu_source_csv(out.getvalue())
+    assert [p.threads for p in profiled] == [3200, 3200, 240, 480]
+    built = sl.read_sass_lines(SASS, "run_kernel_cuda_kernel_forward")
+    costs, _ = sl.line_costs(built, profiled, FILES)
+    assert {c.line: c.threads / c.executed for c in costs} == {
+        "cpu.py:900": 32, "cpu.py:905": 4, "memory.py:30": 8}
+    assert sl.sparse_share(profiled, 8) == pytest.approx(120 / 320)
+    assert sl.sparse_share(profiled, 4) == pytest.approx(60 / 320)
+    # a page without the column: no thread counts, no share
+    assert sl.sparse_share(sl.read_ncu_source_csv(_csv(PROFILE)), 8) == 0.0
+
+
 def test_line_costs_line_up_a_profile_assembled_a_little_differently() -> None:
     built = sl.read_sass_lines(SASS, "run_kernel_cuda_kernel_forward")
     # one instruction more on the profiled GPU: it matches nothing, the rest still do
@@ -128,6 +151,7 @@ def test_sass_lines_command_on_the_cpu_variant(tmp_path: Path) -> None:
     out = json.loads(res.output.strip().splitlines()[-1])
     assert out["instructions"] == out["matched"] == len(built)
     assert out["executed"] == pytest.approx(len(built))
+    assert out["threads"] == 0 and out["sparse_share"] == 0.0  # no thread-level column
     lines = out["lines"]
     assert lines[0]["executed"] >= lines[-1]["executed"]
     assert sum(r["executed"] for r in lines) == pytest.approx(len(built))

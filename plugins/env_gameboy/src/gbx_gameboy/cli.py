@@ -217,6 +217,11 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
         sys.exit(1)
 
 
+# A quarter of a warp: fewer threads than this on an instruction means the warp runs it
+# for a few of its Game Boys while the rest wait (sass-lines' summary).
+SPARSE_THREADS = 8
+
+
 @gameboy.command("sass-lines")
 @click.argument("profile", type=click.Path(exists=True, dir_okay=False))
 @click.option("--variant", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
@@ -245,8 +250,11 @@ def sass_lines_command(profile: str, variant: str, by: str, per: float, top: int
     kernel is built here from this source tree with line information (no GPU; needs
     ptxas and nvdisasm, as --ptxas of kernel-digest does) and lined up with the profile
     instruction by instruction, so profile the same source tree. Prints, per line, its
-    share of the executed warp instructions and of the stall samples, and its executed
-    instructions and local-memory ones (spills, stack arrays) divided by --per."""
+    share of the executed warp instructions and of the stall samples, its executed
+    instructions and local-memory ones (spills, stack arrays) divided by --per, and how
+    many threads of a warp were active on its instructions on average; and, for the whole
+    kernel, the share of warp instructions run with at most 8 threads active (a quarter
+    of a warp: code run for a few threads while the others wait)."""
     from pathlib import Path
 
     from gbx_gameboy import kernel_digest as kd
@@ -275,6 +283,8 @@ def sass_lines_command(profile: str, variant: str, by: str, per: float, top: int
     costs, matched = sl.line_costs(built, profiled, files, by)
     executed = sum(c.executed for c in costs) or 1
     samples = sum(c.samples for c in costs) or 1
+    threads = sum(c.threads for c in costs) / executed
+    sparse = sl.sparse_share(profiled, SPARSE_THREADS)
     sources: dict[str, list[str]] = {}
 
     def text(line: str) -> str:
@@ -288,18 +298,24 @@ def sass_lines_command(profile: str, variant: str, by: str, per: float, top: int
     if as_json:
         lines = [{"line": c.line, "executed_share": c.executed / executed,
                   "samples_share": c.samples / samples, "executed": c.executed / per,
-                  "local": c.local / per, "source": text(c.line)} for c in top_costs]
+                  "local": c.local / per, "threads": c.threads / max(c.executed, 1),
+                  "source": text(c.line)} for c in top_costs]
         click.echo(json.dumps({"variant": variant, "by": by, "per": per,
                                "instructions": len(profiled), "matched": matched,
-                               "executed": executed / per, "lines": lines}))
+                               "executed": executed / per, "threads": threads,
+                               "sparse_share": sparse, "lines": lines}))
         return
     click.echo(f"{variant} variant, {len(profiled)} instructions profiled, {matched} matched "
                f"to the build; executed per unit: {executed / per:,.0f}")
-    click.echo(f"{'line':<20} {'exec %':>7} {'stall %':>7} {'executed':>10} {'local':>9}  source")
+    click.echo(f"threads active per warp instruction: {threads:.2f}; warp instructions with "
+               f"at most {SPARSE_THREADS} active: {100 * sparse:.1f}%")
+    click.echo(f"{'line':<20} {'exec %':>7} {'stall %':>7} {'executed':>10} {'local':>9} "
+               f"{'threads':>7}  source")
     for c in top_costs:
         click.echo(f"{c.line:<20} {100 * c.executed / executed:7.2f} "
                    f"{100 * c.samples / samples:7.2f} {c.executed / per:10.1f} "
-                   f"{c.local / per:9.1f}  {text(c.line)[:70]}")
+                   f"{c.local / per:9.1f} {c.threads / max(c.executed, 1):7.2f}  "
+                   f"{text(c.line)[:70]}")
 
 
 def _prepare(batch: object, state: str | None, press: str) -> list[tuple[str, int]]:

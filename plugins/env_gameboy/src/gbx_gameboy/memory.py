@@ -328,8 +328,16 @@ def oam_dma(ref: wp.uint64, env: int, v: int, t: int):
     if src >= 0xE000:
         src = src - 0x2000  # E000-FFFF sources see the WRAM echo
     flush_pending(g, env)  # lines still to draw see OAM as it was
-    for i in range(DMA_BYTES):
-        mset(g, env, OAM_OFF + i, bus_peek(g, env, src + i))
+    if src >= 0xC000:
+        # WRAM, where games keep their shadow OAM (C000-DF9F at most), copied without
+        # the memory map: on a GPU the other threads of the warp wait for this copy.
+        w = WRAM_OFF + (src & 0x1FFF)
+        for i in range(DMA_BYTES // 4):
+            for j in range(4):
+                mset(g, env, OAM_OFF + 4 * i + j, mget(g, env, w + 4 * i + j))
+    else:
+        for i in range(DMA_BYTES):
+            mset(g, env, OAM_OFF + i, bus_peek(g, env, src + i))
     # One set-up M-cycle, then one byte per M-cycle; a restart keeps OAM blocked.
     if not (t >= sget(g, env, T_DMA_START) and t < sget(g, env, T_DMA_END)):
         sset(g, env, T_DMA_START, t + 8)

@@ -1,11 +1,12 @@
 """Where a profiled kernel's instructions go, per line of its Python source.
 
 Nsight Compute's source page (``ncu -i REPORT --page source --csv --print-source sass``)
-gives, for each SASS instruction of a kernel, how many times a warp executed it and how
-many times the sampler found a warp stalled on it. Warp writes a kernel's Python lines
-into C++ with ``#line`` directives, so a build of the same kernel with line information
-(NVRTC and ptxas ``-lineinfo``, ``nvdisasm -gi``) names, for each SASS instruction, the
-Python line it comes from and the lines of the functions inlined on the way. This module
+gives, for each SASS instruction of a kernel, how many times a warp executed it, how many
+threads took part in those executions and how many times the sampler found a warp stalled
+on it. Warp writes a kernel's Python lines into C++ with ``#line`` directives, so a
+build of the same kernel with line information (NVRTC and ptxas ``-lineinfo``,
+``nvdisasm -gi``) names, for each SASS instruction, the Python line it comes from and
+the lines of the functions inlined on the way. This module
 lines the profile's instructions up with such a build and adds them up per line: the
 measurement that says which statements of the run loop cost the most.
 
@@ -43,6 +44,7 @@ class ProfiledInstruction:
     text: str
     executed: int  # warp-level instructions executed
     samples: int  # warp stall samples on it
+    threads: int = 0  # thread-level instructions executed (0: the page has no such column)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class LineCost:
     executed: int
     samples: int
     local: int  # executed local-memory instructions (LDL, STL): spills and stack arrays
+    threads: int = 0  # thread-level instructions executed: threads / executed is how many
+    # threads of a warp were active on the line's instructions, on average
 
 
 def opcode(text: str) -> str:
@@ -108,11 +112,14 @@ def read_ncu_source_csv(text: str) -> list[ProfiledInstruction]:
                          "with --section SourceCounters") from None
     samples = cols.index("Warp Stall Sampling (All Samples)") if (
         "Warp Stall Sampling (All Samples)" in cols) else None
+    threads = cols.index("Thread Instructions Executed") if (
+        "Thread Instructions Executed" in cols) else None
 
     def number(row: list[str], i: int | None) -> int:
         return int(float(row[i])) if i is not None and i < len(row) and row[i] else 0
 
-    return [ProfiledInstruction(r[src].strip(), number(r, executed), number(r, samples))
+    return [ProfiledInstruction(r[src].strip(), number(r, executed), number(r, samples),
+                                number(r, threads))
             for r in rows[head + 1:] if len(r) > src and r[src].strip()]
 
 
@@ -151,11 +158,24 @@ def line_costs(built: Sequence[BuiltInstruction], profiled: Sequence[ProfiledIns
     totals: dict[str, list[int]] = {}
     for p, i in zip(profiled, index, strict=True):
         line = "?" if i is None else source_line(built[i].chain, by, package_files)
-        t = totals.setdefault(line, [0, 0, 0])
+        t = totals.setdefault(line, [0, 0, 0, 0])
         t[0] += p.executed
         t[1] += p.samples
         if _LOCAL.match(opcode(p.text)):
             t[2] += p.executed
+        t[3] += p.threads
     costs = [LineCost(k, *v) for k, v in totals.items()]
     costs.sort(key=lambda c: (-c.executed, c.line))
     return costs, sum(i is not None for i in index)
+
+
+def sparse_share(profiled: Sequence[ProfiledInstruction], most: float) -> float:
+    """The share of the executed warp instructions that ran with at most ``most`` threads
+    active on average (per instruction): the code a warp runs for a few of its threads
+    while the others wait, as a divergent branch makes it. 0 when the profile has no
+    thread counts."""
+    executed = sum(p.executed for p in profiled if p.threads)
+    if executed == 0:
+        return 0.0
+    return sum(p.executed for p in profiled
+               if p.threads and p.threads <= most * p.executed) / executed
