@@ -217,11 +217,6 @@ def kernel_digest(arch: int | None, with_ptxas: bool, ptx_out: str | None) -> No
         sys.exit(1)
 
 
-# A quarter of a warp: fewer threads than this on an instruction means the warp runs it
-# for a few of its Game Boys while the rest wait (sass-lines' summary).
-SPARSE_THREADS = 8
-
-
 @gameboy.command("sass-lines")
 @click.argument("profile", type=click.Path(exists=True, dir_okay=False))
 @click.option("--variant", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
@@ -284,7 +279,7 @@ def sass_lines_command(profile: str, variant: str, by: str, per: float, top: int
     executed = sum(c.executed for c in costs) or 1
     samples = sum(c.samples for c in costs) or 1
     threads = sum(c.threads for c in costs) / executed
-    sparse = sl.sparse_share(profiled, SPARSE_THREADS)
+    sparse = sl.sparse_share(profiled, sl.SPARSE_THREADS)
     sources: dict[str, list[str]] = {}
 
     def text(line: str) -> str:
@@ -308,7 +303,7 @@ def sass_lines_command(profile: str, variant: str, by: str, per: float, top: int
     click.echo(f"{variant} variant, {len(profiled)} instructions profiled, {matched} matched "
                f"to the build; executed per unit: {executed / per:,.0f}")
     click.echo(f"threads active per warp instruction: {threads:.2f}; warp instructions with "
-               f"at most {SPARSE_THREADS} active: {100 * sparse:.1f}%")
+               f"at most {sl.SPARSE_THREADS} active: {100 * sparse:.1f}%")
     click.echo(f"{'line':<20} {'exec %':>7} {'stall %':>7} {'executed':>10} {'local':>9} "
                f"{'threads':>7}  source")
     for c in top_costs:

@@ -24,6 +24,10 @@ from dataclasses import dataclass
 
 from gbx_gameboy.sass_path import INSTRUCTION
 
+# A quarter of a warp: an instruction run with no more threads than this is code the warp
+# runs for a few of its Game Boys while the rest wait (``sparse_share``).
+SPARSE_THREADS = 8
+
 _FILE_LINE = re.compile(r'//## File "([^"]+)", line (\d+)')
 _LOCAL = re.compile(r"^(LDL|STL)\b")
 
