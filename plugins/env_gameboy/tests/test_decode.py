@@ -306,6 +306,35 @@ def test_fill_loops_are_found_with_a_count_other_than_h_l_a() -> None:
         assert _loops_at(code) == {}, code
 
 
+def _into_loop_at(code: dict[int, bytes]) -> list[int]:
+    """The offsets whose predecoded entry has INTO_LOOP, in a ROM holding ``code``."""
+    rom = bytearray(0x8000)
+    for at, data in code.items():
+        rom[at:at + len(data)] = data
+    entries = D.rom_predecode_entries(bytes(rom))
+    return np.flatnonzero(entries[:, 2] & D.INTO_LOOP).tolist()
+
+
+def test_instructions_that_fall_into_a_loop_are_marked() -> None:
+    loop = b"\x00\x05\x20\xfc\x76"  # nop; dec b; jr nz, -4; halt
+    # ld b, 5 two bytes before; its immediate read as code (dec b) falls in too
+    assert _into_loop_at({0x400: b"\x06\x05" + loop}) == [0x400, 0x401]
+    # ld bc, $0500 (3 bytes), and its last byte read as dec b
+    assert _into_loop_at({0x400: b"\x01\x00\x05" + loop}) == [0x400, 0x402]
+    # rl a (CB, 2 bytes), and its second byte read as rla
+    assert _into_loop_at({0x400: b"\x76\xcb\x17" + loop}) == [0x401, 0x402]
+    for code in (
+        {0x400: b"\x76\x77" + loop},  # ld [hl], a: a write
+        {0x400: b"\x76\x20\x76" + loop},  # jr nz: a jump (also when it falls through)
+        {0x400: b"\x76\xc4\x00\x10" + loop},  # call nz: a jump (and stop: special)
+        {0x400: b"\x76\xfb" + loop},  # ei: special
+        {0x400: b"\x76\xcb\x16" + loop},  # rl [hl]: a write
+        {0x3FFE: b"\x06\x05", 0x4000: loop},  # the instruction before is in bank 0
+        {0xFE: b"\x06\x05" + loop},  # below 0x100, where a boot ROM may be mapped
+    ):
+        assert _into_loop_at(code) == [], code
+
+
 def test_fused_entries_are_the_next_instructions_with_the_load() -> None:
     # decode.rom_fused_entries: at a 16-bit register load, the entry of the instruction
     # after it, with the load's kind, pair, addend and M-cycles in word 2's high bits.

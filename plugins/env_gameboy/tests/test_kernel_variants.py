@@ -579,20 +579,13 @@ SECTION "entry", ROM0[$0100]
 
 
 def test_runs_of_nops_and_jr0_step_like_single_instructions() -> None:
-    """The CPU variant's runs (decode.QUICK_RUN) stop before events and at OAM DMA as the
-    instructions one by one would: launches of odd lengths end inside runs."""
+    """Runs (decode.QUICK_RUN) stop before events and at OAM DMA as the instructions one
+    by one would, in both variants: launches of odd lengths end inside runs."""
     from gbx_gameboy.decode import QUICK_RUN, QUICK_SHIFT, rom_predecode
 
     rom = _runs_rom()
     assert (rom_predecode(rom) >> QUICK_SHIFT == QUICK_RUN).sum() > 200
-    batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
-    none = torch.zeros(2, dtype=torch.int32)
-    for cycles in (7, 13, 100, 1001, 4567, 30011, 70224, 3):
-        for batch in batches.values():
-            batch.step_cycles(none, cycles)
-        host, cuda = (b.state_tensors() for b in batches.values())
-        for name, tensor in host.items():
-            assert torch.equal(tensor, cuda[name]), f"{name} differs after {cycles} cycles"
+    batches = _run_like_one_by_one(rom, (7, 13, 100, 1001, 4567, 30011, 70224, 3))
     regs = batches["cpu"].regs(0)
     # About 106,000 cycles: timer interrupts were taken and the loop went round.
     assert regs["e"] > 100 and regs["d"] >= 2, regs
@@ -1097,34 +1090,37 @@ Far:
 """)
 
 
-def _without_countdown_loops(batch: GameBoyBatch) -> GameBoyBatch:
-    """``batch`` with the loop marks (decode.RUN_LOOP) cleared from its predecoded ROM, and
-    the switch of loops in HRAM after it, which both variants read at run time: its loops
-    then run pass by pass."""
+def _one_by_one(batch: GameBoyBatch) -> GameBoyBatch:
+    """``batch`` with the marks of runs and loops (decode.QUICK_RUN, RUN_LOOP) cleared from
+    both variants' predecoded ROM, each such entry given its instruction's descriptor word
+    0, and without the switch of loops in HRAM after the CPU variant's entries (both
+    variants read it at run time): it runs every instruction in a pass of its own."""
     from gbx_gameboy.decode import (
         DESC_TABLE_BYTES,
         PRE_ENTRY_WORDS,
         QUICK_RUN,
         QUICK_SHIFT,
         RUN_LOOP,
+        decode_table,
     )
 
+    words = decode_table().reshape(-1, 4)[:, 0] & ((1 << QUICK_SHIFT) - 1)
     dec = batch._g.dec.numpy()
-    pre = dec[DESC_TABLE_BYTES // 4:].reshape(-1, PRE_ENTRY_WORDS)[:, 0]
-    loops = (pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)
-    assert loops.any() and pre[-1] == RUN_LOOP
-    pre[loops] &= ~RUN_LOOP
-    pre[-1] = 0  # no countdown loops in HRAM either
+    entries = dec[DESC_TABLE_BYTES // 4:].reshape(-1, PRE_ENTRY_WORDS)
+    marked = entries[:, 0] >> QUICK_SHIFT == QUICK_RUN
+    assert marked.any() and entries[len(batch.cart.data), 0] == RUN_LOOP
+    entries[marked, 0] = words[(entries[marked, 3] >> 16) & 0xFF]
+    entries[len(batch.cart.data), 0] = 0  # no countdown loops in HRAM either
     batch._g.dec.assign(dec)
     return batch
 
 
 def _run_like_one_by_one(rom: bytes, launches: tuple[int, ...]) -> dict[str, GameBoyBatch]:
     """Two envs of ``rom`` in both variants and in a batch whose loops run pass by pass
-    (``_without_countdown_loops``), stepped by launches of the given cycle counts; after
+    (``_one_by_one``), stepped by launches of the given cycle counts; after
     each, both variants' state equals the pass-by-pass batch's."""
     batches = {k: GameBoyBatch(rom, 2, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
-    batches["one by one"] = _without_countdown_loops(
+    batches["one by one"] = _one_by_one(
         GameBoyBatch(rom, 2, "cpu", threads=1, kernel="cuda"))
     none = torch.zeros(2, dtype=torch.int32)
     for cycles in launches:
@@ -1143,13 +1139,21 @@ def test_countdown_loops_run_like_their_instructions_one_by_one() -> None:
     """Countdown loops (decode.RUN_LOOP) stop before events, at the last pass and where a
     JP NZ leaves the half of the map it runs in, as their instructions one by one would,
     in both variants: launches of odd lengths end inside loops."""
-    from gbx_gameboy.decode import QUICK_RUN, QUICK_SHIFT, RUN_LOOP, rom_predecode
+    from gbx_gameboy.decode import (
+        QUICK_RUN,
+        QUICK_SHIFT,
+        RUN_LOOP,
+        rom_predecode,
+        rom_predecode_entries,
+    )
 
     # the CUDA variant runs them unless built without them (below, in a process of its own)
     assert CUDA_LOOPS == (os.environ.get("GBX_GAMEBOY_CUDA_LOOPS") != "0")
     rom = _countdown_rom()
     pre = rom_predecode(rom)
     assert ((pre >> QUICK_SHIFT == QUICK_RUN) & (pre & RUN_LOOP != 0)).sum() == 7
+    # most loops are entered from the instruction before them (decode.INTO_LOOP)
+    assert (rom_predecode_entries(rom)[:, 2] < 0).sum() >= 5
     batches = _run_like_one_by_one(rom, (7, 13, 100, 1001, 4567, 30011, 70224, 3, 140448))
     # About 250,000 cycles: timer interrupts were taken (about 980, counted in a byte; they
     # take over half of the time), some of them in 0x4000-0x7FFF, and rounds went through.
@@ -1275,7 +1279,7 @@ def test_countdown_loops_change_nothing_on_flappyboy() -> None:
     rom = FLAPPY.read_bytes()
     n, gen = 33, torch.Generator().manual_seed(5)
     batches = {k: GameBoyBatch(rom, n, "cpu", threads=1, kernel=k) for k in ("cpu", "cuda")}
-    batches["one by one"] = _without_countdown_loops(
+    batches["one by one"] = _one_by_one(
         GameBoyBatch(rom, n, "cpu", threads=1, kernel="cuda"))
     for batch in batches.values():
         batch.run_frames(120)

@@ -39,18 +39,26 @@ def loop_pass_instructions(lw: int) -> int:
 
 
 @wp.func
+def loop_bytes(lw: int) -> int:
+    """Bytes of the loop with predecoded word ``lw``, from its start to the byte after its
+    jump: where the CPU goes on after the last pass."""
+    return (((lw >> LOOP_NOPS_SHIFT) & 31) + 2 * ((lw >> LOOP_JRS_SHIFT) & 31) + 1
+            + wp.where((lw & LOOP_JP) != 0, 3, 2) + wp.where((lw & LOOP_FILL) != 0, 1, 0))
+
+
+@wp.func
 def loop_passes(lw: int, count: int, pc: int, t: int, next_ev: int, dma_s: int,
                 dma_e: int) -> int:
     """How many passes of the countdown loop at ``pc`` (predecoded word ``lw``, its
-    register holding ``count``) run at once from cycle ``t``: those that end with the jump
-    back (all but the last: DEC leaves a non-zero count) and whose jump starts before
-    ``next_ev``, as the instructions one by one would start only before it; none where a
-    JP NZ's target lies in the other half of the map (an MBC5 can map bank 0 at 0x4000:
-    the jump leaves for the low half), and, for a loop in ROM, none in OAM DMA (a loop in
-    HRAM, which the CPU reads during DMA, runs on through it)."""
+    register holding ``count``) run at once from cycle ``t``: those whose jump starts
+    before ``next_ev``, as the instructions one by one would start only before it, up to
+    the last (the one whose DEC leaves 0, whose jump is not taken); none where a JP NZ's
+    target lies in the other half of the map (an MBC5 can map bank 0 at 0x4000: the jump
+    leaves for the low half), and, for a loop in ROM, none in OAM DMA (a loop in HRAM,
+    which the CPU reads during DMA, runs on through it)."""
     jump = wp.where((lw & LOOP_JP) != 0, 16, 12)
     span = loop_pass_cycles(lw)
-    n = wp.min((count - 1) & 0xFF, (next_ev - t + jump - 1) // span)
+    n = wp.min(((count - 1) & 0xFF) + 1, (next_ev - t + jump - 1) // span)
     if (lw & LOOP_JP) != 0 and (pc >= 0x4000) != ((lw & LOOP_HIGH) != 0):
         n = int(0)
     if pc < 0x8000 and t + span * n + 8 >= dma_s and t + 4 < dma_e:
@@ -90,13 +98,14 @@ def hram_loop_word(head: int, switch: int) -> int:
 
 @wp.func
 def loop_flags(f: int, count: int) -> int:
-    """F after a countdown loop's last DEC that left ``count`` (not 0: the jump was taken):
-    Z clear, N set, H from the borrow out of the low nibble, C kept."""
-    return (f & 0x10) | 0x40 | wp.where(((count + 1) & 0xF) == 0, 0x20, 0)
+    """F after a countdown loop's last DEC that left ``count``: Z when 0, N set, H from
+    the borrow out of the low nibble, C kept."""
+    return ((f & 0x10) | 0x40 | wp.where(count == 0, 0x80, 0)
+            | wp.where(((count + 1) & 0xF) == 0, 0x20, 0))
 
 
-# What loop_run returns: passes run, the register, F, HL, cycles, instructions.
-loop_result = wp.types.vector(length=6, dtype=wp.int32)
+# What loop_run returns: passes run, the register, F, HL, cycles, instructions, PC.
+loop_result = wp.types.vector(length=7, dtype=wp.int32)
 
 
 @wp.func
@@ -106,10 +115,11 @@ def loop_run(g: GB, env: int, lw: int, count: int, f: int, hl: int, a: int, pc: 
     ``loop_passes`` and ``fill_room`` allow, its register holding ``count``: a fill loop's
     stores of A at HL, HL +- 1, ... are made. Returns the passes run (0: none, nothing
     changed), the register, F and HL after them (the caller sets HL first, then the
-    register, which may be H or L in a countdown loop), and the cycles and instructions
-    they took."""
+    register, which may be H or L in a countdown loop), the cycles and instructions
+    they took, and PC: the loop's start, or past its jump after the last pass (whose
+    jump, not taken, takes 4 cycles less)."""
     n = wp.min(loop_passes(lw, count, pc, t, next_ev, dma_s, dma_e), fill_room(lw, hl))
-    out = loop_result(0, count, f, hl, 0, 0)
+    out = loop_result(0, count, f, hl, 0, 0, pc)
     if n >= 1:
         left = (count - n) & 0xFF
         if (lw & LOOP_FILL) != 0:
@@ -117,6 +127,8 @@ def loop_run(g: GB, env: int, lw: int, count: int, f: int, hl: int, a: int, pc: 
             for i in range(n):
                 mset(g, env, WRAM_OFF + ((hl + step * i) & 0x1FFF), a)
             hl = (hl + step * n) & 0xFFFF
-        out = loop_result(n, left, loop_flags(f, left), hl, loop_pass_cycles(lw) * n,
-                          loop_pass_instructions(lw) * n)
+        out = loop_result(n, left, loop_flags(f, left), hl,
+                          loop_pass_cycles(lw) * n - wp.where(left == 0, 4, 0),
+                          loop_pass_instructions(lw) * n,
+                          wp.where(left == 0, pc + loop_bytes(lw), pc))
     return out

@@ -1081,6 +1081,7 @@ def run_kernel(
                                 r[R_F] = lpass[2]
                                 t += lpass[4]
                                 icount += lpass[5]
+                                pc = lpass[6]
                                 ran = int(1)
                                 continue
                             if (qw0 & RUN_MAX) < 2:
@@ -1437,6 +1438,7 @@ def run_kernel(
                                 r[R_F] = lpass[2]
                                 t += lpass[4]
                                 icount += lpass[5]
+                                pc = lpass[6]
                 elif lane == LANE_STORE8:
                     wa = bus_address_host(field(w0, WADDR_SHIFT, 3), r, sp, imm)
                     src0 = field(w1, SRC8_SHIFT, 4)
@@ -1728,8 +1730,11 @@ def run_kernel(
             # other instruction loads nothing more; a thread in a loop spends one
             # iteration on its passes while the warp's other threads run one instruction
             # each. Below 0x100 a boot ROM may be mapped: no loop is taken there.
-            if (taken and (op == 0x20 or op == 0xC2) and pc < pc_next and ei_delay == 0
-                    and (ime == 0 or irq == 0)):
+            # The same where the instruction fell through into a loop's start
+            # (decode.INTO_LOOP: its entry's word 2 is negative), so that the loop's
+            # first pass does not run one by one either.
+            if ((w2 < 0 or (taken and (op == 0x20 or op == 0xC2) and pc < pc_next))
+                    and ei_delay == 0 and (ime == 0 or irq == 0)):
                 lw = int(0)
                 if pc >= 0x100 and pc <= 0x7FFD and (pc & 0x3FFF) <= 0x3FFC:
                     lw = ld_i32(g.dec_ptr + wp.uint64(DESC_TABLE_BYTES), PRE_ENTRY_BYTES * (
@@ -1752,6 +1757,7 @@ def run_kernel(
                         r[R_F] = lpass[2]
                         t += lpass[4]
                         icount += lpass[5]
+                        pc = lpass[6]
         special = field(w0, SPECIAL_SHIFT, 3)
         if special != SP_NONE:
             if special == SP_HALT:

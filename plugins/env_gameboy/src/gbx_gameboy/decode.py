@@ -526,13 +526,20 @@ assert DESC_TABLE_BYTES % PRE_ENTRY_BYTES == 0
 # entry, except where a run or loop starts (QUICK_RUN replaces column 0 there).
 PRE_SPECIAL_SHIFT = 24
 PRE_CB = 1 << 27
+# Bit 31 of column 2 (word 2's fields end at bit 8, the fused loads' at bit 30; the sign
+# bit, so one compare tests it): the instruction falls through into the start of a
+# countdown or fill loop (RUN_LOOP) and neither writes, jumps nor is special, so the
+# CUDA variant may run the loop's passes at once right after its work, as after a jump
+# back, where one by one the loop's first pass would run each of its instructions.
+INTO_LOOP = -(1 << 31)
 
 
 def rom_predecode_entries(rom: bytes) -> np.ndarray:
     """The predecoded ROM as the run kernel keeps it: int32 of shape ``(len(rom) + 1,
     PRE_ENTRY_WORDS)``, one row per ROM byte and the word after them. Column 0 is
     ``rom_predecode``'s word; columns 1 and 2 are words 1 and 2 of the descriptor of the
-    instruction that starts at the byte (at a CB prefix, the CB-prefixed instruction's);
+    instruction that starts at the byte (at a CB prefix, the CB-prefixed instruction's),
+    column 2 with INTO_LOOP where that instruction falls into a loop;
     column 3 holds its immediates in bits 0-15 (as many bytes as its opcode takes, the
     rest zero; zero past the ROM's end), its opcode in bits 16-23 (at a CB prefix, the
     second opcode byte), its descriptor's special field (PRE_SPECIAL_SHIFT) and PRE_CB at
@@ -553,7 +560,27 @@ def rom_predecode_entries(rom: bytes) -> np.ndarray:
     special = (table[desc, 0] >> SPECIAL_SHIFT) & 7
     out[:-1, 3] = (imm | (desc & 0xFF) << 16 | special << PRE_SPECIAL_SHIFT
                    | np.where(desc >= CB_BASE, PRE_CB, 0))
+    out[_into_loop(data, table, desc, out[:-1, 0]), 2] |= INTO_LOOP
     return out.astype(np.int32)
+
+
+def _into_loop(data: np.ndarray, table: np.ndarray, desc: np.ndarray,
+               words: np.ndarray) -> np.ndarray:
+    """The offsets of ``data`` that get INTO_LOOP: every instruction that ends where a loop
+    starts (``words``: rom_predecode's), in its bank, without writes, jumps or special
+    effects. Bytes are not known to be code, so every such reading of the bytes before a
+    loop is marked: whichever one runs falls into the loop."""
+    heads = np.flatnonzero((words >> QUICK_SHIFT == QUICK_RUN) & ((words & RUN_LOOP) != 0))
+    word0 = table[desc, 0]
+    length = 1 + (table[data, 0] & 3)
+    quiet = ((((word0 >> NWR_SHIFT) & 3) == 0) & (((word0 >> PC_SHIFT) & 7) == PC_KEEP)
+             & (((word0 >> SPECIAL_SHIFT) & 7) == SP_NONE))
+    marked = []
+    for back in (1, 2, 3):
+        at = heads - back
+        at = at[(at >= 0x100) & (at >> 14 == (at + back) >> 14)]
+        marked.append(at[(length[at] == back) & quiet[at]])
+    return np.concatenate(marked)
 
 
 # The CUDA variant's entries (``rom_fused_entries``) run a 16-bit register load and the

@@ -512,7 +512,10 @@ def ppu_advance(ref: wp.uint64, env: int, t: int, unobserved_until: int):
             sset(g, env, S_PPU_PHASE, phase)
             sset(g, env, S_PPU_MODE, mode)
             sset(g, env, T_PPU_NEXT, nxt)
-            stat_update(g.ref, env)
+            # With no STAT source enabled and the line low, the line stays low: no call
+            # (an out-of-line call per transition, which the rest of a warp waits for).
+            if (mget(g, env, IO_OFF + STAT) & 0x78) != 0 or sget(g, env, S_STAT_LINE) != 0:
+                stat_update(g.ref, env)
 
 
 @wp.func(inline=False)
