@@ -1136,9 +1136,10 @@ def _run_like_one_by_one(rom: bytes, launches: tuple[int, ...]) -> dict[str, Gam
 
 
 def test_countdown_loops_run_like_their_instructions_one_by_one() -> None:
-    """Countdown loops (decode.RUN_LOOP) stop before events, at the last pass and where a
-    JP NZ leaves the half of the map it runs in, as their instructions one by one would,
-    in both variants: launches of odd lengths end inside loops."""
+    """Countdown loops (decode.RUN_LOOP) stop before events and where a JP NZ leaves the
+    half of the map it runs in, and leave with their last pass (entered by a jump or from
+    the instruction before them), as their instructions one by one would, in both
+    variants: launches of odd lengths end inside loops."""
     from gbx_gameboy.decode import (
         QUICK_RUN,
         QUICK_SHIFT,
@@ -1253,9 +1254,10 @@ HramCode:
 
 
 def test_fill_and_hram_loops_run_like_their_instructions_one_by_one() -> None:
-    """Fill loops (decode.LOOP_FILL) and countdown loops in HRAM stop before events, at
-    the last pass and where a store would leave WRAM, as their instructions one by one
-    would, in both variants: launches of odd lengths end inside loops."""
+    """Fill loops (decode.LOOP_FILL) and countdown loops in HRAM stop before events and
+    where a store would leave WRAM, and leave with their last pass, as their
+    instructions one by one would, in both variants: launches of odd lengths end inside
+    loops."""
     from gbx_gameboy.decode import LOOP_FILL, QUICK_RUN, QUICK_SHIFT, RUN_LOOP, rom_predecode
 
     rom = _fill_loops_rom()
