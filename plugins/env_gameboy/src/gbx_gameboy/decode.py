@@ -557,22 +557,21 @@ def rom_predecode_entries(rom: bytes) -> np.ndarray:
     n_imm = table[data, 0] & 3
     imm = (np.where(n_imm >= 1, padded[1:-1], 0)
            | np.where(n_imm == 2, padded[2:] << 8, 0))
-    special = (table[desc, 0] >> SPECIAL_SHIFT) & 7
+    word0 = table[desc, 0]
+    special = (word0 >> SPECIAL_SHIFT) & 7
     out[:-1, 3] = (imm | (desc & 0xFF) << 16 | special << PRE_SPECIAL_SHIFT
                    | np.where(desc >= CB_BASE, PRE_CB, 0))
-    out[_into_loop(data, table, desc, out[:-1, 0]), 2] |= INTO_LOOP
+    out[_into_loop(out[:-1, 0], word0, 1 + n_imm), 2] |= INTO_LOOP
     return out.astype(np.int32)
 
 
-def _into_loop(data: np.ndarray, table: np.ndarray, desc: np.ndarray,
-               words: np.ndarray) -> np.ndarray:
-    """The offsets of ``data`` that get INTO_LOOP: every instruction that ends where a loop
-    starts (``words``: rom_predecode's), in its bank, without writes, jumps or special
-    effects. Bytes are not known to be code, so every such reading of the bytes before a
-    loop is marked: whichever one runs falls into the loop."""
+def _into_loop(words: np.ndarray, word0: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The ROM offsets that get INTO_LOOP: every instruction (descriptor word 0 and
+    length in bytes at each offset) that ends where a loop starts (``words``:
+    rom_predecode's), in its bank, without writes, jumps or special effects. Bytes are not
+    known to be code, so every such reading of the bytes before a loop is marked:
+    whichever one runs falls into the loop."""
     heads = np.flatnonzero((words >> QUICK_SHIFT == QUICK_RUN) & ((words & RUN_LOOP) != 0))
-    word0 = table[desc, 0]
-    length = 1 + (table[data, 0] & 3)
     quiet = ((((word0 >> NWR_SHIFT) & 3) == 0) & (((word0 >> PC_SHIFT) & 7) == PC_KEEP)
              & (((word0 >> SPECIAL_SHIFT) & 7) == SP_NONE))
     marked = []
