@@ -336,60 +336,95 @@ def test_instructions_that_fall_into_a_loop_are_marked() -> None:
 
 
 def test_fused_entries_are_the_next_instructions_with_the_load() -> None:
-    # decode.rom_fused_entries: at a 16-bit register load, the entry of the instruction
-    # after it, with the load's kind, pair, addend and M-cycles in word 2's high bits.
+    # decode.rom_fused_entries: at a register load, the entry of the instruction after it,
+    # with the load's kind, pair and addend in word 2's high bits.
     rom = bytearray(0x8000)
-    loads = {  # offset: (code bytes, kind, pair, addend, M-cycles)
-        0x200: (b"\x23", D.FUSE_STEP, 2, 1, 2),  # INC HL
-        0x210: (b"\x0B", D.FUSE_STEP, 0, 0xFFFF, 2),  # DEC BC
-        0x218: (b"\x13", D.FUSE_STEP, 1, 1, 2),  # INC DE
-        0x220: (b"\x3B", D.FUSE_STEP, 3, 0xFFFF, 2),  # DEC SP
-        0x230: (b"\x31\x34\x12", D.FUSE_LOAD, 3, 0x1234, 3),  # LD SP,$1234
-        0x238: (b"\x11\xCD\xAB", D.FUSE_LOAD, 1, 0xABCD, 3),  # LD DE,$ABCD
-        0x240: (b"\xF8\xFE", D.FUSE_SP_OFFSET, 2, 0xFFFE, 3),  # LD HL,SP-2
-        0x248: (b"\xF8\x7F", D.FUSE_SP_OFFSET, 2, 0x007F, 3),  # LD HL,SP+127
-        0x3FFB: (b"\x23", D.FUSE_STEP, 2, 1, 2),  # the next one at 0x3FFC: still read
+    loads = {  # offset: (code bytes, kind, pair, addend)
+        0x200: (b"\x23", D.FUSE_STEP, 2, 1),  # INC HL
+        0x210: (b"\x0B", D.FUSE_STEP, 0, 0xFFFF),  # DEC BC
+        0x218: (b"\x13", D.FUSE_STEP, 1, 1),  # INC DE
+        0x220: (b"\x3B", D.FUSE_STEP, 3, 0xFFFF),  # DEC SP
+        0x230: (b"\x31\x34\x12", D.FUSE_LOAD, 3, 0x1234),  # LD SP,$1234
+        0x238: (b"\x11\xCD\xAB", D.FUSE_LOAD, 1, 0xABCD),  # LD DE,$ABCD
+        0x240: (b"\xF8\xFE", D.FUSE_SP_OFFSET, 2, 0xFFFE),  # LD HL,SP-2
+        0x248: (b"\xF8\x7F", D.FUSE_SP_OFFSET, 2, 0x007F),  # LD HL,SP+127
+        0x258: (b"\x78", D.FUSE_REG8, 0, 7 | 0 << 3),  # LD A,B
+        0x260: (b"\x6B", D.FUSE_REG8, 0, 5 | 3 << 3),  # LD L,E
+        0x268: (b"\x06\x33", D.FUSE_IMM8, 0, 0 | 0x33 << 3),  # LD B,$33
+        0x270: (b"\x3E\xFF", D.FUSE_IMM8, 0, 7 | 0xFF << 3),  # LD A,$FF
+        0x3FFB: (b"\x23", D.FUSE_STEP, 2, 1),  # the next one at 0x3FFC: still read
     }
     for at, (code, *_rest) in loads.items():
         rom[at:at + len(code)] = code
         rom[at + len(code)] = 0x7E  # LD A,(HL)
     rom[0x250:0x253] = b"\x23\xCB\x37"  # INC HL; SWAP A: the next entry is the CB one's
+    loads[0x250] = (b"\x23", D.FUSE_STEP, 2, 1)
+    rom[0x278:0x27D] = b"\x0E\x05\x0D\x20\xFD"  # LD C,5 falls into a countdown loop
+    rom[0x280:0x282] = b"\x46\x7E"  # LD B,(HL) and LD A,(HL): (HL) is no register
+    rom[0x288:0x28A] = b"\x36\x01"  # LD (HL),1 neither
     rom[0x3FFC] = 0x23  # the next instruction's entry at 0x3FFD is not read: no fusion
     rom[0x7FFF] = 0x03  # INC BC at the ROM's end: nothing after it
     data = bytes(rom)
     plain = D.rom_predecode_entries(data)
     fused = D.rom_fused_entries(data)
     assert fused.shape == plain.shape and fused.dtype == np.int32
-    loads[0x250] = (b"\x23", D.FUSE_STEP, 2, 1, 2)
-    for at, (code, kind, pair, add, mcycles) in loads.items():
+    # The load into the loop keeps its own entry, which runs the loop's passes with it.
+    assert plain[0x278, 2] < 0 and (fused[0x278] == plain[0x278]).all()
+    for at, (code, kind, pair, add) in loads.items():
         after = plain[at + len(code)]
         word2 = fused[at, 2]
         assert (fused[at, [0, 1, 3]] == after[[0, 1, 3]]).all(), hex(at)
         assert word2 & ((1 << D.FUSE_KIND_SHIFT) - 1) == after[2], hex(at)
-        assert (word2 >> D.FUSE_KIND_SHIFT) & 3 == kind == len(code), hex(at)
+        assert (word2 >> D.FUSE_KIND_SHIFT) & 7 == kind, hex(at)
+        assert D.fuse_length(kind) == len(code), hex(at)
         assert (word2 >> D.FUSE_PAIR_SHIFT) & 3 == pair, hex(at)
         assert (word2 >> D.FUSE_ADD_SHIFT) & 0xFFFF == add, hex(at)
-        assert (word2 >> D.FUSE_MCYCLES_SHIFT) & 3 == mcycles, hex(at)
-    fused_at = set(loads)
-    others = [k for k in range(len(plain)) if k not in fused_at]
+    # (Every byte has an entry: the immediates $7F, $33 and $01 read as LD A,A, INC SP
+    # and LD BC,nn.)
+    inside = {0x249, 0x269, 0x289}
+    assert all((fused[k, 2] >> D.FUSE_KIND_SHIFT) != 0 for k in inside)
+    others = [k for k in range(len(plain)) if k not in loads and k not in inside]
     assert (fused[others] == plain[others]).all()
     # No descriptor uses the bits the loads take.
     assert not (D.decode_table().reshape(-1, D.WORDS)[:, 2] >> D.FUSE_KIND_SHIFT).any()
 
 
-def test_every_16_bit_register_load_is_fused() -> None:
-    # All 13 opcodes: INC rr, DEC rr, LD rr,nn for BC DE HL SP, and LD HL,SP+e.
+def test_fused_loads_take_their_instructions_bytes_and_m_cycles() -> None:
+    # What the run kernel adds for a fused load of each kind (two bits per kind in
+    # FUSE_LENGTHS and FUSE_MCYCLES), against the opcode tables.
+    ops = {D.FUSE_STEP: 0x23, D.FUSE_SP_OFFSET: 0xF8, D.FUSE_LOAD: 0x21, D.FUSE_REG8: 0x78,
+           D.FUSE_IMM8: 0x3E}
+    for kind, op in ops.items():
+        assert D.fuse_length(kind) == 1 + D.describe(op).n_imm, hex(op)
+        assert D.fuse_mcycles(kind) == D.m_cycles(op), hex(op)
+    assert D.fuse_length(D.FUSE_NONE) == D.fuse_mcycles(D.FUSE_NONE) == 0
+
+
+def test_every_register_load_is_fused() -> None:
+    # All 13 16-bit ones (INC rr, DEC rr, LD rr,nn for BC DE HL SP, and LD HL,SP+e) and
+    # the 56 8-bit ones (LD r,r' and LD r,n for B C D E H L A), and nothing else.
+    regs8 = (0, 1, 2, 3, 4, 5, 7)
     ops = [0x03 + 16 * p for p in range(4)] + [0x0B + 16 * p for p in range(4)] + [
-        0x01 + 16 * p for p in range(4)] + [0xF8]
+        0x01 + 16 * p for p in range(4)] + [0xF8] + [
+        0x40 + 8 * d + s for d in regs8 for s in regs8] + [0x06 + 8 * d for d in regs8]
     rom = bytearray(0x8000)
     at = {}
     for k, op in enumerate(ops):
         at[op] = 0x400 + 8 * k
         rom[at[op]] = op
     fused = D.rom_fused_entries(bytes(rom))
-    kinds = {op: (fused[a, 2] >> D.FUSE_KIND_SHIFT) & 3 for op, a in at.items()}
-    assert kinds == {op: (D.FUSE_SP_OFFSET if op == 0xF8 else D.FUSE_LOAD if op & 0xF == 1
-                          else D.FUSE_STEP) for op in ops}
+    kinds = {op: (fused[a, 2] >> D.FUSE_KIND_SHIFT) & 7 for op, a in at.items()}
+
+    def kind(op: int) -> int:
+        if op == 0xF8:
+            return D.FUSE_SP_OFFSET
+        if 0x40 <= op < 0x80:
+            return D.FUSE_REG8
+        if op & 7 == 6:
+            return D.FUSE_IMM8
+        return D.FUSE_LOAD if op & 0xF == 1 else D.FUSE_STEP
+
+    assert kinds == {op: kind(op) for op in ops}
     for op in range(256):
         if op not in at:
             rom[0x2000] = op

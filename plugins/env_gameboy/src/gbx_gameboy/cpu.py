@@ -37,13 +37,16 @@ from gbx_gameboy.decode import (
     FKEEP_SHIFT,
     FSET_SHIFT,
     FUSE_ADD_SHIFT,
+    FUSE_IMM8,
     FUSE_KIND_SHIFT,
+    FUSE_LENGTHS,
     FUSE_LOAD,
     FUSE_MAX_CYCLES,
-    FUSE_MCYCLES_SHIFT,
+    FUSE_MCYCLES,
     FUSE_NONE,
     FUSE_PAIR_SHIFT,
     FUSE_PAIR_SP,
+    FUSE_REG8,
     FUSE_SP_OFFSET,
     LANE_GENERIC,
     LANE_JUMP,
@@ -750,6 +753,18 @@ def sext8(v: int) -> int:
 
 
 @wp.func
+def jump_target(psel: int, pc: int, imm: int, hl: int, rv: int, code: int) -> int:
+    """The PC after an instruction whose descriptor's PC selector (decode.PC_*) is
+    ``psel``, from the PC after its bytes, its immediates, HL, the bytes it read and its
+    opcode: ``pc`` itself for PC_KEEP."""
+    new_pc = wp.where(psel == PC_IMM, imm, pc)
+    new_pc = wp.where(psel == PC_REL, (pc + sext8(imm & 0xFF)) & 0xFFFF, new_pc)
+    new_pc = wp.where(psel == PC_HL, hl, new_pc)
+    new_pc = wp.where(psel == PC_MEM, rv, new_pc)
+    return wp.where(psel == PC_RST, code & 0x38, new_pc)
+
+
+@wp.func
 def pending_irq(g: GB, env: int) -> int:
     return (
         mget(g, env, IO_OFF + IF) & mget(g, env, HRAM_OFF + IE_HRAM_INDEX) & 0x1F
@@ -1005,11 +1020,11 @@ def run_kernel(
                 oam_corrupt(g, env, t, OAM_BUG_WRITE)  # SP on the bus (oam_bug.py)
             sp = (sp - 1) & 0xFFFF
             t += 4
-            wr(g, env, sp, pc >> 8, t)
+            wr_cpu(g, env, sp, pc >> 8, t)  # the loop reloads its state below (STALE)
             irq_now = pending_irq(g, env)
             sp = (sp - 1) & 0xFFFF
             t += 4
-            wr(g, env, sp, pc & 0xFF, t)
+            wr_cpu(g, env, sp, pc & 0xFF, t)
             pc = int(0)
             if irq_now != 0:
                 bit = int(0)
@@ -1319,7 +1334,7 @@ def run_kernel(
             # paths join in four values.
             ent = wp.vec4i()
             if fast and (pc & 0x3FFF) <= 0x3FFC and halt_bug == 0:
-                # A 16-bit register load and the instruction after it in one pass
+                # A register load and the instruction after it in one pass
                 # (decode.rom_fused_entries, which follow the other entries) where nothing
                 # can come between them: no event due before the load ends, no interrupt
                 # to take, no EI delay, the second opcode fetched before OAM DMA.
@@ -1381,12 +1396,14 @@ def run_kernel(
             imm = ent[3] & 0xFFFF
             icount += 1
             t += 4 * n_imm
-            # The entry's 16-bit register load (decode.FUSE_KIND_SHIFT; none: fk 0), as
-            # that instruction alone would run, before this one's work (which sees its
-            # result) and memory accesses (which come its cycles later). Selects only: a
-            # branch here would cost each pass more than the passes it saves.
-            fk = (w2 >> FUSE_KIND_SHIFT) & 3  # the load's kind, also its length
-            fp = ((w2 >> FUSE_PAIR_SHIFT) & 3) | wp.where(fk == FUSE_NONE, 4, 0)
+            # The entry's register load (decode.FUSE_KIND_SHIFT; none: fk 0), as that
+            # instruction alone would run, before this one's work (which sees its result)
+            # and memory accesses (which come its cycles later). Selects only: a branch
+            # here would cost each pass more than the passes it saves. First a 16-bit
+            # one's register pair (fp 4: none, for the other kinds) ...
+            fk = (w2 >> FUSE_KIND_SHIFT) & 7
+            fp = ((w2 >> FUSE_PAIR_SHIFT) & 3) | wp.where(
+                fk == FUSE_NONE or fk >= FUSE_REG8, 4, 0)
             fv = wp.where((fp & 1) != 0, (r[2] << 8) | r[3], (r[0] << 8) | r[1])
             fv = wp.where((fp & 2) != 0, wp.where((fp & 1) != 0, sp, (r[4] << 8) | r[5]), fv)
             fv = wp.where(fk == FUSE_SP_OFFSET, sp, wp.where(fk == FUSE_LOAD, 0, fv))
@@ -1403,10 +1420,13 @@ def run_kernel(
             r[4] = wp.where(fp == 2, fv >> 8, r[4])
             r[5] = wp.where(fp == 2, fv & 0xFF, r[5])
             sp = wp.where(fp == FUSE_PAIR_SP, fv, sp)
-            # its cycles and its count
-            t += 4 * ((w2 >> FUSE_MCYCLES_SHIFT) & 3)
+            # ... then an 8-bit one's register (8: none, for the other kinds)
+            r = rset(r, wp.where(fk >= FUSE_REG8, fadd & 7, 8), wp.where(
+                fk == FUSE_IMM8, (fadd >> 3) & 0xFF, rget(r, (fadd >> 3) & 7)))
+            # its cycles, its count and its length (two bits per kind in constants)
+            t += 4 * ((FUSE_MCYCLES >> (2 * fk)) & 3)
             icount += wp.min(fk, 1)
-            pc = (pc + 1 + n_imm + fk) & 0xFFFF
+            pc = (pc + 1 + n_imm + ((FUSE_LENGTHS >> (2 * fk)) & 3)) & 0xFFFF
         if wp.static(PHASE_CLOCKS):
             c1 = cycle_clock()
             clk[2] += c1 - c0
@@ -1663,22 +1683,18 @@ def run_kernel(
         else:
             src8 = field(w1, SRC8_SHIFT, 4)
             v8 = wp.where(src8 == S8_MEM, rv & 0xFF, wp.where(src8 == S8_IMM, e, rget(r, src8)))
-            # The two guards below skip the ALU and the adder for the instructions that only
-            # move data: on the CPU device that halves the time of an instruction; on a GPU a
-            # warp still runs each once if any of its threads needs it.
+            # The ALU, the adder, the 16-bit destination and (below) the jump target run
+            # for every instruction, without guards: a warp's threads nearly always include
+            # one that needs each (the ALU was entered in 87% of passes), so a guard only
+            # added its branch and its join to every pass (1.03x at 65,536 envs).
             op8 = field(w1, OP8_SHIFT, 5)
-            out8 = v8 << 8
-            if op8 != OP_LD:
-                out8 = alu(op8, a, v8, f, (code >> 3) & 7)
+            out8 = alu(op8, a, v8, f, (code >> 3) & 7)
             res8 = out8 >> 8
             v16 = wp.where(src16 == R16_AF, (a << 8) | f, v16)
             v16 = wp.where(src16 == R16_IMM, imm, v16)
             v16 = wp.where(src16 == R16_MEM, rv, v16)
             v16 = wp.where(src16 == R16_PC, pc, v16)
-            op16 = field(w2, OP16_SHIFT, 3)
-            out16 = v16 << 8
-            if op16 != OP16_PASS:
-                out16 = add16(op16, v16, hl, e)
+            out16 = add16(field(w2, OP16_SHIFT, 3), v16, hl, e)
             res16 = out16 >> 8
             # flags: kept | forced | computed (by the 8-bit ALU or the 16-bit adder)
             calc = wp.where(field(w1, F16_SHIFT, 1) != 0, out16 & 0xF0, out8 & 0xF0)
@@ -1689,18 +1705,17 @@ def run_kernel(
             )
             r = rset(r, field(w1, DST8_SHIFT, 4), res8)
             dst16 = field(w2, DST16_SHIFT, 3)
-            if dst16 != D16_NONE:
-                hi = res16 >> 8
-                lo = res16 & 0xFF
-                r[0] = wp.where(dst16 == R16_BC, hi, r[0])
-                r[1] = wp.where(dst16 == R16_BC, lo, r[1])
-                r[2] = wp.where(dst16 == R16_DE, hi, r[2])
-                r[3] = wp.where(dst16 == R16_DE, lo, r[3])
-                r[4] = wp.where(dst16 == R16_HL, hi, r[4])
-                r[5] = wp.where(dst16 == R16_HL, lo, r[5])
-                r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
-                r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
-                sp = wp.where(dst16 == R16_SP, res16, sp)
+            hi = res16 >> 8
+            lo = res16 & 0xFF
+            r[0] = wp.where(dst16 == R16_BC, hi, r[0])
+            r[1] = wp.where(dst16 == R16_BC, lo, r[1])
+            r[2] = wp.where(dst16 == R16_DE, hi, r[2])
+            r[3] = wp.where(dst16 == R16_DE, lo, r[3])
+            r[4] = wp.where(dst16 == R16_HL, hi, r[4])
+            r[5] = wp.where(dst16 == R16_HL, lo, r[5])
+            r[R_A] = wp.where(dst16 == R16_AF, hi, r[R_A])
+            r[R_F] = wp.where(dst16 == R16_AF, lo & 0xF0, r[R_F])
+            sp = wp.where(dst16 == R16_SP, res16, sp)
             # writes (to waddr, chosen with the read address above)
             wstep = 1 - 2 * field(w0, WDOWN_SHIFT, 1)
             vsel = field(w0, WVAL_SHIFT, 2)
@@ -1714,12 +1729,11 @@ def run_kernel(
         psel = wp.where(taken, field(w0, PC_SHIFT, 3), PC_KEEP)
         if wp.static(not HOST and CUDA_LOOPS and not PHASE_CLOCKS):
             pc_next = pc  # the next instruction's address: a jump back goes below it
-        if psel != PC_KEEP:
-            new_pc = wp.where(psel == PC_IMM, imm, pc)
-            new_pc = wp.where(psel == PC_REL, (pc + sext8(e)) & 0xFFFF, new_pc)
-            new_pc = wp.where(psel == PC_HL, hl, new_pc)
-            new_pc = wp.where(psel == PC_MEM, rv, new_pc)
-            pc = wp.where(psel == PC_RST, code & 0x38, new_pc)
+        if wp.static(HOST):
+            if psel != PC_KEEP:
+                pc = jump_target(psel, pc, imm, hl, rv, code)
+        else:
+            pc = jump_target(psel, pc, imm, hl, rv, code)  # PC_KEEP: pc (see the ALU above)
         t += wp.where(taken, 4 * field(w0, EXTRA_SHIFT, 2), 0)
         if wp.static(not HOST and CUDA_LOOPS and not PHASE_CLOCKS):
             # A JR NZ / JP NZ taken back to the start of a countdown or fill loop

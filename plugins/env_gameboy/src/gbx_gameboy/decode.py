@@ -582,31 +582,48 @@ def _into_loop(words: np.ndarray, word0: np.ndarray, length: np.ndarray) -> np.n
     return np.concatenate(marked)
 
 
-# The CUDA variant's entries (``rom_fused_entries``) run a 16-bit register load and the
+# The CUDA variant's entries (``rom_fused_entries``) run a register load and the
 # instruction after it in one pass of the run loop, where each pass costs a warp much the
 # same whatever its Game Boys run: INC rr / DEC rr, LD rr,nn and LD HL,SP+e, which touch
 # nothing but a register pair (and F for LD HL,SP+e), are how compiled C code (SDCC's
-# stack frames) and hand-written code alike set up most memory accesses. The entry at
-# such an instruction is the entry of the instruction after it, with the load in word
-# 2's bits above the descriptor's fields: FUSE_KIND (bits 9-10, also the load's length
-# in bytes: FUSE_STEP for INC/DEC rr, FUSE_SP_OFFSET for LD HL,SP+e, FUSE_LOAD for LD
-# rr,nn, 0 for none), FUSE_PAIR (bits 11-12: BC DE HL SP), FUSE_ADD (bits 13-28: what is
-# added to the pair, to SP for LD HL,SP+e, to zero for LD rr,nn: 1, 0xFFFF, e
-# sign-extended, nn) and FUSE_MCYCLES (bits 29-30).
+# stack frames) and hand-written code alike set up most memory accesses, and LD r,r' and
+# LD r,n (not (HL)), which touch one register, how they move values between the others.
+# The entry at such an instruction is the entry of the instruction after it, with the
+# load in word 2's bits above the descriptor's fields: FUSE_KIND (bits 9-11: FUSE_STEP
+# for INC/DEC rr, FUSE_SP_OFFSET for LD HL,SP+e, FUSE_LOAD for LD rr,nn, FUSE_REG8 for LD
+# r,r', FUSE_IMM8 for LD r,n, 0 for none), FUSE_PAIR (bits 12-13: BC DE HL SP) and
+# FUSE_ADD (bits 14-29): for a 16-bit load what is added to the pair, to SP for LD
+# HL,SP+e, to zero for LD rr,nn (1, 0xFFFF, e sign-extended, nn); for an 8-bit one the
+# destination register (bits 0-2, the run kernel's register index, which is the opcode's)
+# and the source register or n (from bit 3). The load's length in bytes and its M-cycles
+# follow from its kind (FUSE_LENGTHS, FUSE_MCYCLES: two bits per kind).
 FUSE_KIND_SHIFT = 9
-FUSE_PAIR_SHIFT = 11
-FUSE_ADD_SHIFT = 13
-# 2 bits: the load's M-cycles (INC/DEC rr 2, the others 3), which its kind gives too: stored,
-# the run loop adds them with a shift and a mask instead of a lookup by kind
-FUSE_MCYCLES_SHIFT = 29
-FUSE_NONE, FUSE_STEP, FUSE_SP_OFFSET, FUSE_LOAD = range(4)
+FUSE_PAIR_SHIFT = 12
+FUSE_ADD_SHIFT = 14
+FUSE_NONE, FUSE_STEP, FUSE_SP_OFFSET, FUSE_LOAD, FUSE_REG8, FUSE_IMM8 = range(6)
 FUSE_PAIR_SP = 3
 FUSE_MAX_CYCLES = 12
+_FUSE_LENGTH = {FUSE_NONE: 0, FUSE_STEP: 1, FUSE_SP_OFFSET: 2, FUSE_LOAD: 3, FUSE_REG8: 1,
+                FUSE_IMM8: 2}
+_FUSE_MCYCLES = {FUSE_NONE: 0, FUSE_STEP: 2, FUSE_SP_OFFSET: 3, FUSE_LOAD: 3, FUSE_REG8: 1,
+                 FUSE_IMM8: 2}
+FUSE_LENGTHS = sum(n << 2 * k for k, n in _FUSE_LENGTH.items())
+FUSE_MCYCLES = sum(n << 2 * k for k, n in _FUSE_MCYCLES.items())
+
+
+def fuse_length(kind: int) -> int:
+    """Bytes of a fused load of ``kind`` (FUSE_*), as the run kernel reads them."""
+    return (FUSE_LENGTHS >> 2 * kind) & 3
+
+
+def fuse_mcycles(kind: int) -> int:
+    """M-cycles of a fused load of ``kind`` (FUSE_*), as the run kernel reads them."""
+    return (FUSE_MCYCLES >> 2 * kind) & 3
 
 
 def _fused_loads(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(kind, pair, addend) of the 16-bit register load that starts at each byte of
-    ``data`` (kind FUSE_NONE where none does)."""
+    """(kind, pair, addend) of the register load that starts at each byte of ``data``
+    (kind FUSE_NONE where none does)."""
     size = len(data)
     padded = np.concatenate([data, np.zeros(2, dtype=data.dtype)]).astype(np.int64)
     op = padded[:size]
@@ -625,15 +642,25 @@ def _fused_loads(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     kind[sp_off] = FUSE_SP_OFFSET
     pair[sp_off] = 2
     add[sp_off] = (b1[sp_off] - ((b1[sp_off] & 0x80) << 1)) & 0xFFFF
+    # LD r,r' (0x40 + 8 dst + src) and LD r,n (0x06 + 8 dst), neither register (HL) (6)
+    dst = (op >> 3) & 7
+    reg8 = (op >= 0x40) & (op < 0x80) & (dst != 6) & ((op & 7) != 6)
+    kind[reg8] = FUSE_REG8
+    add[reg8] = dst[reg8] | (op[reg8] & 7) << 3
+    imm8 = ((op & 0xC7) == 0x06) & (dst != 6)
+    kind[imm8] = FUSE_IMM8
+    add[imm8] = dst[imm8] | b1[imm8] << 3
+    pair[reg8 | imm8] = 0
     return kind, pair, add
 
 
 def rom_fused_entries(rom: bytes, entries: np.ndarray | None = None) -> np.ndarray:
     """The CUDA variant's predecoded ROM: ``rom_predecode_entries`` (``entries``, computed
-    when not given), except where a 16-bit register load (see FUSE_KIND_SHIFT) starts and
-    the instruction after it starts in the same bank at an offset whose entry the run
-    kernel reads (at most 0x3FFC into the bank): there the entry is that instruction's,
-    with the load in word 2. The run kernel reads these only where neither an event, an
+    when not given), except where a register load (see FUSE_KIND_SHIFT) starts and the
+    instruction after it starts in the same bank at an offset whose entry the run kernel
+    reads (at most 0x3FFC into the bank): there the entry is that instruction's, with the
+    load in word 2. Not where the load falls into a loop (INTO_LOOP): its own entry runs
+    the loop's passes with it. The run kernel reads these only where neither an event, an
     interrupt, an EI delay nor OAM DMA can come between the two instructions, and no
     register pair points into FE00-FEFF (where INC/DEC rr has the OAM bug, which the load
     then runs alone to have)."""
@@ -641,16 +668,16 @@ def rom_fused_entries(rom: bytes, entries: np.ndarray | None = None) -> np.ndarr
         entries = rom_predecode_entries(rom)
     data = np.frombuffer(bytes(rom), dtype=np.uint8)
     kind, pair, add = _fused_loads(data)
+    length = (FUSE_LENGTHS >> 2 * kind) & 3
     pos = np.arange(len(data))
-    after = pos + kind
+    after = pos + length
     fused = ((kind != FUSE_NONE) & ((pos & 0x3FFF) <= 0x3FFC) & ((after & 0x3FFF) <= 0x3FFC)
-             & (after >> 14 == pos >> 14) & (after < len(data)))
+             & (after >> 14 == pos >> 14) & (after < len(data)) & (entries[:len(data), 2] >= 0))
     at = np.flatnonzero(fused)
     out = entries.astype(np.int64)
     out[at] = out[after[at]]
-    mcycles = np.where(kind[at] == FUSE_STEP, 2, 3)
     out[at, 2] |= (kind[at] << FUSE_KIND_SHIFT | pair[at] << FUSE_PAIR_SHIFT
-                   | add[at] << FUSE_ADD_SHIFT | mcycles << FUSE_MCYCLES_SHIFT)
+                   | add[at] << FUSE_ADD_SHIFT)
     return out.astype(np.int32)
 
 

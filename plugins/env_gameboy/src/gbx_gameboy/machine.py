@@ -282,7 +282,7 @@ class GameBoyBatch:
         g.io_mask = wp.array(io_read_mask(), dtype=wp.uint8, device=dev)
         # the descriptors, then the predecoded ROM: the CPU variant's inner loop reads it,
         # and both variants' countdown and fill loops (countdown.py); then the CUDA
-        # variant's, with 16-bit register loads run with the instruction after them
+        # variant's, with register loads run with the instruction after them
         entries = rom_predecode_entries(self.cart.data)
         dec = np.concatenate([decode_table(), entries.ravel(),
                               rom_fused_entries(self.cart.data, entries).ravel()])

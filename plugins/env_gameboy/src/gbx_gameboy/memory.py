@@ -515,7 +515,9 @@ def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, 
     window taken from the loop's registers (they change only on MBC and IO writes, after
     which the loop reloads them); everything else goes through ``rd_call``."""
     v = int(0xFF)
-    if t < dma_e and t >= dma_s:
+    if a >= 0xFF80:
+        v = mget(g, env, HRAM_OFF + (a - 0xFF80))  # also in OAM DMA: not the DMA's bus
+    elif t < dma_e and t >= dma_s:
         v = rd_call(g.ref, env, a, t)
     elif a < 0x4000 and (a >= 0x100 or g.has_boot == 0):
         v = int(g.rom[(bank0 * 0x4000 + a) & g.rom_mask])
@@ -523,8 +525,6 @@ def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, 
         v = int(g.rom[(bankx * 0x4000 + (a - 0x4000)) & g.rom_mask])
     elif a >= 0xC000 and a < 0xFE00:
         v = mget(g, env, WRAM_OFF + (a & 0x1FFF))
-    elif a >= 0xFF80:
-        v = mget(g, env, HRAM_OFF + (a - 0xFF80))
     else:
         v = rd_call(g.ref, env, a, t)
     return v
