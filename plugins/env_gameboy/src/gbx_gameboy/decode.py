@@ -17,6 +17,7 @@ the same constants (``cpu.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -609,14 +610,16 @@ _FUSE_MCYCLES = {FUSE_NONE: 0, FUSE_STEP: 2, FUSE_SP_OFFSET: 3, FUSE_LOAD: 3, FU
                  FUSE_IMM8: 2}
 FUSE_LENGTHS = sum(n << 2 * k for k, n in _FUSE_LENGTH.items())
 FUSE_MCYCLES = sum(n << 2 * k for k, n in _FUSE_MCYCLES.items())
+KindT = TypeVar("KindT", int, np.ndarray)  # a kind, or an array of kinds
 
 
-def fuse_length(kind: int) -> int:
-    """Bytes of a fused load of ``kind`` (FUSE_*), as the run kernel reads them."""
+def fuse_length(kind: KindT) -> KindT:
+    """Bytes of a fused load of ``kind`` (FUSE_*, or an array of them), as the run kernel
+    reads them."""
     return (FUSE_LENGTHS >> 2 * kind) & 3
 
 
-def fuse_mcycles(kind: int) -> int:
+def fuse_mcycles(kind: KindT) -> KindT:
     """M-cycles of a fused load of ``kind`` (FUSE_*), as the run kernel reads them."""
     return (FUSE_MCYCLES >> 2 * kind) & 3
 
@@ -668,9 +671,8 @@ def rom_fused_entries(rom: bytes, entries: np.ndarray | None = None) -> np.ndarr
         entries = rom_predecode_entries(rom)
     data = np.frombuffer(bytes(rom), dtype=np.uint8)
     kind, pair, add = _fused_loads(data)
-    length = (FUSE_LENGTHS >> 2 * kind) & 3
     pos = np.arange(len(data))
-    after = pos + length
+    after = pos + fuse_length(kind)
     fused = ((kind != FUSE_NONE) & ((pos & 0x3FFF) <= 0x3FFC) & ((after & 0x3FFF) <= 0x3FFC)
              & (after >> 14 == pos >> 14) & (after < len(data)) & (entries[:len(data), 2] >= 0))
     at = np.flatnonzero(fused)

@@ -511,9 +511,10 @@ def rom_code_byte(g: GB, a: int, bank0: int, bankx: int) -> int:
 def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, dma_e: int) -> int:
     """CPU read of address a at cycle t, inlined into the run loop's three read sites.
 
-    ROM, WRAM and HRAM outside OAM DMA are read directly, with the ROM banks and the DMA
-    window taken from the loop's registers (they change only on MBC and IO writes, after
-    which the loop reloads them); everything else goes through ``rd_call``."""
+    HRAM (and IE) at any cycle, ROM and WRAM outside OAM DMA are read directly, with the
+    ROM banks and the DMA window taken from the loop's registers (they change only on MBC
+    and IO writes, after which the loop reloads them); everything else goes through
+    ``rd_call``."""
     v = int(0xFF)
     if a >= 0xFF80:
         v = mget(g, env, HRAM_OFF + (a - 0xFF80))  # also in OAM DMA: not the DMA's bus
