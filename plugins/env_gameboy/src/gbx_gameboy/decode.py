@@ -527,7 +527,7 @@ assert DESC_TABLE_BYTES % PRE_ENTRY_BYTES == 0
 # entry, except where a run or loop starts (QUICK_RUN replaces column 0 there).
 PRE_SPECIAL_SHIFT = 24
 PRE_CB = 1 << 27
-# Bit 31 of column 2 (word 2's fields end at bit 8, the fused loads' at bit 30; the sign
+# Bit 31 of column 2 (word 2's fields end at bit 8, the fused loads' at bit 29; the sign
 # bit, so one compare tests it): the instruction falls through into the start of a
 # countdown or fill loop (RUN_LOOP) and neither writes, jumps nor is special, so the
 # CUDA variant may run the loop's passes at once right after its work, as after a jump
