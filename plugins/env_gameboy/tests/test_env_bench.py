@@ -31,6 +31,8 @@ def test_bench_prints_json_records(tmp_path: Path) -> None:
         assert r["frames_per_s_per_env"] == pytest.approx(r["frames_per_s"] / n, rel=1e-3)
         assert r["reset_all_ms"] >= 0 and "rss" in r["mem_after_warmup"]
         assert r["kernel"] == "cpu" and r["block_threads"] is None  # the CPU device's
+        # the warm-up step's own rate
+        assert len(r["warmup_env_steps_per_s"]) == 1 and r["warmup_env_steps_per_s"][0] > 0
 
 
 def test_bench_fails_on_memory_growth(tmp_path: Path) -> None:
@@ -90,3 +92,34 @@ def test_backend_mode_forwards_the_common_options() -> None:
     res = CliRunner().invoke(group, ["env", "--backend", "gameboy", "--threads", "2"])
     assert res.exit_code == 0, res.output
     assert seen["cpu_threads"] == "2"
+
+
+def test_timed_steps_run_the_chosen_variant(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch that times both variants (here made to, with rounds back to back from
+    # launch 12, every 6 launches): a warm-up of 20 steps ends inside the round of
+    # launches 18-23 and runs on through it, and the timed steps (24-33) are held, so
+    # the batch starts no round among them.
+    from gbx_gameboy import env_bench as eb
+    from gbx_gameboy import machine, variant_timing
+    from gbx_gameboy.env import GameBoyConfig
+
+    clocks: list[variant_timing.VariantClock] = []
+
+    def clock(*args: object, **kwargs: object) -> variant_timing.VariantClock:
+        clocks.append(variant_timing.VariantClock(*args, early_gaps=(10,),  # type: ignore[arg-type]
+                                                  retime_every=6))
+        return clocks[-1]
+
+    real = machine.GameBoyBatch
+
+    def measured(*args: object, **kwargs: object) -> machine.GameBoyBatch:
+        kwargs.setdefault("kernel", "measure")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(machine, "VariantClock", clock)
+    monkeypatch.setattr(machine, "GameBoyBatch", measured)
+    cfg = GameBoyConfig(rom=str(write_env_test_rom(tmp_path)), frames_per_step=8)
+    r = eb.measure(cfg, 2, "cpu", steps=10, warmup=20)
+    assert r["warmup_steps"] == 24 and len(r["warmup_env_steps_per_s"]) == 24
+    assert clocks[0].rounds == 3 and not clocks[0].timing and not clocks[0].held

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import click
 import pytest
@@ -82,6 +83,8 @@ def test_bench_prints_one_json_record() -> None:
     assert rec["block_threads"] is None  # a GPU launch's figure
     # One rate per timed step; the steady rate covers the second half of them.
     assert rec["warmup_steps"] == 1 and len(rec["step_frames_per_s"]) == 3
+    # the warm-up step's own rate, measured as the timed ones
+    assert len(rec["warmup_step_frames_per_s"]) == 1 and rec["warmup_step_frames_per_s"][0] > 0
     half = rec["step_frames_per_s"][1:]
     assert min(half) * 0.99 <= rec["steady_frames_per_s"] <= max(half) * 1.01
     # per env beside the totals: the batch's rate shared by its 2 envs
@@ -108,7 +111,8 @@ def test_bench_kernel_option() -> None:
     assert json.loads(_last_line(res.output))["kernel"] == "cuda"
 
 
-def test_bench_warms_a_measuring_batch_up_through_its_first_rounds() -> None:
+def test_bench_warms_a_measuring_batch_up_through_its_first_rounds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # --kernel measure times both variants; the first two rounds are the batch's start-up,
     # so the warm-up runs on through them and the record says how many warm-up steps ran
     # and what each variant measured.
@@ -120,11 +124,33 @@ def test_bench_warms_a_measuring_batch_up_through_its_first_rounds() -> None:
     r = json.loads(_last_line(res.output))
     # without a game there is no boot or START launch: rounds at steps 2-7 and 12-17
     assert WARM_ROUNDS == 2 and r["warmup_steps"] == 18
+    # every warm-up step has its rate, those of the variant rounds too
+    assert len(r["warmup_step_frames_per_s"]) == 18
+    assert min(r["warmup_step_frames_per_s"]) > 0
     assert set(r["variant_s_per_frame"]) == {"cpu", "cuda"} and r["kernel"] in ("cpu", "cuda")
+    # With rounds back to back from launch 12 (every 6 launches), a warm-up of 20 steps
+    # ends inside the round of launches 18-23 and runs on through it; the timed steps
+    # (launches 24-33) are held, so the batch's clock starts no round among them.
+    from gbx_gameboy import machine, variant_timing
+
+    clocks: list[variant_timing.VariantClock] = []
+
+    def clock(*args: Any, **kwargs: Any) -> variant_timing.VariantClock:
+        clocks.append(variant_timing.VariantClock(*args, early_gaps=(10,), retime_every=6))
+        return clocks[-1]
+
+    monkeypatch.setattr(machine, "VariantClock", clock)
+    res = CliRunner().invoke(emulator_bench, ["--envs", "1", "--frames", "240", "--warmup-steps",
+                                              "20", "--kernel", "measure", "--no-game"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(_last_line(res.output))
+    assert r["warmup_steps"] == 24 and len(r["step_frames_per_s"]) == 10
+    assert clocks[0].rounds == 3 and not clocks[0].timing and not clocks[0].held
     plain = CliRunner().invoke(emulator_bench, ["--envs", "2", "--frames", "24",
                                                 "--warmup-steps", "0", "--no-game"])
     r = json.loads(_last_line(plain.output))
     assert r["warmup_steps"] == 0 and r["variant_s_per_frame"] is None
+    assert r["warmup_step_frames_per_s"] == []
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [

@@ -69,6 +69,32 @@ def test_times_arriving_late_and_out_of_order_decide_when_the_last_is_in() -> No
     assert clock.next_launch(24)[1] is not None
 
 
+def test_a_held_clock_starts_no_round_until_released() -> None:
+    clock = VariantClock(("cuda", "cpu"), trials=1, settle=0, early_gaps=(), retime_every=4)
+    speed = {"cuda": 1.0, "cpu": 2.0}
+    assert [_launch(clock, 24, speed) for _ in range(2)] == ["cuda", "cpu"]
+    assert clock.rounds == 1
+    clock.hold(True)
+    # the next round falls due at launch 4; held, launches 2-7 run the choice, untimed
+    for _ in range(6):
+        assert clock.next_launch(24) == ("cuda", None)
+    clock.hold(False)
+    # released: the round that fell due starts at once
+    first = clock.next_launch(24)
+    assert first[0] == "cuda" and first[1] is not None
+
+
+def test_a_round_under_way_runs_on_while_held() -> None:
+    clock = VariantClock(("cuda", "cpu"), trials=1, settle=0, early_gaps=(), retime_every=4)
+    first = clock.next_launch(24)
+    clock.hold(True)
+    second = clock.next_launch(24)
+    assert first[1] is not None and second == ("cpu", second[1]) and second[1] is not None
+    clock.add_time(first[1], 24.0)  # type: ignore[arg-type]
+    clock.add_time(second[1], 48.0)  # type: ignore[arg-type]
+    assert clock.rounds == 1 and not clock.timing
+
+
 def test_clock_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="two or more different variants"):
         VariantClock(("cuda", "cuda"))

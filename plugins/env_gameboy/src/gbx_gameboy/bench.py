@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 STEP_FRAMES = 24  # frames per env step (one launch), as the RL envs use
 BOOT_FRAMES = 120
-WARMUP_STEPS = 10
+# Untimed steps before the timed ones. Random buttons spread a batch's Game Boys over a
+# game's phases, and each warp's threads apart, for tens of steps: flappyboy's rate at
+# 65,536 envs on a GPU falls from 9.5M env-frames/s at the third step to 4.3M by the
+# 26th and stays there (docs/benchmarks.md, "Warm-up until play has diverged"). The
+# record's warmup_step_frames_per_s shows each warm-up step's rate.
+WARMUP_STEPS = 30
 # The buttons of a game step, drawn per env and step: none, RIGHT, LEFT, UP, DOWN, A, B
 # (actions.py's bits; literals so that importing the CLI does not import torch).
 BUTTON_TABLE = (0, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20)
@@ -110,12 +115,15 @@ def _versions() -> dict[str, str]:
 
 def warm_through_variant_rounds(batch: Any, step: Callable[[int], object], first: int) -> int:
     """Steps ``first``, ``first + 1``, ... of a batch that times both run-kernel variants
-    until its first rounds of timed launches are done (variant_timing.WARM_ROUNDS, at most
-    WARM_EXTRA_STEPS steps): they are its start-up, not its steady speed. The batch is
-    synchronised before each step, so the next launch takes the last one's times. Returns
-    the index of the first step after the warm-up (``first`` for any other batch)."""
+    until its first rounds of timed launches are done (variant_timing.WARM_ROUNDS), and any
+    later round under way (a long warm-up reaches one), at most WARM_EXTRA_STEPS steps:
+    they are its start-up, not its steady speed. The batch is synchronised before each
+    step, so the next launch takes the last one's times. Returns the index of the first
+    step after the warm-up (``first`` for any other batch). The caller then holds the
+    batch (``hold_variant``) over its timed steps."""
     index = first
-    while (batch.times_variants and batch.variant_rounds < WARM_ROUNDS
+    while (batch.times_variants
+           and (batch.variant_rounds < WARM_ROUNDS or batch.timing_variants)
            and index < first + WARM_EXTRA_STEPS):
         batch.synchronize()
         step(index)
@@ -178,15 +186,27 @@ def measure(
         batch.run_frames(BOOT_FRAMES)
         start = torch.full((envs,), 0x80, dtype=torch.int32, device=tdev)
         batch.step_frames(start, STEP_FRAMES, release_after=5)
-    for i in range(warmup_steps):
+    # Each warm-up step on its own, as the timed ones: their rates show where the batch's
+    # speed has settled.
+    warm_s: list[float] = []
+
+    def warm_step(i: int) -> None:
+        ts = time.perf_counter()
         step(i)
+        batch.synchronize()
+        warm_s.append(time.perf_counter() - ts)
+
     batch.synchronize()
-    warm = warm_through_variant_rounds(batch, step, warmup_steps)
+    for i in range(warmup_steps):
+        warm_step(i)
+    warm = warm_through_variant_rounds(batch, warm_step, warmup_steps)
     clocks = batch.phase_clocks if PHASE_CLOCKS else None
     if clocks is not None:
         clocks.zero_()  # count the timed steps only
     i0 = int(batch.instruction_count.sum())
     step_s: list[float] = []
+    # The timed steps run the chosen variant: a round due among them waits until after.
+    batch.hold_variant(True)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     for i in range(n_steps):
@@ -195,6 +215,7 @@ def measure(
         batch.synchronize()
         step_s.append(time.perf_counter() - ts)
     run_s = time.perf_counter() - t0
+    batch.hold_variant(False)
     # CPU seconds of this process (all its threads) over the timed steps: on the CPU
     # device, frames per CPU second is the speed per core, whatever else loads the machine.
     cpu_s = time.process_time() - cpu0
@@ -228,6 +249,9 @@ def measure(
         "frames_per_s_per_env": rate / envs,
         "steady_frames_per_s_per_env": steady / envs,
         "step_frames_per_s": [round(step_frames / s, 1) for s in step_s],
+        # every warm-up step's rate, the same way (those of a batch's rounds of timed
+        # launches mix both run-kernel variants)
+        "warmup_step_frames_per_s": [round(step_frames / s, 1) for s in warm_s],
         "instructions_per_s": instrs / run_s,
         "instructions": instrs,
         "run_s": run_s,
@@ -252,7 +276,9 @@ def measure(
               help="press START then random buttons each step (default: on when --rom given)")
 @click.option("--cold", is_flag=True, help="compile into an empty kernel cache (cold compile time)")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=WARMUP_STEPS, show_default=True,
-              help="untimed 24-frame steps after boot (random buttons diverge the envs)")
+              help="untimed 24-frame steps after boot: random buttons diverge the envs, "
+                   "and a batch's speed settles as they do (each step's rate is in the "
+                   "record's warmup_step_frames_per_s)")
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="CPU device: worker threads, each stepping a contiguous chunk of envs "
                    "(0: every core)")

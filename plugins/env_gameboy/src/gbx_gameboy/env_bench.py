@@ -30,6 +30,14 @@ def _rss_bytes() -> int:
         return 0
 
 
+# Untimed env steps before the timed ones: random play spreads a batch's envs over a
+# game's phases for tens of steps. At 16,384 envs on a GPU, flappyboy's env steps/s rise
+# from about 85,000 over the first 20 steps to about 113,000 from the 60th on, and the
+# bundled game's fall from about 450,000 to about 285,000 by the 25th
+# (docs/benchmarks.md, "Warm-up until play has diverged").
+WARMUP_STEPS = 60
+
+
 def _mem(device: torch.device) -> dict[str, int]:
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
@@ -76,13 +84,26 @@ def measure(
         device=dev
     )
     env.reset()
-    for row in actions[:warmup]:
-        env.step(row)
-    warm = warm_through_variant_rounds(env.batch, lambda i: env.step(actions[i]), warmup)
+    # Each warm-up step on its own: their rates show where the batch's speed has settled.
+    warm_s: list[float] = []
+
+    def warm_step(i: int) -> None:
+        ts = time.perf_counter()
+        env.step(actions[i])
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        warm_s.append(time.perf_counter() - ts)
+
+    for i in range(warmup):
+        warm_step(i)
+    warm = warm_through_variant_rounds(env.batch, warm_step, warmup)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     mem_warm = _mem(dev)
+    # The timed steps run the chosen variant: a round due among them waits until after.
+    env.batch.hold_variant(True)
     secs = _timed_steps(env, actions[warm:warm + steps])
+    env.batch.hold_variant(False)
     mem_end = _mem(dev)
     # Reset cost: a restore with no env flagged vs every env flagged.
     none = torch.zeros(num_envs, dtype=torch.bool, device=dev)
@@ -128,6 +149,9 @@ def measure(
         "env_steps_per_s_per_env": round(steps / secs, 3),
         "frames_per_s_per_env": round(steps * config.frames_per_step / secs, 2),
         "step_ms": round(1000 * secs / steps, 3),
+        # every warm-up step's rate (those of a batch's rounds of timed launches mix both
+        # run-kernel variants)
+        "warmup_env_steps_per_s": [round(num_envs / s, 1) for s in warm_s],
         "reset_none_ms": round(1000 * reset_s["none"], 3),
         "reset_all_ms": round(1000 * reset_s["all"], 3),
         "mem_after_warmup": mem_warm,
@@ -151,8 +175,10 @@ _TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_
 @click.option("--task", default=None, help="task for --backend (default gbx-quest-1)")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | cuda:N | auto")
 @click.option("--steps", default=20, show_default=True, help="timed env steps per batch size")
-@click.option("--warmup", default=10, show_default=True,
-              help="untimed env steps first (random play, so envs have diverged)")
+@click.option("--warmup", default=WARMUP_STEPS, show_default=True,
+              help="untimed env steps first: random play diverges the envs, and a batch's "
+                   "speed settles as they do (each step's rate is in the record's "
+                   "warmup_env_steps_per_s)")
 @click.option("--frames-per-step", default=24, show_default=True)
 @click.option("--obs-size", default="72x80", show_default=True)
 @click.option("--stack-k", default=1, show_default=True)

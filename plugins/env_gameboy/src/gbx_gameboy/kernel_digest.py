@@ -35,7 +35,7 @@ from gbx_gameboy.sass_path import LoopPath, loop_path
 DIGEST_ARCH = 90
 # SHA-256 of the CUDA run kernel's module as sm_90 PTX (strip_hash=True) in canonical form,
 # warp 1.19.0: the run kernel and the kernels beside it (the drawing kernel among them).
-CUDA_PTX_SHA256 = "15865e244d1f1fa61560c67bab9522080f89f49e815cedaaa4770cd97174b401"
+CUDA_PTX_SHA256 = "397e4968443e13086a35039f99376fb762cedc89e1d5e57bd9bd11640373d6d8"
 
 
 def cuda_ptx(arch: int = DIGEST_ARCH, variant: str = "cuda", lineinfo: bool = False) -> str:

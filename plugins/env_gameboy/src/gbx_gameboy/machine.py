@@ -501,6 +501,20 @@ class GameBoyBatch:
         return self._clock is not None
 
     @property
+    def timing_variants(self) -> bool:
+        """Whether a round of timed launches of both variants is under way (launches
+        still to run or times still to come; False for a batch that runs one variant)."""
+        return self._clock is not None and self._clock.timing
+
+    def hold_variant(self, held: bool) -> None:
+        """Of a batch that times both variants: while ``held``, start no new round of timed
+        launches (one due starts at the first launch after). Benchmarks hold a batch over
+        their timed steps, so that those run the chosen variant, as nearly all launches
+        between rounds do. Nothing for a batch that runs one variant."""
+        if self._clock is not None:
+            self._clock.hold(held)
+
+    @property
     def variant_rounds(self) -> int:
         """Of a batch that times both variants: its complete rounds of timed launches so
         far (variant_timing.py; a GPU's times are taken as the launch after them starts);

@@ -22,6 +22,7 @@ from gbx_gameboy.bench import (
     BOOT_FRAMES,
     BUTTON_TABLE,
     STEP_FRAMES,
+    WARMUP_STEPS,
     button_indices,
     record_head,
 )
@@ -44,7 +45,7 @@ def _step(emu: Any, button: str | None, render: bool) -> None:
 
 
 def measure_pyboy(rom: bytes | str, envs: int, frames: int, game: bool, seed: int = 0,
-                  warmup_steps: int = 10) -> dict[str, Any]:
+                  warmup_steps: int = WARMUP_STEPS) -> dict[str, Any]:
     """The JSON record of PyBoy on ``envs`` runs of the benchmark's steps (see the module)."""
     from importlib.metadata import version
 

@@ -101,10 +101,19 @@ class VariantClock:
         self._pending: dict[int, tuple[str, int]] = {}  # ticket -> (variant, frames)
         self._times: dict[str, list[float]] = {}
         self._tickets = 0
+        # While held (hold), no round starts: one that falls due starts at the first
+        # launch after.
+        self.held = False
+
+    def hold(self, held: bool) -> None:
+        """Start no round while ``held`` (one under way runs on); a benchmark holds a batch
+        over its timed launches, which then measure the variant running, as the launches
+        between rounds do."""
+        self.held = held
 
     def next_launch(self, frames: int) -> tuple[str, int | None]:
         """(the variant the next launch runs, a ticket to time it with, or None)."""
-        if self._launches >= self._round_at and not self.timing:
+        if self._launches >= self._round_at and not self.timing and not self.held:
             self._todo = [v for _ in range(self.trials) for v in self.variants]
             self._times = {v: [] for v in self.variants}
             self._round_at = self._launches + (
