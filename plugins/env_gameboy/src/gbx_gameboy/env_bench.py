@@ -32,8 +32,8 @@ def _rss_bytes() -> int:
 
 # Untimed env steps before the timed ones: random play spreads a batch's envs over a
 # game's phases for tens of steps. At 16,384 envs on a GPU, flappyboy's env steps/s rise
-# from about 85,000 over the first 20 steps to about 113,000 from the 60th on, and the
-# bundled game's fall from about 450,000 to about 285,000 by the 25th
+# from about 85,000 over steps 10 - 20 to about 113,000 from the 60th on, and the bundled
+# game's fall from about 450,000 over steps 5 - 15 to about 285,000 from the 25th on
 # (docs/benchmarks.md, "Warm-up until play has diverged").
 WARMUP_STEPS = 60
 
