@@ -186,20 +186,19 @@ def measure(
         batch.run_frames(BOOT_FRAMES)
         start = torch.full((envs,), 0x80, dtype=torch.int32, device=tdev)
         batch.step_frames(start, STEP_FRAMES, release_after=5)
-    # Each warm-up step on its own, as the timed ones: their rates show where the batch's
-    # speed has settled.
-    warm_s: list[float] = []
-
-    def warm_step(i: int) -> None:
+    def timed_step(i: int, seconds: list[float]) -> None:
         ts = time.perf_counter()
         step(i)
         batch.synchronize()
-        warm_s.append(time.perf_counter() - ts)
+        seconds.append(time.perf_counter() - ts)
 
+    # Each warm-up step on its own, as the timed ones: their rates show where the batch's
+    # speed has settled.
+    warm_s: list[float] = []
     batch.synchronize()
     for i in range(warmup_steps):
-        warm_step(i)
-    warm = warm_through_variant_rounds(batch, warm_step, warmup_steps)
+        timed_step(i, warm_s)
+    warm = warm_through_variant_rounds(batch, lambda i: timed_step(i, warm_s), warmup_steps)
     clocks = batch.phase_clocks if PHASE_CLOCKS else None
     if clocks is not None:
         clocks.zero_()  # count the timed steps only
@@ -210,10 +209,7 @@ def measure(
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     for i in range(n_steps):
-        ts = time.perf_counter()
-        step(warm + i)
-        batch.synchronize()
-        step_s.append(time.perf_counter() - ts)
+        timed_step(warm + i, step_s)
     run_s = time.perf_counter() - t0
     batch.hold_variant(False)
     # CPU seconds of this process (all its threads) over the timed steps: on the CPU
