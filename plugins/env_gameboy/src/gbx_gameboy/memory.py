@@ -512,9 +512,9 @@ def rd_cpu(g: GB, env: int, a: int, t: int, bank0: int, bankx: int, dma_s: int, 
     """CPU read of address a at cycle t, inlined into the run loop's three read sites.
 
     HRAM (and IE) at any cycle, ROM and WRAM outside OAM DMA are read directly, with the
-    ROM banks and the DMA window taken from the loop's registers (they change only on MBC
-    and IO writes, after which the loop reloads them); everything else goes through
-    ``rd_call``."""
+    ROM banks and the DMA window the loop passes in (the CPU variant keeps them in
+    registers and reloads them after MBC and IO writes, the CUDA variant loads them from
+    the state at every instruction); everything else goes through ``rd_call``."""
     v = int(0xFF)
     if a >= 0xFF80:
         v = mget(g, env, HRAM_OFF + (a - 0xFF80))  # also in OAM DMA: not the DMA's bus
