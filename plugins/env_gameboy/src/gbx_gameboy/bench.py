@@ -144,7 +144,7 @@ def measure(
     rom: bytes | str, envs: int, frames: int, device: str, game: bool, seed: int = 0,
     cold: bool = False, warmup_steps: int = WARMUP_STEPS, threads: int = 0,
     kernel: str = "auto", draw: bool = True, block_threads: int | None = None,
-    block_warps: int | None = None,
+    block_warps: int | None = None, regroup: bool | None = None,
 ) -> dict[str, object]:
     """Run the benchmark and return its JSON record (compile and warm-up excluded from rate).
 
@@ -165,7 +165,8 @@ def measure(
     from gbx_gameboy.machine import GameBoyBatch
 
     batch = GameBoyBatch(rom, envs, device, threads=threads, kernel=kernel,
-                         block_threads=block_threads, block_warps=block_warps)
+                         block_threads=block_threads, block_warps=block_warps,
+                         regroup=regroup)
     compile_s = batch.compile()
     tdev = "cuda" if batch.device.startswith("cuda") else "cpu"
     n_steps = max(1, frames // STEP_FRAMES)
@@ -237,6 +238,8 @@ def measure(
         # GPU: warps per block of that launch (machine.launch_shape)
         "block_warps": None if batch.device.startswith("cpu") else batch.block_warps,
         "draw": draw,  # the last frame of each step drawn
+        # each launch ran on a copy of the state sorted by the envs' last work (regroup.py)
+        "regroup": batch.regroup,
         # other work on the machine skews CPU figures: how busy it was while measuring
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_s": rate,
@@ -296,6 +299,11 @@ def measure(
 @click.option("--draw/--no-draw", default=True, show_default=True,
               help="draw the last frame of each step, as the envs' observations need; "
                    "--no-draw times the same emulation without drawing")
+@click.option("--regroup", type=click.Choice(["auto", "on", "off"]), default="auto",
+              show_default=True,
+              help="sort the envs into warps by the instructions each ran in the launch "
+                   "before (auto: on a GPU with 8 or more Game Boys per warp; the "
+                   "record's regroup says whether it did)")
 @click.option("--emulator", type=click.Choice(["gbx", "pyboy"]), default="gbx",
               show_default=True,
               help="pyboy: PyBoy (sound off, one process) on the same work, each env's steps "
@@ -303,7 +311,7 @@ def measure(
 def emulator_bench(
     rom: str | None, envs: list[int], frames: int, device: str, game: bool | None, cold: bool,
     warmup_steps: int, threads: int, kernel: str, block_threads: list[int] | None,
-    block_warps: int | None, draw: bool, emulator: str,
+    block_warps: int | None, draw: bool, regroup: str, emulator: str,
 ) -> None:
     """Emulated frames/s and instructions/s; prints one JSON record per batch size.
 
@@ -322,11 +330,11 @@ def emulator_bench(
     image: bytes | str = os.fspath(rom) if rom else busy_rom()
     if emulator == "pyboy":
         if (cold or kernel != "auto" or threads != 0 or not device.startswith("cpu") or not draw
-                or block_threads is not None or block_warps is not None):
+                or block_threads is not None or block_warps is not None or regroup != "auto"):
             raise click.BadParameter("PyBoy runs on one CPU core with no kernel and draws "
                                      "each step's last frame: leave out --cold, --kernel, "
-                                     "--threads, --block-threads, --block-warps, --device "
-                                     "and --no-draw",
+                                     "--threads, --block-threads, --block-warps, --regroup, "
+                                     "--device and --no-draw",
                                      param_hint="--emulator")
         from gbx_gameboy.pyboy_bench import measure_pyboy
 
@@ -335,6 +343,7 @@ def emulator_bench(
                 image, n, frames, game if game is not None else rom is not None,
                 warmup_steps=warmup_steps)))
         return
+    from gbx_gameboy.env import REGROUP_CHOICES
     from gbx_gameboy.machine import block_threads_problem, block_warps_problem
 
     blocks: list[int | None] = list(block_threads) if block_threads else [None]
@@ -352,6 +361,7 @@ def emulator_bench(
                              game if game is not None else rom is not None,
                              cold=cold and first, warmup_steps=warmup_steps, threads=threads,
                              kernel=kernel, draw=draw, block_threads=b,
-                             block_warps=block_warps)
+                             block_warps=block_warps,
+                             regroup=REGROUP_CHOICES[regroup])
             first = False
             click.echo(json.dumps(record))

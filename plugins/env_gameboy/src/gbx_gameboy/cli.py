@@ -52,11 +52,14 @@ def run(
             _fail(f"{flag} must be >= 1, got {value}")
     from gbx.memory import check_memory
     from gbx.resolve import resolve_device
-    from gbx_gameboy.machine import GameBoyBatch, batch_bytes
+    from gbx_gameboy.machine import GameBoyBatch, batch_bytes, regroups
+    from gbx_gameboy.warp_setup import import_warp
 
     # Device and memory are checked before Warp allocates: one line, exit 2.
     target = resolve_device(device)
-    check_memory(batch_bytes(cart, envs, on_cpu=target.type == "cpu"), target,
+    on_cpu = target.type == "cpu"
+    sm_count = None if on_cpu else import_warp().get_device(device).sm_count
+    check_memory(batch_bytes(cart, envs, on_cpu=on_cpu, regroup=regroups(envs, sm_count)), target,
                  algo="gbx gameboy run", fix="lower --envs")
     batch = GameBoyBatch(cart, envs, device)
     presses = _prepare(batch, state, press)

@@ -63,6 +63,8 @@ TRAINING_ONLY = {"start_states": (), "real_start_fraction": None, "save_goal_sta
 # Seeds the one draw of env.stagger_start, apart from the start-state stream.
 _STAGGER_SALT = 0x5EED_57A6
 START_STATE_SUFFIXES = (".gbxstate", ".state")
+# env.regroup -> GameBoyBatch(regroup=...)
+REGROUP_CHOICES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
 
 class RealStart:
@@ -131,6 +133,12 @@ class GameBoyConfig(RealStart):
         0, "Warp CPU device: threads that step the emulator, each a contiguous chunk of "
         "envs (0: every core); no effect on a GPU", _v.ge(0),
     )
+    regroup: str = option(
+        "auto", "GPU: run each step with the envs sorted into warps by the instructions "
+        "each ran in the step before, on a second copy of the emulator state: auto (where "
+        "warps hold 8 or more Game Boys), on, or off (saves the copy's memory)",
+        _v.in_(("auto", "on", "off")),
+    )
 
 
 def resolve_rom(path: str) -> Path:
@@ -194,14 +202,18 @@ def load_start_state(batch: Any, path: str | Path, setting: str = "") -> tuple[s
     return hashlib.sha256(data).hexdigest(), False
 
 
-def bytes_per_env(cart: Any, config: GameBoyConfig) -> int:
+def bytes_per_env(cart: Any, config: GameBoyConfig, on_gpu: bool = False) -> int:
     """Device bytes one env of a batch takes: every emulator array (memory, cart RAM,
-    registers, timers, serial buffer, framebuffer, phase clocks) and the observation
-    buffers of a step (frame stack, final observations, frame, goal scratch)."""
-    from gbx_gameboy.machine import env_bytes
+    registers, timers, serial buffer, framebuffer, phase clocks), on a GPU unless
+    ``env.regroup`` is off a second copy of them (a large batch regroups its envs,
+    regroup.py), and the observation buffers of a step (frame stack, final observations,
+    frame, goal scratch)."""
+    from gbx_gameboy.machine import env_bytes, regroup_bytes
 
     h, w = obs_hw(config.obs_size)
-    return env_bytes(cart) + (2 * config.stack_k + 4) * h * w + 64
+    copy = on_gpu and config.regroup != "off"
+    emulator = env_bytes(cart) + (env_bytes(cart) + regroup_bytes(cart) if copy else 0)
+    return emulator + (2 * config.stack_k + 4) * h * w + 64
 
 
 class EmulatorBatch(Protocol):
@@ -303,8 +315,11 @@ class GameBoyEnv:
         wdev = _warp_device(self.device)
         cart = parse_cartridge(str(rom))
         # Refused before the batch allocates anything (a huge env count is a one-line error).
-        check_env_memory("gameboy", num_envs, bytes_per_env(cart, config), self.device)
-        self.batch = GameBoyBatch(cart, num_envs, wdev, threads=config.cpu_threads)
+        check_env_memory("gameboy", num_envs,
+                         bytes_per_env(cart, config, on_gpu=not wdev.startswith("cpu")),
+                         self.device)
+        self.batch = GameBoyBatch(cart, num_envs, wdev, threads=config.cpu_threads,
+                                  regroup=REGROUP_CHOICES[config.regroup])
         self.rom_sha256 = self.batch.cart.sha256
         self._rom_title = self.batch.cart.title
 
@@ -314,7 +329,8 @@ class GameBoyEnv:
         probe = GameBoyBatch(
             self.batch.cart, 1, wdev, kernel=self.batch.kernel,
             block_threads=self.batch.block_threads,
-            block_warps=None if wdev.startswith("cpu") else self.batch.block_warps)
+            block_warps=None if wdev.startswith("cpu") else self.batch.block_warps,
+            regroup=False)
         starts = []
         with self._on_torch_stream():
             paths: list[str | Path] = [config.state, *start_state_files(config.start_states)]
@@ -447,6 +463,8 @@ class GameBoyEnv:
             "cpu_threads": (self.batch.cpu_workers
                             if isinstance(self.batch, GameBoyBatch) and self.device.type == "cpu"
                             else None),
+            # whether the Warp emulator's launches run with the envs regrouped (regroup.py)
+            "regroup": self.batch.regroup if isinstance(self.batch, GameBoyBatch) else None,
         }
 
     def from_start_states(self) -> torch.Tensor:

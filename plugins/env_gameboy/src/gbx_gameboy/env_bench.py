@@ -122,6 +122,7 @@ def measure(
     workers = env.batch.cpu_workers if dev.type == "cpu" else None
     kernel, block, block_warps = env.batch.kernel, env.batch.block_threads, env.batch.block_warps
     variant_times = env.batch.variant_times or None
+    regroup = env.batch.regroup
     env.close()
     key = "rss" if dev.type == "cpu" else "device_used"
     return {
@@ -136,6 +137,8 @@ def measure(
         "variant_s_per_frame": variant_times,
         "block_threads": None if dev.type == "cpu" else block,
         "block_warps": None if dev.type == "cpu" else block_warps,
+        # each launch ran on a copy of the state sorted by the envs' last work (regroup.py)
+        "regroup": regroup,
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "frames_per_step": config.frames_per_step,
         "obs_size": config.obs_size,
@@ -161,7 +164,8 @@ def measure(
 
 
 # Options of the single-backend measurement that a task (``--backend`` mode) decides itself.
-_TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_mem_delta")
+_TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_mem_delta",
+                 "regroup")
 
 
 @click.command("env")
@@ -186,11 +190,14 @@ _TASK_DECIDES = ("rom", "state", "frames_per_step", "obs_size", "stack_k", "max_
               help="fail if memory grows by more than this many MiB after warm-up")
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="CPU device: emulator threads (env.cpu_threads; 0: every core)")
+@click.option("--regroup", type=click.Choice(["auto", "on", "off"]), default="auto",
+              show_default=True,
+              help="GPU: envs sorted into warps by their last step's work (env.regroup)")
 @click.pass_context
 def env_bench(
     ctx: click.Context, rom: str, state: str, num_envs: list[int], backends: str | None,
     task: str | None, device: str, steps: int, warmup: int, frames_per_step: int,
-    obs_size: str, stack_k: int, max_mem_delta: float | None, threads: int,
+    obs_size: str, stack_k: int, max_mem_delta: float | None, threads: int, regroup: str,
 ) -> None:
     """Env steps/s and frames/s of the gameboy env (one JSON record per batch size).
 
@@ -206,7 +213,7 @@ def env_bench(
     cfg = GameBoyConfig(
         rom=rom, state=state, frames_per_step=frames_per_step,
         release_after_frames=min(8, frames_per_step), obs_size=obs_size, stack_k=stack_k,
-        max_steps=10**9, cpu_threads=threads,
+        max_steps=10**9, cpu_threads=threads, regroup=regroup,
     )
     failed = []
     for n in num_envs:

@@ -34,6 +34,8 @@ from gbx_gameboy.decode import (
 )
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
+from gbx_gameboy.regroup import Regrouper
+from gbx_gameboy.regroup import tiles_to_rows as _regroup_kernel
 from gbx_gameboy.tiles import env_rows, row_of_envs
 from gbx_gameboy.variant_timing import VariantClock
 from gbx_gameboy.warp_setup import wp
@@ -64,6 +66,23 @@ RESIDENT_WARPS_PER_SM = 65536 // (256 * 32)
 # among many threads their different paths run one after the other (docs/emulator.md,
 # "Launch plan on a GPU").
 CPU_VARIANT_MAX_WARP_THREADS = 4
+# From this many Game Boys per warp on, a GPU batch regroups its envs by the work of
+# their last launch (regroup.py, ``GameBoyBatch(regroup=None)``): with fewer, a warp's
+# few threads rarely differ enough to pay for the copies.
+REGROUP_MIN_WARP_THREADS = 8
+
+
+def regroups_with(num_envs: int, block_threads: int | None) -> bool:
+    """Whether a batch of ``num_envs`` launched with ``block_threads`` Game Boys per warp
+    regroups by default: with at least ``REGROUP_MIN_WARP_THREADS`` and more than one
+    warp's worth (None: the CPU device, where a thread runs its envs one after another)."""
+    return block_threads is not None and num_envs > block_threads >= REGROUP_MIN_WARP_THREADS
+
+
+def regroups(num_envs: int, sm_count: int | None) -> bool:
+    """``regroups_with`` for the launch plan of a GPU of ``sm_count`` SMs (None: the CPU
+    device)."""
+    return sm_count is not None and regroups_with(num_envs, launch_plan(num_envs, sm_count)[1])
 
 
 def launch_plan(num_envs: int, sm_count: int) -> tuple[str, int]:
@@ -173,19 +192,34 @@ def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -
             + (8 * CLOCK_ROWS if PHASE_CLOCKS else 0))
 
 
+def regroup_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -> int:
+    """Bytes per env a batch that regroups (regroup.py) keeps beside its slot-ordered copy:
+    the scratch rows of its widest tiled array, the sort's keys and values, the orders and
+    the instruction counts."""
+    widest = max(L.MEM_BYTES, max(cart.ram_bytes, 1), serial_capacity, L.ST_COUNT * 4,
+                 L.TM_COUNT * 8, L.APU_COUNT * 4)
+    return widest + 40
+
+
 def batch_bytes(cart: Cartridge, num_envs: int,
-                serial_capacity: int = DEFAULT_SERIAL_CAPACITY, on_cpu: bool = False) -> int:
+                serial_capacity: int = DEFAULT_SERIAL_CAPACITY, on_cpu: bool = False,
+                regroup: bool = False) -> int:
     """Device bytes a :class:`GameBoyBatch` of ``num_envs`` allocates (its arrays are
     tiled, so the count rounds up to whole tiles), so a command can refuse a batch that
     cannot fit before Warp allocates anything: the ROM and its two predecoded forms
     (``PRE_ENTRY_BYTES`` per ROM byte each) once, the per-env arrays. ``on_cpu``: the batch is
     on the CPU device with the default kernel (the CPU variant, which draws at once there);
     a GPU batch keeps the LCD registers of each line of a frame left to draw after a
-    launch (8 bytes per line)."""
+    launch (8 bytes per line). ``regroup``: the batch keeps a second, slot-ordered copy of
+    its per-env arrays (regroup.py)."""
     # the ROM and its predecoded entries (decode.rom_predecode_entries, rom_fused_entries)
     rom = len(cart.data) * (1 + 2 * PRE_ENTRY_BYTES) + 2 * PRE_ENTRY_BYTES
     pending = num_envs * (3 * 4 + (0 if on_cpu else L.SCREEN_H * 8))
-    return L.tiles_for(num_envs) * L.TILE * env_bytes(cart, serial_capacity) + rom + pending
+    padded = L.tiles_for(num_envs) * L.TILE
+    per_env = padded * env_bytes(cart, serial_capacity) + pending
+    if not regroup:
+        return per_env + rom
+    return 2 * per_env + rom + padded * regroup_bytes(cart, serial_capacity)
 
 
 class GameBoyBatch:
@@ -197,7 +231,11 @@ class GameBoyBatch:
     :func:`launch_plan` and the warps per block (``block_warps``) of :func:`launch_shape`
     unless given. Where the plan picks the CUDA variant (and with ``kernel="measure"``
     on either device) the batch times both variants on its own launches and runs the
-    faster (variant_timing.py).
+    faster (variant_timing.py). A GPU batch with ``REGROUP_MIN_WARP_THREADS`` or more Game
+    Boys per warp (or any batch with ``regroup=True``; none with ``regroup=False``) runs
+    each launch on a copy of its state sorted by the instructions each env ran in the
+    launch before, so that envs that ran alike share warps (regroup.py); between launches
+    its arrays are in env order and hold the same state either way.
 
     Per-env state (layout.py) is tiled ``(tiles, rows, TILE)``: the envs of a warp touching
     the same address coalesce, and kernels reach every row of an env at a constant offset.
@@ -215,6 +253,7 @@ class GameBoyBatch:
         kernel: str = "auto",
         block_threads: int | None = None,
         block_warps: int | None = None,
+        regroup: bool | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -271,6 +310,9 @@ class GameBoyBatch:
         self.block_warps = self._block_dim // 32
         self.num_envs = num_envs
         self.serial_capacity = serial_capacity
+        # Envs sorted into warps by the work of their last launch (regroup.py).
+        self.regroup = (regroup if regroup is not None
+                        else regroups_with(num_envs, None if on_cpu else self.block_threads))
         n = num_envs
         nt = L.tiles_for(n)
         dev = self.device
@@ -323,6 +365,7 @@ class GameBoyBatch:
         g.ref = self._g_dev.ptr
         self._g = g
         self._no_buttons = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._regrouper = Regrouper(g, n, dev) if self.regroup else None
         self._faulted = torch.zeros((nt, L.TILE), dtype=torch.bool, device=wp.device_to_torch(dev))
         self.last_compile_s = 0.0
         self._built = False  # compile() has run
@@ -544,6 +587,8 @@ class GameBoyBatch:
                 dims.add(RUN_BLOCK_DIM)
             for dim in dims:
                 wp.load_module(module, device=self.device, block_dim=dim)
+        if self._regrouper is not None:
+            wp.load_module(_regroup_kernel.module, device=self.device)
         self._built = True
         self.last_compile_s = time.perf_counter() - t0
         return self.last_compile_s
@@ -558,6 +603,11 @@ class GameBoyBatch:
     ) -> None:
         g = self._g
         g.render_frame = render_frame
+        if self._regrouper is not None:
+            # the launch runs the slot-ordered copy (regroup.py), its buttons in slot order
+            buttons = self._regrouper.gather(buttons)
+            g = self._regrouper.slots
+            g.render_frame = render_frame
         if self._clock is not None and not self._built:
             self.compile()  # every build before the first timed launch
         variant, ticket = self._next_variant(amount if mode == RUN_FRAMES else 0)
@@ -593,6 +643,8 @@ class GameBoyBatch:
                 self._clock.add_time(ticket, time.perf_counter() - t0)
             else:
                 wp.get_stream(self.device).record_event(self._timed[ticket][1])
+        if self._regrouper is not None:
+            self._regrouper.scatter()
 
     def _next_variant(self, frames: int) -> tuple[str, int | None]:
         """The variant the next launch runs, and its ticket if it is to be timed (see
