@@ -35,7 +35,7 @@ from gbx_gameboy.decode import (
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.phase_clock import CLOCK_ROWS, PHASE_CLOCKS
 from gbx_gameboy.regroup import Regrouper
-from gbx_gameboy.regroup import tiles_to_rows as _regroup_kernel
+from gbx_gameboy.regroup import gather_tiled as _regroup_kernel
 from gbx_gameboy.tiles import env_rows, row_of_envs
 from gbx_gameboy.variant_timing import VariantClock
 from gbx_gameboy.warp_setup import wp
@@ -194,11 +194,9 @@ def env_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -
 
 def regroup_bytes(cart: Cartridge, serial_capacity: int = DEFAULT_SERIAL_CAPACITY) -> int:
     """Bytes per env a batch that regroups (regroup.py) keeps beside its slot-ordered copy:
-    the scratch rows of its widest tiled array, the sort's keys and values, the orders and
-    the instruction counts."""
-    widest = max(L.MEM_BYTES, max(cart.ram_bytes, 1), serial_capacity, L.ST_COUNT * 4,
-                 L.TM_COUNT * 8, L.APU_COUNT * 4)
-    return widest + 40
+    the scratch rows of its widest byte array (``mem``, cartridge RAM or the serial ring),
+    the sort's keys and values, the orders and the instruction counts."""
+    return max(L.MEM_BYTES, cart.ram_bytes, serial_capacity) + 40
 
 
 def batch_bytes(cart: Cartridge, num_envs: int,

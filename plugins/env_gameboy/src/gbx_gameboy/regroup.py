@@ -25,10 +25,6 @@ from gbx_gameboy import layout as L
 from gbx_gameboy.kstate import GB
 from gbx_gameboy.warp_setup import wp
 
-# Rows of a tiled array one block of the tile kernels moves, (rows x TILE) at a time.
-CHUNK_ROWS = 64
-_CHUNK_ROWS = wp.constant(CHUNK_ROWS)
-MOVE_BLOCK_DIM = 64
 _TILE = wp.constant(L.TILE)
 _TM_INSTRS = wp.constant(L.TM_INSTRS)
 _KEY_MAX = wp.constant(wp.int64(2**31 - 1))
@@ -39,39 +35,30 @@ TILED_ARRAYS = ("mem", "cram", "st", "tm", "ser", "apu")
 ENV_MAJOR_ARRAYS = ("fb", "pend", "lines")
 
 
-# A tiled array moves in two passes through a scratch array in env order ``(envs,
-# rows)``: a tile's block of rows is transposed into its 32 envs' rows, then a slot
-# tile's block is gathered from the rows of the envs its slots run and transposed back,
-# so that every load and store is of whole sectors. Moving byte by byte from one tiled
-# array to the other read a 32-byte sector for every byte (a slot's neighbours come from
-# other tiles): 21 ms each way at 65,536 envs on an H200, against a 24-frame launch's
-# 260 on flappyboy; these Warp tiles took 10, and the byte arrays as words (below) 4.4
-# with the framebuffer's 2 (docs/benchmarks.md, "Envs regrouped by their last launch's
-# work").
+# A tiled array moves into slot order and back by gathers: slot ``s`` gets env
+# ``order[s]``, env ``e`` gets slot ``inverse[e]``, each written where consecutive threads
+# write consecutive bytes. Read element by element, a slot's neighbours come from other
+# tiles, so each read brings a 32-byte sector for one element: fine for the few hundred
+# bytes an env has in ``st``, ``tm`` and ``apu``, but with ``mem`` moved so a batch of
+# 65,536 envs took 21 ms each way on an H200, against a 24-frame launch's 260 on
+# flappyboy. Byte arrays whose rows come in fours (``mem``, the serial ring, cartridge
+# RAM) take two passes of 4-byte words through a scratch array in env order instead
+# (below): 4.1 ms each way, the framebuffer's 2 included (docs/benchmarks.md, "Envs
+# regrouped by their last launch's work").
 @wp.kernel
-def tiles_to_rows(src: wp.array3d(dtype=Any), rows: wp.array2d(dtype=Any)):
-    t, c = wp.tid()
-    block = wp.tile_load(src[t], shape=(_CHUNK_ROWS, _TILE), offset=(c * _CHUNK_ROWS, 0))
-    wp.tile_store(rows, wp.tile_transpose(block), offset=(t * _TILE, c * _CHUNK_ROWS))
-
-
-@wp.kernel
-def rows_to_tiles(rows: wp.array2d(dtype=Any), source: wp.array(dtype=wp.int32),
-                  dst: wp.array3d(dtype=Any)):
-    """Column ``l`` of tile ``t`` of ``dst`` gets row ``source[t * TILE + l]``."""
-    t, c = wp.tid()
-    picks = wp.tile_load(source, shape=_TILE, offset=t * _TILE)
-    block = wp.tile_load_indexed(rows, indices=picks, shape=(_TILE, _CHUNK_ROWS),
-                                 offset=(0, c * _CHUNK_ROWS), axis=0)
-    wp.tile_store(dst[t], wp.tile_transpose(block), offset=(c * _CHUNK_ROWS, 0))
+def gather_tiled(src: wp.array3d(dtype=Any), source: wp.array(dtype=wp.int32),
+                 dst: wp.array3d(dtype=Any)):
+    """Column ``l`` of tile ``t`` of ``dst`` gets env ``source[t * TILE + l]`` of ``src``,
+    row by row."""
+    r, s = wp.tid()
+    e = source[s]
+    dst[s // _TILE, r, s % _TILE] = src[e // _TILE, r, e % _TILE]
 
 
 for _dtype in (wp.uint8, wp.int32, wp.int64):
-    wp.overload(tiles_to_rows, {"src": wp.array3d(dtype=_dtype),
-                                "rows": wp.array2d(dtype=_dtype)})
-    wp.overload(rows_to_tiles, {"rows": wp.array2d(dtype=_dtype),
-                                "source": wp.array(dtype=wp.int32),
-                                "dst": wp.array3d(dtype=_dtype)})
+    wp.overload(gather_tiled, {"src": wp.array3d(dtype=_dtype),
+                               "source": wp.array(dtype=wp.int32),
+                               "dst": wp.array3d(dtype=_dtype)})
 
 
 # A byte array whose rows come in fours moves as 4-byte words: a thread takes 4 rows
@@ -206,20 +193,20 @@ class Regrouper:
         slots.mem_ptr, slots.st_ptr, slots.tm_ptr = slots.mem.ptr, slots.st.ptr, slots.tm.ptr
         slots.cram_ptr, slots.ser_ptr, slots.apu_ptr = slots.cram.ptr, slots.ser.ptr, slots.apu.ptr
         self.slots = slots
-        # the tiled arrays' pairs and a view of one scratch buffer as each one's env rows
+        # the tiled arrays' pairs; a byte array whose rows come in fours moves as words
+        # through a view of one scratch buffer as its env rows
         tiled = [(getattr(g, name), getattr(slots, name)) for name in TILED_ARRAYS]
-        row_bytes = max(a.shape[1] * wp.types.type_size_in_bytes(a.dtype) for a, _ in tiled)
-        self._rows_buffer = wp.zeros(padded * row_bytes, dtype=wp.uint8, device=device)
-        self._tiled: list[tuple[bool, Any, Any, Any]] = []
-        for env, slot in tiled:
-            if env.dtype == wp.uint8 and env.shape[1] % 4 == 0:
-                self._tiled.append((True, _byte_words(env), _byte_words(slot),
-                                    wp.array(ptr=self._rows_buffer.ptr, dtype=wp.uint32,
-                                             shape=(padded, env.shape[1] // 4), device=device)))
-            else:
-                self._tiled.append((False, env, slot,
-                                    wp.array(ptr=self._rows_buffer.ptr, dtype=env.dtype,
-                                             shape=(padded, env.shape[1]), device=device)))
+        by_words = [(env, slot) for env, slot in tiled
+                    if env.dtype == wp.uint8 and env.shape[1] % 4 == 0]
+        row_bytes = max([env.shape[1] for env, _ in by_words], default=0)
+        self._rows_buffer = wp.zeros(max(1, padded * row_bytes), dtype=wp.uint8, device=device)
+        self._by_words: list[tuple[Any, Any, Any]] = [
+            (_byte_words(env), _byte_words(slot),
+             wp.array(ptr=self._rows_buffer.ptr, dtype=wp.uint32,
+                      shape=(padded, env.shape[1] // 4), device=device))
+            for env, slot in by_words]
+        self._by_elements = [(env, slot) for env, slot in tiled
+                             if not any(env is w for w, _ in by_words)]
         self._words = [(_words(getattr(g, name), n), _words(getattr(slots, name), n))
                        for name in env_major]
         self.keys = wp.zeros(n, dtype=wp.int32, device=device)
@@ -233,19 +220,16 @@ class Regrouper:
 
     def _move(self, to_slots: bool) -> None:
         source = self._order if to_slots else self._inverse
-        for words, env, slot, rows in self._tiled:
+        for env, slot, rows in self._by_words:
             src, dst = (env, slot) if to_slots else (slot, env)
-            if words:
-                dim = (src.shape[0], src.shape[1] // 4, src.shape[2])
-                wp.launch(byte_tiles_to_rows, dim=dim, inputs=[src, rows], device=self.device)
-                wp.launch(byte_rows_to_tiles, dim=dim, inputs=[rows, source, dst],
-                          device=self.device)
-                continue
-            dim = (src.shape[0], -(-src.shape[1] // CHUNK_ROWS))
-            wp.launch_tiled(tiles_to_rows, dim=dim, inputs=[src, rows],
-                            block_dim=MOVE_BLOCK_DIM, device=self.device)
-            wp.launch_tiled(rows_to_tiles, dim=dim, inputs=[rows, source, dst],
-                            block_dim=MOVE_BLOCK_DIM, device=self.device)
+            dim = (src.shape[0], src.shape[1] // 4, src.shape[2])
+            wp.launch(byte_tiles_to_rows, dim=dim, inputs=[src, rows], device=self.device)
+            wp.launch(byte_rows_to_tiles, dim=dim, inputs=[rows, source, dst],
+                      device=self.device)
+        for env, slot in self._by_elements:
+            src, dst = (env, slot) if to_slots else (slot, env)
+            wp.launch(gather_tiled, dim=(src.shape[1], source.shape[0]),
+                      inputs=[src, source, dst], device=self.device)
         for env, slot in self._words:
             src, dst = (env, slot) if to_slots else (slot, env)
             wp.launch(gather_env_words, dim=src.shape, inputs=[src, source, dst],
