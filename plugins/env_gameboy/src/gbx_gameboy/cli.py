@@ -58,7 +58,7 @@ def run(
     # Device and memory are checked before Warp allocates: one line, exit 2.
     target = resolve_device(device)
     on_cpu = target.type == "cpu"
-    sm_count = None if on_cpu else import_warp().get_device(device).sm_count
+    sm_count = None if on_cpu else import_warp().get_device(str(target)).sm_count
     check_memory(batch_bytes(cart, envs, on_cpu=on_cpu, regroup=regroups(envs, sm_count)), target,
                  algo="gbx gameboy run", fix="lower --envs")
     batch = GameBoyBatch(cart, envs, device)
