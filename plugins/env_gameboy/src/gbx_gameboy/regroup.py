@@ -195,9 +195,12 @@ class Regrouper:
         self.slots = slots
         # the tiled arrays' pairs; a byte array whose rows come in fours moves as words
         # through a view of one scratch buffer as its env rows
-        tiled = [(getattr(g, name), getattr(slots, name)) for name in TILED_ARRAYS]
-        by_words = [(env, slot) for env, slot in tiled
-                    if env.dtype == wp.uint8 and env.shape[1] % 4 == 0]
+        by_words: list[tuple[Any, Any]] = []
+        self._by_elements: list[tuple[Any, Any]] = []
+        for name in TILED_ARRAYS:
+            env, slot = getattr(g, name), getattr(slots, name)
+            words = env.dtype == wp.uint8 and env.shape[1] % 4 == 0
+            (by_words if words else self._by_elements).append((env, slot))
         row_bytes = max([env.shape[1] for env, _ in by_words], default=0)
         self._rows_buffer = wp.zeros(max(1, padded * row_bytes), dtype=wp.uint8, device=device)
         self._by_words: list[tuple[Any, Any, Any]] = [
@@ -205,8 +208,6 @@ class Regrouper:
              wp.array(ptr=self._rows_buffer.ptr, dtype=wp.uint32,
                       shape=(padded, env.shape[1] // 4), device=device))
             for env, slot in by_words]
-        self._by_elements = [(env, slot) for env, slot in tiled
-                             if not any(env is w for w, _ in by_words)]
         self._words = [(_words(getattr(g, name), n), _words(getattr(slots, name), n))
                        for name in env_major]
         self.keys = wp.zeros(n, dtype=wp.int32, device=device)
